@@ -1,0 +1,188 @@
+"""The metric catalogue: every name spanwatch exports, defined once (spec: shared/spec/metrics.md).
+
+Dashboards, alert rules, the archive and the analyzer all build on these names. Sources map OIDs and
+YANG paths onto them through the tables in ``collector/mappings``; nothing derives a name from a path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """Prometheus metric type."""
+
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+# Labels a device series may carry beyond ``device``, the target's static labels and ``link``;
+# the same names are the archive's label columns.
+SERIES_LABELS = ("interface", "queue", "priority", "lane", "direction", "pool", "component")
+
+# OpenConfig stat containers (instant/avg/min/max): the plain name carries ``instant``.
+STAT_SUFFIXES = ("_min", "_max", "_avg")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One catalogue entry.
+
+    Attributes:
+        name: the exported name.
+        kind: counter, gauge or histogram.
+        unit: base unit (bytes, seconds, dbm, db, ratio, ...), empty for dimensionless.
+        help: the HELP text.
+        labels: labels beyond ``device`` (device metrics) or all labels (health and link metrics).
+        stats: whether ``_min``/``_max``/``_avg`` variants exist (OpenConfig stat containers).
+    """
+
+    name: str
+    kind: Kind
+    unit: str
+    help: str
+    labels: tuple[str, ...] = ()
+    stats: bool = False
+
+    @property
+    def is_counter(self) -> bool:
+        return self.kind is Kind.COUNTER
+
+
+def _c(name: str, unit: str, help: str, *labels: str) -> MetricSpec:
+    return MetricSpec(name, Kind.COUNTER, unit, help, labels)
+
+
+def _g(name: str, unit: str, help: str, *labels: str, stats: bool = False) -> MetricSpec:
+    return MetricSpec(name, Kind.GAUGE, unit, help, labels, stats)
+
+
+_I = "interface"
+_IQ = ("interface", "queue")
+_IPD = ("interface", "priority", "direction")
+_IL = ("interface", "lane")
+
+DEVICE_METRICS: tuple[MetricSpec, ...] = (
+    _c("dci_interface_receive_bytes_total", "bytes", "Bytes received on the interface.", _I),
+    _c("dci_interface_transmit_bytes_total", "bytes", "Bytes transmitted on the interface.", _I),
+    _c("dci_interface_receive_packets_total", "packets", "Packets received on the interface.", _I),
+    _c("dci_interface_transmit_packets_total", "packets", "Packets transmitted on the interface.", _I),
+    _c("dci_interface_receive_discards_total", "packets", "Inbound packets discarded without error.", _I),
+    _c("dci_interface_transmit_discards_total", "packets", "Outbound packets discarded without error.", _I),
+    _c("dci_interface_receive_errors_total", "packets", "Inbound packets with errors.", _I),
+    _c("dci_interface_transmit_errors_total", "packets", "Outbound packets with errors.", _I),
+    _c("dci_interface_receive_fcs_errors_total", "frames", "Frames received with a bad FCS.", _I),
+    _c("dci_interface_pause_frames_total", "frames", "IEEE 802.3x global pause frames.", _I, "direction"),
+    _g("dci_interface_speed_bytes_per_second", "bytes_per_second", "Interface speed.", _I),
+    _g("dci_interface_oper_up", "", "1 when the interface is operationally up.", _I),
+    _c("dci_interface_fec_corrected_blocks_total", "blocks", "FEC blocks corrected.", _I),
+    _c("dci_interface_fec_uncorrectable_blocks_total", "blocks", "FEC blocks not correctable.", _I),
+    _c("dci_queue_transmit_packets_total", "packets", "Packets sent from the egress queue.", *_IQ),
+    _c("dci_queue_transmit_bytes_total", "bytes", "Bytes sent from the egress queue.", *_IQ),
+    _c("dci_queue_dropped_packets_total", "packets", "Packets dropped by the queue (tail and AQM).", *_IQ),
+    _c("dci_queue_dropped_bytes_total", "bytes", "Bytes dropped by the queue (tail and AQM).", *_IQ),
+    _c("dci_queue_ecn_marked_packets_total", "packets", "Packets ECN-marked (ECT to CE) by the queue.", *_IQ),
+    _g("dci_queue_occupancy_bytes", "bytes", "Instantaneous queue length.", *_IQ),
+    _g("dci_queue_watermark_bytes", "bytes", "Peak queue length since the previous sample.", *_IQ),
+    _c("dci_pfc_pause_frames_total", "frames", "Priority flow control pause frames.", *_IPD),
+    _c("dci_pfc_pause_duration_seconds_total", "seconds", "Time paused by priority flow control.", *_IPD),
+    _c("dci_pfc_watchdog_storms_total", "events", "PFC watchdog storm (stuck queue) detections.", _I, "priority"),
+    _g("dci_buffer_pool_occupancy_bytes", "bytes", "Shared buffer pool occupancy.", "pool"),
+    _g("dci_buffer_pool_watermark_bytes", "bytes", "Shared buffer pool peak occupancy.", "pool"),
+    _g("dci_optics_rx_power_dbm", "dbm", "Optical receive power (no lane: module total).", *_IL, stats=True),
+    _g("dci_optics_tx_power_dbm", "dbm", "Optical transmit power (no lane: module total).", *_IL, stats=True),
+    _g("dci_optics_laser_bias_current_amperes", "amperes", "Laser bias current.", *_IL, stats=True),
+    _g("dci_optics_temperature_celsius", "celsius", "Optics module temperature.", _I, stats=True),
+    _g("dci_optics_supply_voltage_volts", "volts", "Optics module supply voltage.", _I, stats=True),
+    _g("dci_optics_pre_fec_ber", "ratio", "Bit error ratio before FEC.", _I, stats=True),
+    _g("dci_optics_post_fec_ber", "ratio", "Bit error ratio after FEC.", _I, stats=True),
+    _g("dci_optics_osnr_db", "db", "Optical signal-to-noise ratio.", _I, stats=True),
+    _g("dci_optics_esnr_db", "db", "Electrical signal-to-noise ratio.", _I, stats=True),
+    _g("dci_optics_q_factor_db", "db", "Q factor.", _I, stats=True),
+    _g("dci_optics_chromatic_dispersion_ps_per_nm", "ps_per_nm", "Chromatic dispersion.", _I, stats=True),
+    _g(
+        "dci_optics_polarization_mode_dispersion_seconds",
+        "seconds",
+        "Polarization mode dispersion (differential group delay).",
+        _I,
+        stats=True,
+    ),
+    _g("dci_optics_polarization_dependent_loss_db", "db", "Polarization dependent loss.", _I, stats=True),
+    _g(
+        "dci_optics_carrier_frequency_offset_hertz", "hertz", "Carrier frequency offset.", _I, stats=True
+    ),
+    _g("dci_optics_frequency_hertz", "hertz", "Carrier (laser) frequency.", _I),
+)
+
+LINK_METRICS: tuple[MetricSpec, ...] = (
+    _g(
+        "dci_link_info",
+        "",
+        "Membership of an interface in an inter-DC link (always 1).",
+        "link",
+        "site_a",
+        "site_b",
+        "device",
+        "interface",
+    ),
+    _g("dci_link_distance_meters", "meters", "Fibre route length of the link.", "link"),
+    _g("dci_link_propagation_delay_seconds", "seconds", "One-way propagation delay of the fibre.", "link"),
+    _g("dci_link_capacity_bytes_per_second", "bytes_per_second", "Sum of member speeds.", "link"),
+    _g(
+        "dci_link_bandwidth_delay_product_bytes",
+        "bytes",
+        "Capacity times round-trip propagation delay: the data in flight.",
+        "link",
+    ),
+)
+
+_DS = ("device", "source")
+
+HEALTH_METRICS: tuple[MetricSpec, ...] = (
+    _g("spanwatch_target_up", "", "1 when the last poll or the stream of the target succeeded.", *_DS),
+    _c("spanwatch_polls_total", "", "Polls by outcome.", *_DS, "status"),
+    MetricSpec("spanwatch_poll_duration_seconds", Kind.HISTOGRAM, "seconds", "Poll duration.", _DS),
+    _g("spanwatch_last_success_timestamp_seconds", "seconds", "Unix time of the last success.", *_DS),
+    _c("spanwatch_gnmi_updates_total", "", "gNMI updates received.", "device"),
+    _c("spanwatch_gnmi_reconnects_total", "", "gNMI stream redials.", "device"),
+    _g(
+        "spanwatch_gnmi_clock_offset_seconds",
+        "seconds",
+        "Device clock minus collector clock, estimated from notification timestamps.",
+        "device",
+    ),
+    _c("spanwatch_archive_rows_total", "", "Rows written to the archive."),
+    _c("spanwatch_archive_write_errors_total", "", "Archive flushes that failed."),
+    _c("dci_counter_discontinuities_total", "", "Counter resets seen on the device.", "device", "metric"),
+)
+
+POLL_STATUSES = ("success", "timeout", "unreachable", "auth_error", "invalid_response", "error")
+POLL_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _expand(specs: tuple[MetricSpec, ...]) -> dict[str, MetricSpec]:
+    out: dict[str, MetricSpec] = {}
+    for spec in specs:
+        out[spec.name] = spec
+        for suffix in STAT_SUFFIXES if spec.stats else ():
+            variant = MetricSpec(
+                spec.name + suffix, spec.kind, spec.unit, f"{spec.help} ({suffix[1:]} over the interval)",
+                spec.labels,
+            )
+            out[variant.name] = variant
+    return out
+
+
+CATALOG: dict[str, MetricSpec] = _expand(DEVICE_METRICS + LINK_METRICS + HEALTH_METRICS)
+"""Every exported name, ``_min/_max/_avg`` stat variants included."""
+
+
+def spec(name: str) -> MetricSpec:
+    """The catalogue entry for ``name``.
+
+    Raises:
+        KeyError: the name is not in the catalogue.
+    """
+    return CATALOG[name]

@@ -1,0 +1,361 @@
+"""Configuration: a strict schema, then cross-checks, giving a frozen config (spec: interfaces.md).
+
+Pass one is pydantic with unknown keys rejected; pass two checks what one field cannot see alone (link
+members name configured targets, modules exist, secrets are readable). Every problem carries its location
+(``targets[2].snmp.auth_key_file: file not found``). Secrets stay as references (a file or an environment
+variable) and are read only when a source connects, so they never sit in the config's repr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from collector.errors import ConfigError
+from collector.mappings import gnmi_subscription_names, snmp_module_names
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+
+
+def parse_duration(value: Any) -> float:
+    """``"500ms"``, ``"10s"``, ``"1m"`` -> seconds. Bare numbers are refused: units are required."""
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNITS[m.group(2)]
+    raise ValueError(f"not a duration: {value!r} (use a number with a unit: 500ms, 10s, 1m)")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+
+def _address(default_port: int) -> Any:
+    def check(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError("an address is host:port")
+        host, sep, port = value.rpartition(":")
+        if not sep:
+            return f"{value}:{default_port}"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"not a host:port address: {value!r}")
+        return value
+
+    return BeforeValidator(check)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretRef(Strict):
+    """Where one secret comes from; never the secret itself."""
+
+    file: Path | None = None
+    env: str | None = None
+
+    def read(self) -> str:
+        """The secret's value (trailing newline stripped).
+
+        Raises:
+            ConfigError: the file or variable is missing.
+        """
+        if self.file is not None:
+            try:
+                return self.file.read_text().rstrip("\r\n")
+            except OSError as e:
+                raise ConfigError(f"{self.file}: {e.strerror}") from None
+        if self.env is not None:
+            value = os.environ.get(self.env)
+            if value is None:
+                raise ConfigError(f"environment variable {self.env} is not set")
+            return value
+        raise ConfigError("no secret configured")
+
+    def problem(self) -> str | None:
+        """Why the secret cannot be read, or None."""
+        if self.file is not None and not self.file.is_file():
+            return "file not found"
+        if self.env is not None and self.env not in os.environ:
+            return "environment variable not set"
+        return None
+
+
+def _secret(file: Path | None, env: str | None) -> SecretRef | None:
+    return None if file is None and env is None else SecretRef(file=file, env=env)
+
+
+class ArchiveConfig(Strict):
+    path: Path = Path("archive")
+    flush_interval: Duration = 1.0
+
+
+class CollectorConfig(Strict):
+    listen: Annotated[str, _address(9464)] = "127.0.0.1:9464"
+    web_config: Path | None = None
+    archive: ArchiveConfig | None = ArchiveConfig()
+
+
+class Defaults(Strict):
+    interval: Duration = 10.0
+    timeout: Duration = 5.0
+    expiry_intervals: int = Field(default=5, ge=1, description="series expire after this many intervals")
+    label_refresh: Duration = 600.0
+    fibre_delay_us_per_km: float = Field(default=4.9, gt=0)
+
+
+SnmpAuth = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]
+SnmpPriv = Literal["DES", "3DES", "AES", "AES128", "AES192", "AES256"]
+
+
+class SnmpConfig(Strict):
+    address: Annotated[str, _address(161)]
+    version: Literal["2c", "3"] = "2c"
+    community_env: str | None = None
+    community_file: Path | None = None
+    user: str | None = None
+    auth_protocol: SnmpAuth | None = None
+    auth_key_file: Path | None = None
+    auth_key_env: str | None = None
+    priv_protocol: SnmpPriv | None = None
+    priv_key_file: Path | None = None
+    priv_key_env: str | None = None
+    modules: tuple[str, ...] | None = None
+    interval: Duration | None = None
+    timeout: Duration | None = None
+    max_repetitions: int = Field(default=25, ge=1, le=200)
+    retries: int = Field(default=1, ge=0, le=5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_as_string(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("version"), int):
+            data = {**data, "version": str(data["version"])}
+        return data
+
+    @model_validator(mode="after")
+    def _credentials(self) -> SnmpConfig:
+        if self.version == "2c":
+            if self.community is None:
+                raise ValueError("SNMPv2c needs community_env or community_file")
+            if self.user or self.auth_protocol or self.priv_protocol:
+                raise ValueError("user, auth_* and priv_* are for SNMPv3 (version: 3)")
+        else:
+            if not self.user:
+                raise ValueError("SNMPv3 needs user")
+            if self.auth_protocol and self.auth_key is None:
+                raise ValueError("auth_protocol needs auth_key_file or auth_key_env")
+            if self.priv_protocol and not self.auth_protocol:
+                raise ValueError("priv_protocol needs auth_protocol (authPriv)")
+            if self.priv_protocol and self.priv_key is None:
+                raise ValueError("priv_protocol needs priv_key_file or priv_key_env")
+        return self
+
+    @property
+    def community(self) -> SecretRef | None:
+        return _secret(self.community_file, self.community_env)
+
+    @property
+    def auth_key(self) -> SecretRef | None:
+        return _secret(self.auth_key_file, self.auth_key_env)
+
+    @property
+    def priv_key(self) -> SecretRef | None:
+        return _secret(self.priv_key_file, self.priv_key_env)
+
+
+class TlsConfig(Strict):
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    server_name: str | None = None
+
+
+class GnmiConfig(Strict):
+    address: Annotated[str, _address(9339)]
+    tls: TlsConfig | None = None
+    insecure: bool = False
+    username_env: str | None = None
+    username_file: Path | None = None
+    password_env: str | None = None
+    password_file: Path | None = None
+    sample_interval: Duration = 1.0
+    subscriptions: tuple[str, ...] = ("interfaces",)
+    encoding: Literal["proto", "json", "json_ietf"] = "proto"
+
+    @model_validator(mode="after")
+    def _transport(self) -> GnmiConfig:
+        if self.insecure == (self.tls is not None):
+            raise ValueError("give either tls: {...} or insecure: true")
+        return self
+
+    @property
+    def username(self) -> SecretRef | None:
+        return _secret(self.username_file, self.username_env)
+
+    @property
+    def password(self) -> SecretRef | None:
+        return _secret(self.password_file, self.password_env)
+
+
+_LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+_RESERVED = {"device", "source", "link", "metric", "status", "interface", "queue", "priority", "lane",
+             "direction", "pool", "component"}
+
+
+class Target(Strict):
+    name: str = Field(min_length=1)
+    labels: dict[Annotated[str, Field(pattern=_LABEL_NAME)], str] = {}
+    snmp: SnmpConfig | None = None
+    gnmi: GnmiConfig | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Target:
+        clash = sorted(set(self.labels) & _RESERVED)
+        if clash:
+            raise ValueError(f"labels may not use the reserved names {clash}")
+        if self.snmp is None and self.gnmi is None:
+            raise ValueError("a target needs snmp, gnmi or both")
+        return self
+
+
+class LinkMember(Strict):
+    device: str
+    interface: str
+
+
+class Link(Strict):
+    name: str = Field(min_length=1)
+    site_a: str
+    site_b: str
+    distance_km: float = Field(gt=0, le=20_000)
+    fibre_delay_us_per_km: float | None = Field(default=None, gt=0)
+    members: tuple[LinkMember, ...] = Field(min_length=1)
+
+
+class Config(Strict):
+    """The whole, validated config."""
+
+    collector: CollectorConfig = CollectorConfig()
+    defaults: Defaults = Defaults()
+    targets: tuple[Target, ...] = ()
+    links: tuple[Link, ...] = ()
+
+    def target(self, name: str) -> Target:
+        return next(t for t in self.targets if t.name == name)
+
+
+def load(path: str | Path) -> Config:
+    """Read, validate and cross-check a config file.
+
+    Raises:
+        ConfigError: with every problem found, each with its location.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    return parse(raw if raw is not None else {}, base=path.parent)
+
+
+def parse(raw: Any, base: Path = Path(".")) -> Config:
+    """Validate an already-parsed document (relative paths are taken from ``base``).
+
+    Raises:
+        ConfigError: as ``load``.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError("the config must be a mapping")
+    try:
+        config = Config.model_validate(_rebase(raw, base))
+    except ValidationError as e:
+        raise ConfigError(*(_located(err) for err in e.errors())) from None
+    problems = cross_check(config)
+    if problems:
+        raise ConfigError(*problems)
+    return config
+
+
+_PATH_KEYS = {"path", "web_config", "ca_file", "cert_file", "key_file", "community_file", "auth_key_file",
+              "priv_key_file", "username_file", "password_file"}
+
+
+def _rebase(node: Any, base: Path) -> Any:
+    """Make every relative path in the document relative to the config file's folder."""
+    if isinstance(node, dict):
+        return {k: (str(base / v) if k in _PATH_KEYS and isinstance(v, str) and not os.path.isabs(v)
+                    else _rebase(v, base)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rebase(v, base) for v in node]
+    return node
+
+
+def _located(err: Any) -> str:
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown key"
+    # Never echo the offending input: it may be a secret.
+    return f"{where}: {message}" if where else message
+
+
+def cross_check(config: Config) -> list[str]:
+    """Problems no single field can see: duplicates, dangling references, unreadable secrets."""
+    problems: list[str] = []
+    names = [t.name for t in config.targets]
+    modules, subscriptions = snmp_module_names(), gnmi_subscription_names()
+    for i, t in enumerate(config.targets):
+        where = f"targets[{i}]"
+        if names.count(t.name) > 1:
+            problems.append(f"{where}.name: duplicate target name {t.name!r}")
+        if t.snmp is not None:
+            for j, m in enumerate(t.snmp.modules or ()):
+                if m not in modules:
+                    problems.append(f"{where}.snmp.modules[{j}]: unknown module {m!r} "
+                                    f"(known: {', '.join(sorted(modules))})")
+            for field in ("community", "auth_key", "priv_key"):
+                ref = getattr(t.snmp, field)
+                problem = ref.problem() if ref is not None else None
+                if problem:
+                    key = f"{field}_file" if ref.file is not None else f"{field}_env"
+                    problems.append(f"{where}.snmp.{key}: {problem}")
+        if t.gnmi is not None:
+            for j, s in enumerate(t.gnmi.subscriptions):
+                if s not in subscriptions:
+                    problems.append(f"{where}.gnmi.subscriptions[{j}]: unknown subscription set {s!r} "
+                                    f"(known: {', '.join(sorted(subscriptions))})")
+            for field in ("username", "password"):
+                ref = getattr(t.gnmi, field)
+                problem = ref.problem() if ref is not None else None
+                if problem:
+                    key = f"{field}_file" if ref.file is not None else f"{field}_env"
+                    problems.append(f"{where}.gnmi.{key}: {problem}")
+            tls = t.gnmi.tls
+            for key in ("ca_file", "cert_file", "key_file"):
+                path = getattr(tls, key) if tls is not None else None
+                if path is not None and not path.is_file():
+                    problems.append(f"{where}.gnmi.tls.{key}: file not found")
+    web = config.collector.web_config
+    if web is not None and not web.is_file():
+        problems.append("collector.web_config: file not found")
+    link_names = [link.name for link in config.links]
+    members: dict[tuple[str, str], str] = {}
+    for i, link in enumerate(config.links):
+        if link_names.count(link.name) > 1:
+            problems.append(f"links[{i}].name: duplicate link name {link.name!r}")
+        for j, m in enumerate(link.members):
+            where = f"links[{i}].members[{j}]"
+            if m.device not in names:
+                problems.append(f"{where}.device: no target named {m.device!r}")
+            other = members.setdefault((m.device, m.interface), link.name)
+            if other != link.name:
+                problems.append(f"{where}: {m.device} {m.interface} is already a member of link {other!r}")
+    return problems

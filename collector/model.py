@@ -1,0 +1,62 @@
+"""The one model every source produces: a ``Sample`` named by the catalogue.
+
+Downstream of the sources nothing knows an OID or a YANG path, only ``Sample``s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from collector.catalog import SERIES_LABELS
+
+Labels = tuple[tuple[str, str], ...]
+"""Series labels beyond ``device`` as ``(name, value)`` pairs, in ``SERIES_LABELS`` order."""
+
+_ORDER = {name: i for i, name in enumerate(SERIES_LABELS)}
+
+
+def labels(**pairs: str | int | None) -> Labels:
+    """Build canonical series labels, dropping ``None`` values.
+
+    Raises:
+        KeyError: a label name that is not a series label.
+    """
+    items = [(k, str(v)) for k, v in pairs.items() if v is not None]
+    items.sort(key=lambda kv: _ORDER[kv[0]])
+    return tuple(items)
+
+
+@dataclass(slots=True)
+class Sample:
+    """One reading of one series, already in catalogue units.
+
+    Attributes:
+        metric: catalogue name.
+        labels: series labels beyond ``device`` (see ``labels()``).
+        value: the gauge value; for counters the device's raw integer as a float (informational).
+        raw: counters only: the device's exact integer reading, before unwrapping.
+        width: counters only: 32 for a Counter32 (a decrease is a wrap), 64 otherwise (a decrease is a reset).
+        epoch: counters only: what the device says about discontinuities (sysUpTime boot count,
+            ifCounterDiscontinuityTime, gNMI last-clear); a change means the counter was reset.
+        time_ns: when the device measured it (gNMI notification timestamp), or None for "when received".
+    """
+
+    metric: str
+    labels: Labels
+    value: float
+    raw: int | None = None
+    width: int = 64
+    epoch: Hashable = None
+    time_ns: int | None = None
+
+
+def counter(metric: str, lbls: Labels, raw: int, width: int = 64, epoch: Hashable = None,
+            time_ns: int | None = None) -> Sample:
+    """A counter sample from the device's integer reading."""
+    return Sample(metric, lbls, float(raw), raw, width, epoch, time_ns)
+
+
+def gauge(metric: str, lbls: Labels, value: float, time_ns: int | None = None) -> Sample:
+    """A gauge sample."""
+    return Sample(metric, lbls, value, time_ns=time_ns)
