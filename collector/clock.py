@@ -51,6 +51,8 @@ class FakeClock:
 
     async def advance(self, seconds: float) -> None:
         """Move time forward, waking every sleeper whose deadline passed, and let them run."""
+        for _ in range(5):  # let tasks that are about to sleep register first
+            await asyncio.sleep(0)
         self._now += seconds
         due = [w for w in self._waiters if w[0] <= self._now]
         self._waiters = [w for w in self._waiters if w[0] > self._now]

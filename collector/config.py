@@ -351,11 +351,12 @@ def cross_check(config: Config) -> list[str]:
     for i, link in enumerate(config.links):
         if link_names.count(link.name) > 1:
             problems.append(f"links[{i}].name: duplicate link name {link.name!r}")
-        for j, m in enumerate(link.members):
+        for j, member in enumerate(link.members):
             where = f"links[{i}].members[{j}]"
-            if m.device not in names:
-                problems.append(f"{where}.device: no target named {m.device!r}")
-            other = members.setdefault((m.device, m.interface), link.name)
+            if member.device not in names:
+                problems.append(f"{where}.device: no target named {member.device!r}")
+            other = members.setdefault((member.device, member.interface), link.name)
             if other != link.name:
-                problems.append(f"{where}: {m.device} {m.interface} is already a member of link {other!r}")
+                problems.append(
+                    f"{where}: {member.device} {member.interface} is already a member of link {other!r}")
     return problems

@@ -1,0 +1,103 @@
+"""The ``spanwatch`` command and its subcommands (spec: interfaces.md, "Commands").
+
+A user error prints what is wrong and where, and exits non-zero; it never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+
+from collector import config as configuration
+from collector.errors import ConfigError, SpanwatchError
+
+log = logging.getLogger("spanwatch")
+
+
+class LogfmtFormatter(logging.Formatter):
+    """One ``key=value`` line per record, for journald and log shippers when not on a terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        message = record.getMessage().replace('"', "'")
+        line = f'ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} ' \
+               f'logger={record.name} msg="{message}"'
+        if record.exc_info:
+            line += f' exc="{self.formatException(record.exc_info)!r}"'
+        return line
+
+
+def setup_logging(level: str) -> None:
+    """Rich output on a terminal, logfmt lines otherwise."""
+    handler: logging.Handler
+    if sys.stderr.isatty():
+        from rich.logging import RichHandler
+
+        handler = RichHandler(show_path=False, rich_tracebacks=False)
+    else:
+        handler = logging.StreamHandler()
+        handler.setFormatter(LogfmtFormatter())
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Validate a config file: 0 when valid, else every problem with its location and 1."""
+    cfg = configuration.load(args.config)
+    print(f"{args.config}: ok ({len(cfg.targets)} targets, {len(cfg.links)} links)")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Run the collector daemon until SIGTERM or SIGINT."""
+    from collector.daemon import Daemon
+
+    asyncio.run(Daemon(Path(args.config)).run())
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "collect": (cmd_collect, "run the collector daemon"),
+    "check-config": (cmd_check_config, "validate a config file and exit"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    top = argparse.ArgumentParser(prog="spanwatch", description=__doc__.splitlines()[0] if __doc__ else "")
+    top.add_argument("--version", action="version", version=f"spanwatch {version('spanwatch')}")
+    top.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (func, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        if name in ("collect", "check-config"):
+            p.add_argument("--config", required=True, type=Path, help="the YAML config file")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``spanwatch`` console script."""
+    args = parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        return int(args.func(args))
+    except ConfigError as e:
+        print(f"{getattr(args, 'config', 'config')}: {len(e.problems)} problem(s)", file=sys.stderr)
+        for problem in e.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    except SpanwatchError as e:
+        print(f"spanwatch: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The collector daemon's lifecycle (``spanwatch collect``), shaped like uvicorn's.
+
+Start-up builds the store, the archive, the HTTP server and one task per source; the first SIGTERM or
+SIGINT stops gracefully (sources cancelled, a final archive flush), a second one forces the exit; SIGHUP
+reloads the config, restarts only the targets that changed, and keeps the old config if the new one is
+invalid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from collector import config as configuration
+from collector import links
+from collector.clock import Clock, SystemClock
+from collector.config import Config, Target
+from collector.errors import ConfigError, SpanwatchError
+from collector.exporters.archive import Archive
+from collector.exporters.http import serve
+from collector.scheduler import Poller, Schedule
+from collector.sources import PolledSource, StreamingSource
+from collector.store import Store, TargetLabels
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_SECONDS = 5.0
+
+
+class Daemon:
+    """One running collector."""
+
+    def __init__(self, config_path: Path, clock: Clock | None = None) -> None:
+        self.config_path = config_path
+        self.clock = clock or SystemClock()
+        self.config: Config | None = None
+        self.store = Store(self.clock)
+        self.archive: Archive | None = None
+        self.server: Any = None
+        self._targets: dict[str, tuple[Target, list[asyncio.Task[None]], list[PolledSource]]] = {}
+        self._housekeeping_task: asyncio.Task[None] | None = None
+        self._flush_task: asyncio.Task[None] | None = None
+        self._reloads: set[asyncio.Task[bool]] = set()
+        self._stop = asyncio.Event()
+        self._signals = 0
+        self.ready = asyncio.Event()
+
+    async def run(self) -> None:
+        """Run until stopped by a signal or ``stop()``.
+
+        Raises:
+            ConfigError: the config is invalid at start-up (a reload keeps the old one instead).
+        """
+        config = configuration.load(self.config_path)
+        await self._apply(config)
+        self._install_signals()
+        self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
+        log.info("collecting from %d targets, serving %s", len(config.targets), config.collector.listen)
+        self.ready.set()
+        await self._stop.wait()
+        await self._shutdown()
+
+    def stop(self) -> None:
+        """Ask for a graceful stop."""
+        self._stop.set()
+
+    async def reload(self) -> bool:
+        """Load the config file again and apply it; keep the running config if it is invalid.
+
+        Returns:
+            whether the new config was applied.
+        """
+        try:
+            config = configuration.load(self.config_path)
+            await self._apply(config)
+        except (ConfigError, SpanwatchError, OSError) as e:
+            log.error("reload rejected, keeping the running config:\n%s", e)
+            return False
+        log.info("config reloaded: %d targets", len(config.targets))
+        return True
+
+    # -- applying a config -----------------------------------------------------------------------
+    async def _apply(self, config: Config) -> None:
+        old = self.config
+        if old is None or old.collector != config.collector:
+            await self._restart_outputs(config)
+        self.config = config
+        member_links = links.interface_links(config)
+        wanted = {t.name: t for t in config.targets}
+        for name in list(self._targets):
+            if wanted.get(name) != self._targets[name][0] or old is None or old.defaults != config.defaults:
+                await self._stop_target(name)
+        for target in config.targets:
+            ttl = config.defaults.expiry_intervals * _interval(target, config)
+            self.store.set_target(target.name, TargetLabels(tuple(sorted(target.labels.items())), ttl,
+                                                            member_links.get(target.name, {})))
+            if target.name not in self._targets:
+                self._start_target(target, config)
+        links.update(self.store, config)
+
+    async def _restart_outputs(self, config: Config) -> None:
+        """(Re)start the HTTP server and the archive; on failure the old ones keep running."""
+        server = await serve(self.store, config.collector.listen, config.collector.web_config)
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+        self.server = server
+        if self.archive is not None:
+            await self.archive.flush_async()
+        archive_config = config.collector.archive
+        self.archive = None if archive_config is None else Archive(archive_config.path, self.clock)
+        self.store.archive = self.archive
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+            self._flush_task = None
+        if self.archive is not None and archive_config is not None:
+            self._flush_task = asyncio.create_task(self._flush_loop(archive_config.flush_interval))
+
+    def _start_target(self, target: Target, config: Config) -> None:
+        tasks: list[asyncio.Task[None]] = []
+        polled: list[PolledSource] = []
+        for source in build_sources(target, config, self.clock):
+            if isinstance(source, StreamingSourceBase):
+                tasks.append(asyncio.create_task(source.run(self.store), name=f"{target.name}/{source.source}"))
+            else:
+                schedule = Schedule(_interval(target, config), _timeout(target, config))
+                poller = Poller(source, self.store, schedule, self.clock)
+                polled.append(source)
+                tasks.append(asyncio.create_task(poller.run(), name=f"{target.name}/{source.source}"))
+        self._targets[target.name] = (target, tasks, polled)
+
+    async def _stop_target(self, name: str) -> None:
+        _, tasks, polled = self._targets.pop(name)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for source in polled:
+            with contextlib.suppress(Exception):
+                await source.close()
+        self.store.drop_device(name)
+
+    # -- background work ----------------------------------------------------------------------------
+    async def _housekeeping(self) -> None:
+        while True:
+            await self.clock.sleep(HOUSEKEEPING_SECONDS)
+            self.store.expire()
+            if self.config is not None:
+                links.update(self.store, self.config)
+
+    async def _flush_loop(self, interval: float) -> None:
+        while True:
+            await self.clock.sleep(interval)
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if self.archive is None:
+            return
+        await self.archive.flush_async()
+        self.store.set("spanwatch_archive_rows_total", (), self.archive.rows_written)
+        self.store.set("spanwatch_archive_write_errors_total", (), self.archive.write_errors)
+
+    async def _shutdown(self) -> None:
+        log.info("stopping: cancelling sources, flushing the archive")
+        background = [t for t in (self._housekeeping_task, self._flush_task, *self._reloads) if t is not None]
+        for task in background:
+            task.cancel()
+        for name in list(self._targets):
+            await self._stop_target(name)
+        await asyncio.gather(*background, return_exceptions=True)
+        await self._flush()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    # -- signals ------------------------------------------------------------------------------------
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        handlers: dict[signal.Signals, Callable[[], None]] = {
+            signal.SIGTERM: self._on_stop_signal,
+            signal.SIGINT: self._on_stop_signal,
+            signal.SIGHUP: lambda: self._reload_task(),
+        }
+        for sig, handler in handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+                loop.add_signal_handler(sig, handler)
+
+    def _reload_task(self) -> None:
+        task = asyncio.create_task(self.reload())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    def _on_stop_signal(self) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info("stop requested; send the signal again to force")
+            self.stop()
+        else:
+            log.warning("second stop signal: exiting without the final flush")
+            os._exit(1)
+
+
+def _interval(target: Target, config: Config) -> float:
+    snmp = target.snmp
+    return (snmp.interval if snmp is not None and snmp.interval else None) or config.defaults.interval
+
+
+def _timeout(target: Target, config: Config) -> float:
+    snmp = target.snmp
+    return min((snmp.timeout if snmp is not None and snmp.timeout else None) or config.defaults.timeout,
+               _interval(target, config))
+
+
+class StreamingSourceBase:
+    """Marker base for streaming sources, so the daemon can tell the two kinds apart at run time."""
+
+
+def build_sources(target: Target, config: Config, clock: Clock) -> list[PolledSource | StreamingSource]:
+    """The sources one target's config asks for."""
+    raise NotImplementedError

@@ -1,0 +1,107 @@
+"""Polling: one task per polled target, each with its own jitter, interval and deadline.
+
+A slow, dead or misconfigured target only ever delays itself: every target has its own task, every poll
+runs under a deadline, and every failure becomes telemetry (``spanwatch_polls_total{status}``,
+``spanwatch_target_up``) plus one log line naming the target, the step and the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from collector.clock import Clock
+from collector.errors import SourceError
+from collector.model import Sample
+from collector.sources import PolledSource
+from collector.store import Store
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When one target is polled."""
+
+    interval: float
+    timeout: float
+    jitter: float = 1.0  # the first poll waits a random share of the interval, spreading targets out
+
+
+class Poller:
+    """Polls one target forever, feeding the store and its health series."""
+
+    def __init__(self, source: PolledSource, store: Store, schedule: Schedule, clock: Clock,
+                 rng: random.Random | None = None) -> None:
+        self.source = source
+        self.store = store
+        self.schedule = schedule
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._health = (("device", source.device), ("source", source.source))
+
+    async def run(self) -> None:
+        """Poll every interval until cancelled; missed intervals are skipped, never bunched up."""
+        s = self.schedule
+        await self.clock.sleep(self.rng.uniform(0, s.interval * s.jitter))
+        next_at = self.clock.monotonic()
+        while True:
+            await self.poll_once()
+            next_at += s.interval
+            now = self.clock.monotonic()
+            if next_at < now:  # the poll overran: realign instead of firing a burst of late polls
+                next_at = now + s.interval - (now - next_at) % s.interval
+            await self.clock.sleep(next_at - now)
+
+    async def poll_once(self) -> str:
+        """One poll under the deadline.
+
+        Returns:
+            the poll's status (``success`` or a failure status of ``spanwatch_polls_total``).
+        """
+        started = self.clock.monotonic()
+        status, cause = "success", ""
+        samples: list[Sample] = []
+        try:
+            samples = await self._deadline(self.source.poll())
+        except TimeoutError:
+            status, cause = "timeout", f"no complete answer within {self.schedule.timeout:g}s"
+        except SourceError as e:
+            status, cause = e.status, str(e)
+        except Exception as e:  # a bug or an unforeseen device answer: report it, keep polling
+            status, cause = "error", f"{type(e).__name__}: {e}"
+            log.exception("poll of %s failed unexpectedly", self.source.device)
+        elapsed = self.clock.monotonic() - started
+        if status == "success":
+            self.store.ingest(self.source.device, self.source.source, samples, self.clock.time_ns())
+            self.store.set("spanwatch_last_success_timestamp_seconds", self._health, self.clock.time_ns() / 1e9)
+        else:
+            log.warning("target=%s source=%s step=poll status=%s cause=%s", self.source.device,
+                        self.source.source, status, cause)
+        self.store.inc("spanwatch_polls_total", (*self._health, ("status", status)))
+        self.store.set("spanwatch_target_up", self._health, 1.0 if status == "success" else 0.0)
+        self.store.observe("spanwatch_poll_duration_seconds", self._health, elapsed)
+        return status
+
+    async def _deadline(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await ``work`` unless the injected clock passes the timeout first.
+
+        Raises:
+            TimeoutError: the deadline passed; the poll was cancelled.
+        """
+        task = asyncio.ensure_future(work)
+        timer = asyncio.ensure_future(self.clock.sleep(self.schedule.timeout))
+        try:
+            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise TimeoutError
+        return task.result()

@@ -1,0 +1,83 @@
+"""The scheduler: deadlines on the injected clock, failures as telemetry, no target delays another."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from collector.clock import FakeClock
+from collector.errors import AuthError
+from collector.model import Sample, gauge, labels
+from collector.scheduler import Poller, Schedule
+from collector.store import Store
+
+
+class FakeSource:
+    """A polled source whose behaviour the test picks: answer, hang, or fail."""
+
+    source = "snmp"
+
+    def __init__(self, device: str, clock: FakeClock, behaviour: str = "ok") -> None:
+        self.device = device
+        self.clock = clock
+        self.behaviour = behaviour
+        self.polls = 0
+
+    async def poll(self) -> list[Sample]:
+        self.polls += 1
+        if self.behaviour == "hang":
+            await asyncio.Event().wait()
+        if self.behaviour == "auth":
+            raise AuthError("wrong digest")
+        if self.behaviour == "bug":
+            raise ValueError("surprise")
+        return [gauge("dci_interface_oper_up", labels(interface="Eth1"), 1.0)]
+
+    async def close(self) -> None:
+        pass
+
+
+def _status(store: Store, device: str, status: str) -> float | None:
+    return store.value("spanwatch_polls_total", (("device", device), ("source", "snmp"), ("status", status)))
+
+
+async def test_a_hung_target_times_out_and_never_delays_the_others() -> None:
+    clock = FakeClock()
+    store = Store(clock)
+    good, dead = FakeSource("good", clock), FakeSource("dead", clock, "hang")
+    tasks = [
+        asyncio.create_task(Poller(src, store, Schedule(10, 5, jitter=0), clock, random.Random(1)).run())
+        for src in (good, dead)
+    ]
+    for _ in range(60):  # one minute in one-second steps
+        await clock.advance(1)
+    for t in tasks:
+        t.cancel()
+    assert good.polls == 6  # t = 0, 10, ..., 50: on time despite the hung neighbour
+    assert _status(store, "good", "success") == 6
+    assert _status(store, "dead", "timeout") == 6
+    assert store.value("spanwatch_target_up", (("device", "dead"), ("source", "snmp"))) == 0.0
+    assert store.value("spanwatch_target_up", (("device", "good"), ("source", "snmp"))) == 1.0
+
+
+async def test_failures_become_statuses_and_log_lines(caplog) -> None:
+    clock = FakeClock()
+    store = Store(clock)
+    for behaviour, status in (("auth", "auth_error"), ("bug", "error")):
+        poller = Poller(FakeSource(behaviour, clock, behaviour), store, Schedule(10, 5), clock)
+        assert await poller.poll_once() == status
+        assert _status(store, behaviour, status) == 1
+    assert "target=auth source=snmp step=poll status=auth_error cause=wrong digest" in caplog.text
+
+
+async def test_first_poll_is_jittered_within_the_interval() -> None:
+    clock = FakeClock()
+    store = Store(clock)
+    src = FakeSource("sw", clock)
+    task = asyncio.create_task(Poller(src, store, Schedule(10, 5), clock, random.Random(7)).run())
+    offset = random.Random(7).uniform(0, 10)
+    await clock.advance(offset - 0.01)
+    assert src.polls == 0
+    await clock.advance(0.02)
+    assert src.polls == 1
+    task.cancel()

@@ -1,0 +1,96 @@
+"""The store: labels composed once, counters unwrapped, resets counted, expiry, health series."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from collector.clock import FakeClock
+from collector.exporters.archive import Archive
+from collector.model import counter, gauge, labels
+from collector.store import Store, TargetLabels
+
+RX = "dci_interface_receive_bytes_total"
+
+
+def _store(tmp_path=None) -> tuple[Store, FakeClock]:
+    clock = FakeClock()
+    store = Store(clock, Archive(tmp_path, clock) if tmp_path else None)
+    store.set_target("sw1", TargetLabels(static=(("site", "a"),), ttl=30.0, links={"Eth1": "paris-lyon"}))
+    return store, clock
+
+
+def test_series_carry_device_static_labels_and_link() -> None:
+    store, _ = _store()
+    store.ingest("sw1", "snmp", [gauge("dci_optics_rx_power_dbm", labels(interface="Eth1", lane=2), -3.5)], 0)
+    (full,) = store.families["dci_optics_rx_power_dbm"]
+    assert full == (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("lane", "2"),
+                    ("link", "paris-lyon"))
+
+
+def test_counter32_wrap_gives_no_spike_and_reboot_is_counted() -> None:
+    store, _ = _store()
+    key = (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("link", "paris-lyon"))
+    lbl = labels(interface="Eth1")
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 2**32 - 10, 32, epoch=0)], 0)
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 20, 32, epoch=0)], 0)
+    assert store.value(RX, key) == 2**32 + 20
+    assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", RX))) is None
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 7, 32, epoch=1)], 0)  # rebooted
+    assert store.value(RX, key) == 7
+    assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", RX))) == 1
+
+
+def test_unknown_metric_is_refused() -> None:
+    store, _ = _store()
+    with pytest.raises(KeyError, match="catalogue"):
+        store.ingest("sw1", "snmp", [gauge("dci_made_up", (), 1.0)], 0)
+
+
+async def test_series_expire_after_their_ttl() -> None:
+    store, clock = _store()
+    store.ingest("sw1", "snmp", [gauge("dci_interface_oper_up", labels(interface="Eth1"), 1.0)], 0)
+    await clock.advance(29)
+    assert store.expire() == 0
+    await clock.advance(2)
+    assert store.expire() == 1
+    assert not store.families["dci_interface_oper_up"]
+
+
+def test_changing_a_targets_labels_drops_its_old_series() -> None:
+    store, _ = _store()
+    store.ingest("sw1", "snmp", [gauge("dci_interface_oper_up", labels(interface="Eth1"), 1.0)], 0)
+    store.set_target("sw1", TargetLabels(static=(("site", "b"),)))
+    assert not store.families["dci_interface_oper_up"]
+    store.ingest("sw1", "snmp", [gauge("dci_interface_oper_up", labels(interface="Eth1"), 1.0)], 0)
+    assert list(store.families["dci_interface_oper_up"]) == [
+        (("device", "sw1"), ("site", "b"), ("interface", "Eth1"))
+    ]
+
+
+def test_forget_removes_one_series() -> None:
+    store, _ = _store()
+    lbl = labels(interface="Eth1")
+    store.ingest("sw1", "gnmi", [counter(RX, lbl, 5)], 0)
+    store.forget("sw1", RX, lbl)
+    assert not store.families[RX]
+
+
+def test_every_reading_reaches_the_archive(tmp_path) -> None:
+    store, clock = _store(tmp_path)
+    store.ingest("sw1", "gnmi", [counter(RX, labels(interface="Eth1"), 5, time_ns=123)], 456)
+    assert store.archive is not None and store.archive.pending == 1  # type: ignore[attr-defined]
+    (row,) = store.archive._rows  # type: ignore[attr-defined]
+    assert row == (123, 456, "sw1", "gnmi", RX, (("interface", "Eth1"),), "paris-lyon", 5.0, 5)
+
+
+def test_health_counters_and_histograms() -> None:
+    store, _ = _store()
+    health = (("device", "sw1"), ("source", "snmp"))
+    store.inc("spanwatch_polls_total", (*health, ("status", "timeout")))
+    store.inc("spanwatch_polls_total", (*health, ("status", "timeout")))
+    store.observe("spanwatch_poll_duration_seconds", health, 0.2)
+    assert store.value("spanwatch_polls_total", (*health, ("status", "timeout"))) == 2
+    hist = store.value("spanwatch_poll_duration_seconds", health)
+    assert hist is not None and hist.count == 1 and math.isclose(hist.sum, 0.2)  # type: ignore[union-attr]
