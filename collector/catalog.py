@@ -7,10 +7,10 @@ YANG paths onto them through the tables in ``collector/mappings``; nothing deriv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """Prometheus metric type."""
 
     COUNTER = "counter"

@@ -257,13 +257,22 @@ def load(path: str | Path) -> Config:
         ConfigError: with every problem found, each with its location.
     """
     path = Path(path)
+    return parse(read_yaml(path), base=path.parent)
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's document ({} when empty).
+
+    Raises:
+        ConfigError: the file cannot be read or is not YAML.
+    """
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as e:
         raise ConfigError(f"{path}: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    return parse(raw if raw is not None else {}, base=path.parent)
+    return raw if raw is not None else {}
 
 
 def parse(raw: Any, base: Path = Path(".")) -> Config:
@@ -346,6 +355,13 @@ def cross_check(config: Config) -> list[str]:
     web = config.collector.web_config
     if web is not None and not web.is_file():
         problems.append("collector.web_config: file not found")
+    elif web is not None:
+        from collector.exporters.webconfig import load_web_config  # the exporter owns that format
+
+        try:
+            load_web_config(web)
+        except ConfigError as e:
+            problems += [f"collector.web_config: {p}" for p in e.problems]
     link_names = [link.name for link in config.links]
     members: dict[tuple[str, str], str] = {}
     for i, link in enumerate(config.links):

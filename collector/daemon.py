@@ -26,6 +26,8 @@ from collector.exporters.archive import Archive
 from collector.exporters.http import serve
 from collector.scheduler import Poller, Schedule
 from collector.sources import PolledSource, StreamingSource
+from collector.sources.gnmi import GnmiSource
+from collector.sources.snmp import SnmpSource
 from collector.store import Store, TargetLabels
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,9 @@ class Daemon:
     # -- applying a config -----------------------------------------------------------------------
     async def _apply(self, config: Config) -> None:
         old = self.config
-        if old is None or old.collector != config.collector:
-            await self._restart_outputs(config)
+        await self._restart_server(config, old)
+        if old is None or old.collector.archive != config.collector.archive:
+            await self._restart_archive(config)
         self.config = config
         member_links = links.interface_links(config)
         wanted = {t.name: t for t in config.targets}
@@ -104,35 +107,54 @@ class Daemon:
                 self._start_target(target, config)
         links.update(self.store, config)
 
-    async def _restart_outputs(self, config: Config) -> None:
-        """(Re)start the HTTP server and the archive; on failure the old ones keep running."""
-        server = await serve(self.store, config.collector.listen, config.collector.web_config)
+    async def _restart_server(self, config: Config, old: Config | None) -> None:
+        """Serve ``/metrics`` as ``config`` says, re-reading web.yml (certificates may have rotated).
+
+        The old server is closed first, so the same address can be bound again; if the new one cannot
+        start, the old one is started again and the error propagates (the reload is rejected).
+        """
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
-        self.server = server
-        if self.archive is not None:
-            await self.archive.flush_async()
-        archive_config = config.collector.archive
-        self.archive = None if archive_config is None else Archive(archive_config.path, self.clock)
-        self.store.archive = self.archive
+            self.server = None
+        try:
+            self.server = await serve(self.store, config.collector.listen, config.collector.web_config)
+        except OSError as e:
+            if old is None:
+                raise SpanwatchError(f"cannot listen on {config.collector.listen}: {e.strerror}") from None
+            self.server = await serve(self.store, old.collector.listen, old.collector.web_config)
+            raise
+        except SpanwatchError:
+            if old is not None:
+                self.server = await serve(self.store, old.collector.listen, old.collector.web_config)
+            raise
+
+    async def _restart_archive(self, config: Config) -> None:
+        """Flush the old archive and start writing where ``config`` says."""
         if self._flush_task is not None:
             self._flush_task.cancel()
             self._flush_task = None
-        if self.archive is not None and archive_config is not None:
-            self._flush_task = asyncio.create_task(self._flush_loop(archive_config.flush_interval))
+        await self._flush()
+        archive = config.collector.archive
+        self.archive = None if archive is None else Archive(archive.path, self.clock)
+        self.store.archive = self.archive
+        if archive is not None:
+            self._flush_task = asyncio.create_task(self._flush_loop(archive.flush_interval))
 
     def _start_target(self, target: Target, config: Config) -> None:
         tasks: list[asyncio.Task[None]] = []
         polled: list[PolledSource] = []
-        for source in build_sources(target, config, self.clock):
-            if isinstance(source, StreamingSourceBase):
-                tasks.append(asyncio.create_task(source.run(self.store), name=f"{target.name}/{source.source}"))
-            else:
+        for kind, make in POLLED.items():
+            if getattr(target, kind) is not None:
+                source = make(target, config, self.clock)
                 schedule = Schedule(_interval(target, config), _timeout(target, config))
                 poller = Poller(source, self.store, schedule, self.clock)
                 polled.append(source)
-                tasks.append(asyncio.create_task(poller.run(), name=f"{target.name}/{source.source}"))
+                tasks.append(asyncio.create_task(poller.run(), name=f"{target.name}/{kind}"))
+        for kind, make_stream in STREAMING.items():
+            if getattr(target, kind) is not None:
+                stream = make_stream(target, config, self.clock)
+                tasks.append(asyncio.create_task(stream.run(self.store), name=f"{target.name}/{kind}"))
         self._targets[target.name] = (target, tasks, polled)
 
     async def _stop_target(self, name: str) -> None:
@@ -216,10 +238,16 @@ def _timeout(target: Target, config: Config) -> float:
                _interval(target, config))
 
 
-class StreamingSourceBase:
-    """Marker base for streaming sources, so the daemon can tell the two kinds apart at run time."""
+def _snmp(target: Target, config: Config, clock: Clock) -> PolledSource:
+    assert target.snmp is not None
+    return SnmpSource(target.name, target.snmp, config.defaults, clock)
 
 
-def build_sources(target: Target, config: Config, clock: Clock) -> list[PolledSource | StreamingSource]:
-    """The sources one target's config asks for."""
-    raise NotImplementedError
+def _gnmi(target: Target, config: Config, clock: Clock) -> StreamingSource:
+    assert target.gnmi is not None
+    return GnmiSource(target.name, target.gnmi, clock=clock)
+
+
+# The source registries, one per kind: a target's config section of that name turns the source on.
+POLLED: dict[str, Callable[[Target, Config, Clock], PolledSource]] = {"snmp": _snmp}
+STREAMING: dict[str, Callable[[Target, Config, Clock], StreamingSource]] = {"gnmi": _gnmi}

@@ -39,7 +39,7 @@ class SourceError(SpanwatchError):
     status = "error"
 
 
-class TimeoutError_(SourceError):  # noqa: N801 - the builtin TimeoutError is a different thing
+class TimeoutError_(SourceError):  # the builtin TimeoutError is a different thing
     status = "timeout"
 
 

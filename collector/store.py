@@ -55,7 +55,7 @@ def render_labels(pairs: FullLabels) -> str:
 class Histogram:
     """A cumulative histogram with fixed buckets (enough for ``spanwatch_poll_duration_seconds``)."""
 
-    __slots__ = ("bounds", "counts", "count", "sum")
+    __slots__ = ("bounds", "count", "counts", "sum")
 
     def __init__(self, bounds: tuple[float, ...] = POLL_DURATION_BUCKETS) -> None:
         self.bounds = bounds

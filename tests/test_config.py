@@ -136,3 +136,13 @@ def test_missing_and_unparsable_files(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("targets: [\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         configuration.load(tmp_path / "x.yaml")
+
+
+def test_web_config_contents_are_checked(workdir: Path) -> None:
+    (workdir / "web.yml").write_text("basic_auth_users: {prom: not-a-bcrypt-hash}\ntls_server_config: {}\n")
+    with_web = GOOD.replace("listen: 127.0.0.1:9464", "listen: 127.0.0.1:9464\n  web_config: web.yml")
+    with pytest.raises(ConfigError) as info:
+        configuration.load(_write(workdir, with_web))
+    assert all(p.startswith("collector.web_config: ") for p in info.value.problems)
+    assert "not-a-bcrypt-hash" not in str(info.value)
+    assert len(info.value.problems) >= 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,7 +35,7 @@ def test_counter32_total_equals_true_count_between_resets(start: int, life: list
 @given(values=st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=2, max_size=50))
 def test_counter64_never_goes_backwards_except_on_reset(values: list[int]) -> None:
     track = counters.start(values[0], epoch=None)
-    for previous, raw in zip(values, values[1:], strict=False):
+    for previous, raw in itertools.pairwise(values):
         before = track.total
         reset = counters.advance(track, raw, 64, None)
         assert reset == (raw < previous)

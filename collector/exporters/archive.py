@@ -63,8 +63,18 @@ class Archive:
         self.rows_written = 0
         self.write_errors = 0
 
-    def add(self, time_ns: int, received_ns: int, device: str, source: str, metric: str, lbls: Labels,
-            link: str | None, value: float, counter: int | None) -> None:
+    def add(
+        self,
+        time_ns: int,
+        received_ns: int,
+        device: str,
+        source: str,
+        metric: str,
+        lbls: Labels,
+        link: str | None,
+        value: float,
+        counter: int | None,
+    ) -> None:
         self._rows.append((time_ns, received_ns, device, source, metric, lbls, link, value, counter))
 
     @property
@@ -85,7 +95,9 @@ class Archive:
         except OSError as e:
             self.write_errors += 1
             self._rows = rows + self._rows
-            log.error("archive flush to %s failed, %d rows kept for the next try: %s", self.root, len(rows), e)
+            log.error(
+                "archive flush to %s failed, %d rows kept for the next try: %s", self.root, len(rows), e
+            )
             return []
         self.rows_written += len(rows)
         return written
@@ -128,8 +140,15 @@ def _table(rows: Sequence[Row]) -> pa.Table:
         for name, v in pairs:
             columns[name][i] = v
     data = {
-        "time": time, "received_time": received, "device": device, "source": source, "metric": metric,
-        **columns, "link": link, "value": value, "counter": counter,
+        "time": time,
+        "received_time": received,
+        "device": device,
+        "source": source,
+        "metric": metric,
+        **columns,
+        "link": link,
+        "value": value,
+        "counter": counter,
     }
     return pa.table({k: pa.array(v, type=SCHEMA.field(k).type) for k, v in data.items()}, schema=SCHEMA)
 

@@ -1,0 +1,119 @@
+"""Megatron-LM and Megatron-DeepSpeed iteration lines -> ``steps``.
+
+Both print, every ``--log-interval`` iterations, a line like::
+
+     iteration       20/    1000 | consumed samples:     80 | elapsed time per iteration (ms): 1354.9 | ..
+    [2024-05-02 10:11:12] iteration 100/ 500000 | consumed samples: 3200 | elapsed time per iteration (ms): ..
+
+(the bracketed wall clock is newer Megatron-LM; older logs and Megatron-DeepSpeed have none). "elapsed time
+per iteration" is the mean over the iterations since the previous line, not one step, so each row is marked
+``interval_average`` with ``interval_steps`` = the iteration gap (for the first line: the gap to the second,
+assuming a constant log interval). Where the line has a wall clock, ``end_time`` is it and ``start_time`` is
+the previous line's. Megatron prints these lines from one rank only (the last pipeline stage), so ``rank``
+is null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_lines, parse_wallclock
+
+NAME = "megatron"
+
+# Loose: anything that announces an iteration line; strict parsing below decides if it is well formed.
+_CANDIDATE = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
+_ITERATION = re.compile(
+    r"^\s*(?:\[(?P<clock>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]\s*)?"
+    r".*?\biteration\s+(?P<step>\d+)\s*/\s*(?P<total>\d+)\s*\|(?P<fields>.*)$"
+)
+_ELAPSED = re.compile(r"elapsed time per iteration \((?P<unit>ms|s)\):\s*(?P<value>[-+0-9.eE]+|nan|inf)")
+_LOSS = re.compile(r"\blm loss:\s*(?P<value>[-+0-9.eE]+|nan|inf)")
+# The "arguments" banner and world-size line come early, before any iteration line: enough to claim a log.
+_BANNER = re.compile(r"^-+ arguments -+$|^using world size: \d+")
+
+
+def sniff(lines: Sequence[str]) -> float:
+    """Score how likely the head of a file is a Megatron log.
+
+    Args:
+        lines: the first lines of the file.
+
+    Returns:
+        1.0 if an iteration line with elapsed time is present, 0.6 for Megatron's argument banner, else 0.
+    """
+    if any(_CANDIDATE.search(line) and "elapsed time per iteration" in line for line in lines):
+        return 1.0
+    if any(_BANNER.match(line) for line in lines):
+        return 0.6
+    return 0.0
+
+
+def _duration_seconds(fields: str) -> float | None:
+    match = _ELAPSED.search(fields)
+    if match is None:
+        return None
+    value = float(match["value"])
+    return value / 1000.0 if match["unit"] == "ms" else value
+
+
+def _loss(fields: str) -> float | None:
+    match = _LOSS.search(fields)
+    return float(match["value"]) if match else None
+
+
+def parse(path: Path) -> ParseResult:
+    """Parse a Megatron-LM / Megatron-DeepSpeed log, streaming.
+
+    Args:
+        path: the log (plain or gzip).
+
+    Returns:
+        ``steps`` rows (one per logged iteration line) and the malformed iteration lines.
+
+    Raises:
+        UnreadableFileError: the file cannot be opened or decompressed.
+    """
+    rows = RowBuffer("steps", str(path), NAME)
+    problems: list[Malformed] = []
+    lines = 0
+    for number, line in numbered_lines(path):
+        lines = number
+        if not _CANDIDATE.search(line):
+            continue
+        match = _ITERATION.match(line)
+        duration = _duration_seconds(match["fields"]) if match else None
+        if match is None or duration is None:
+            problems.append(
+                Malformed(str(path), number, "iteration line without 'elapsed time per iteration'")
+            )
+            continue
+        try:
+            clock = parse_wallclock(match["clock"]) if match["clock"] else None
+        except ValueError:
+            problems.append(Malformed(str(path), number, f"bad timestamp {match['clock']!r}"))
+            continue
+        rows.add(
+            {
+                "step": int(match["step"]),
+                "end_time": clock,
+                "duration_seconds": duration,
+                "loss": _loss(match["fields"]),
+            }
+        )
+    steps = _with_intervals(rows.frame())
+    return ParseResult(path, [NAME], {"steps": steps}, problems, lines, {"iteration_lines": steps.height})
+
+
+def _with_intervals(steps: pl.DataFrame) -> pl.DataFrame:
+    """Mark rows as interval averages, with the iteration gap and the previous line's clock as start."""
+    gap = pl.col("step").diff()
+    return steps.with_columns(
+        interval_average=pl.lit(True),
+        interval_steps=gap.fill_null(gap.drop_nulls().first()).fill_null(pl.col("step")),
+        start_time=pl.col("end_time").shift(1),
+    )

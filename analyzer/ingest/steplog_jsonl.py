@@ -1,0 +1,103 @@
+"""The plain step log -> ``steps``: one JSON object per line, as ``analyzer.steplog.StepLog`` writes it::
+
+    {"step": 12, "start": "2026-11-30T10:00:01.250Z", "end": "2026-11-30T10:00:01.870Z", "rank": 0}
+
+Times are RFC 3339 strings or epoch seconds (int or float); ``rank`` is optional (null when absent); a
+``loss`` number is kept when present. Each row is one measured step (``interval_average`` false).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_lines, parse_wallclock
+
+NAME = "steplog"
+
+
+def _looks_like_step(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and "step" in record and ("start" in record or "end" in record)
+
+
+def sniff(lines: Sequence[str]) -> float:
+    """Score how likely the head of a file is a plain step log.
+
+    Args:
+        lines: the first lines of the file.
+
+    Returns:
+        1.0 if the first non-blank line is a JSON object with ``step`` and ``start``/``end``, else 0.
+    """
+    first = next((line for line in lines if line.strip()), "")
+    return 1.0 if first.lstrip().startswith("{") and _looks_like_step(first) else 0.0
+
+
+def _time(value: Any, key: str) -> datetime:
+    # bool is an int subclass; True is not a time.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=UTC)
+    if isinstance(value, str):
+        return parse_wallclock(value)
+    raise ValueError(f"{key!r} is neither an RFC 3339 string nor epoch seconds")
+
+
+def _row(record: Any) -> dict[str, Any]:
+    """Validate one record into a steps row; raises ValueError with the reason."""
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    step, rank = record.get("step"), record.get("rank")
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise ValueError("'step' missing or not an integer")
+    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool)):
+        raise ValueError("'rank' is not an integer")
+    if "start" not in record or "end" not in record:
+        raise ValueError("'start' or 'end' missing")
+    start, end = _time(record["start"], "start"), _time(record["end"], "end")
+    if end < start:
+        raise ValueError("'end' is before 'start'")
+    loss = record.get("loss")
+    return {
+        "rank": rank,
+        "step": step,
+        "start_time": start,
+        "end_time": end,
+        "duration_seconds": (end - start).total_seconds(),
+        "interval_average": False,
+        "interval_steps": 1,
+        "loss": float(loss) if isinstance(loss, int | float) and not isinstance(loss, bool) else None,
+    }
+
+
+def parse(path: Path) -> ParseResult:
+    """Parse a plain step log, streaming; every line that is not a valid step record is malformed.
+
+    Args:
+        path: the JSONL file (plain or gzip).
+
+    Returns:
+        ``steps`` rows and the malformed lines.
+
+    Raises:
+        UnreadableFileError: the file cannot be opened or decompressed.
+    """
+    rows = RowBuffer("steps", str(path), NAME)
+    problems: list[Malformed] = []
+    lines = 0
+    for number, line in numbered_lines(path):
+        lines = number
+        if not line.strip():
+            continue
+        try:
+            rows.add(_row(json.loads(line)))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            problems.append(Malformed(str(path), number, str(exc)))
+    steps = rows.frame()
+    return ParseResult(path, [NAME], {"steps": steps}, problems, lines, {"step_records": steps.height})

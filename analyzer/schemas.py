@@ -1,0 +1,179 @@
+"""Declared polars schemas of the tables the ingest layer produces (one schema per table, SuzieQ-style).
+
+Every parser returns DataFrames with exactly these columns and dtypes (``conform`` enforces it), so code
+downstream never guesses what a column holds. Times are ``Datetime(ns, UTC)``; a column is null where the
+log format has no such information (NCCL INFO lines without NCCL_DEBUG_TIMESTAMP_LEVELS carry no time,
+Megatron iteration lines usually carry none).
+
+Tables:
+    steps            one row per training step (or per logged interval, see ``interval_average``)
+    collectives      one row per collective measurement (a kernel, an nccl-tests size, an Inspector record,
+                     or an aggregated summary row with ``occurrences`` > 1)
+    nccl_ranks       one row per (communicator, rank) NCCL reported at init: where each rank runs
+    nccl_connections one row per NCCL channel connection: which rank pairs cross the network, over what
+    kineto_steps     per (rank, step) GPU time split of a PyTorch profiler trace
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+TIME = pl.Datetime("ns", "UTC")
+
+# Columns every table carries, so rows from many files can be concatenated and still traced to their origin.
+_ORIGIN: dict[str, pl.DataType] = {"source_file": pl.String(), "format": pl.String()}
+
+STEPS: pl.Schema = pl.Schema(
+    {
+        **_ORIGIN,
+        "rank": pl.Int64(),
+        "step": pl.Int64(),
+        "start_time": TIME,
+        "end_time": TIME,
+        "duration_seconds": pl.Float64(),
+        # True when duration_seconds is an average over the steps since the previous logged line
+        # (Megatron's "elapsed time per iteration", DeepSpeed's and torchtitan's periodic prints), not one
+        # measured step; interval_steps says over how many steps.
+        "interval_average": pl.Boolean(),
+        "interval_steps": pl.Int64(),
+        "loss": pl.Float64(),
+    }
+)
+
+COLLECTIVES: pl.Schema = pl.Schema(
+    {
+        **_ORIGIN,
+        "rank": pl.Int64(),
+        "host": pl.String(),
+        "step": pl.Int64(),
+        "collective": pl.String(),
+        "dtype": pl.String(),
+        "elements": pl.Int64(),
+        "size_bytes": pl.Float64(),
+        "group_size": pl.Int64(),
+        "process_group": pl.String(),
+        "in_place": pl.Boolean(),
+        "start_time": TIME,
+        "duration_seconds": pl.Float64(),
+        "algbw_gbps": pl.Float64(),  # GB/s (10^9 bytes per second), as nccl-tests and NCCL print it
+        "busbw_gbps": pl.Float64(),
+        "occurrences": pl.Int64(),  # 1 for a single measurement; N for a summary row (N collectives averaged)
+        "wrong": pl.Int64(),  # nccl-tests "#wrong" validation errors, when present
+    }
+)
+
+NCCL_RANKS: pl.Schema = pl.Schema(
+    {
+        **_ORIGIN,
+        "comm": pl.String(),
+        "rank": pl.Int64(),
+        "nranks": pl.Int64(),
+        "host": pl.String(),
+        "pid": pl.Int64(),
+        "cuda_device": pl.Int64(),
+        "bus_id": pl.String(),
+        "time": TIME,
+    }
+)
+
+NCCL_CONNECTIONS: pl.Schema = pl.Schema(
+    {
+        **_ORIGIN,
+        "host": pl.String(),  # host of the process that logged the line
+        "pid": pl.Int64(),
+        "rank": pl.Int64(),  # the logging rank (sender for [send] and P2P/SHM lines, receiver for [receive])
+        "peer": pl.Int64(),  # the rank at the other end
+        "src_rank": pl.Int64(),
+        "dst_rank": pl.Int64(),
+        "channel": pl.Int64(),
+        "direction": pl.String(),  # "send", "receive", or null when NCCL prints no direction (P2P, SHM)
+        # the first two fields of the "via" clause: NET/IB, NET/Socket, P2P/IPC, SHM/direct
+        "transport": pl.String(),
+        "transport_detail": pl.String(),  # the whole "via" clause, e.g. NET/IB/1/GDRDMA
+        "crosses_network": pl.Boolean(),  # the pair talks over a NIC (NET/*, CollNet), not NVLink/PCIe/SHM
+        "time": TIME,
+    }
+)
+
+KINETO_STEPS: pl.Schema = pl.Schema(
+    {
+        **_ORIGIN,
+        "rank": pl.Int64(),
+        "step": pl.Int64(),
+        "kernels": pl.Int64(),
+        "communication_kernels": pl.Int64(),
+        "compute_seconds": pl.Float64(),  # union of compute-kernel intervals (HTA's compute_time)
+        "communication_seconds": pl.Float64(),  # union of NCCL-kernel intervals
+        "overlapped_seconds": pl.Float64(),  # NCCL time during which some compute kernel also ran
+        "exposed_communication_seconds": pl.Float64(),  # NCCL time with no compute kernel running
+        "memory_seconds": pl.Float64(),  # union of memcpy/memset intervals
+    }
+)
+
+TABLES: Mapping[str, pl.Schema] = {
+    "steps": STEPS,
+    "collectives": COLLECTIVES,
+    "nccl_ranks": NCCL_RANKS,
+    "nccl_connections": NCCL_CONNECTIONS,
+    "kineto_steps": KINETO_STEPS,
+}
+
+
+def empty(table: str) -> pl.DataFrame:
+    """An empty DataFrame of a declared table.
+
+    Args:
+        table: a key of ``TABLES``.
+
+    Returns:
+        A zero-row DataFrame with the table's schema.
+
+    Raises:
+        KeyError: ``table`` is not declared.
+    """
+    return pl.DataFrame(schema=TABLES[table])
+
+
+def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """Give ``frame`` exactly the declared columns of ``table``, in order: missing ones become null.
+
+    Args:
+        table: a key of ``TABLES``.
+        frame: a DataFrame holding a subset of the table's columns (extra columns are dropped).
+
+    Returns:
+        The DataFrame cast to the declared schema.
+
+    Raises:
+        KeyError: ``table`` is not declared.
+        polars.exceptions.InvalidOperationError: a column cannot be cast to its declared type (a parser bug).
+    """
+    schema = TABLES[table]
+    columns = [
+        (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+        for name, dtype in schema.items()
+    ]
+    return frame.select(columns)
+
+
+def from_rows(table: str, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """Build a table from row dicts (only the keys a parser knows; the rest become null).
+
+    Args:
+        table: a key of ``TABLES``.
+        rows: dicts keyed by column name.
+
+    Returns:
+        A DataFrame with the table's schema.
+
+    Raises:
+        KeyError: ``table`` is not declared.
+    """
+    schema = TABLES[table]
+    if not rows:
+        return empty(table)
+    frame = pl.from_dicts(list(rows), schema=schema, strict=False)
+    return conform(table, frame)

@@ -1,0 +1,198 @@
+"""gNMI ingest benchmark: updates per CPU second through decode, mapping and store, on a loopback stream.
+
+A replay server in a child process streams ``--rounds`` rounds of ``--interfaces`` per-interface counter
+notifications (``--leaves`` updates each, OpenConfig interface counters with moving values). Three consumers
+of the same serialised stream, each timed with ``time.process_time`` of the consuming process only:
+
+- ours: ``GnmiSource`` (grpc.aio read -> decode -> table match -> ``Store.ingest``);
+- floor: protobuf parsing alone of the same bytes (``SubscribeResponse.FromString``), no network, no work;
+- pygnmi: ``gNMIclient.subscribe2`` (STREAM) iterating its decoded dicts, in a child process.
+
+Run: ``.venv/bin/python bench/bench_gnmi.py`` (``--rounds 50`` for a quick look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pygnmi.spec.v080 import gnmi_pb2
+
+from collector.config import GnmiConfig
+from collector.sim.gnmi_server import GnmiServer, serve
+from collector.sources.gnmi import GnmiSource
+from collector.store import Store
+
+LEAVES = (
+    "in-octets",
+    "out-octets",
+    "in-pkts",
+    "out-pkts",
+    "in-discards",
+    "out-discards",
+    "in-errors",
+    "out-errors",
+    "in-fcs-errors",
+    "in-unicast-pkts",
+    "out-unicast-pkts",
+    "in-multicast-pkts",
+    "out-multicast-pkts",
+    "in-broadcast-pkts",
+    "out-broadcast-pkts",
+    "last-clear",
+)
+
+
+def build(rounds: int, interfaces: int, leaves: int, batch: int = 1) -> list[bytes]:
+    """The serialised stream: a sync_response first (pygnmi waits for it), then the notifications.
+
+    Args:
+        rounds: sample rounds.
+        interfaces: interfaces per round.
+        leaves: counters per interface.
+        batch: interfaces per notification (1: prefix = the interface's counters container, as Arista and
+            SONiC send; more: prefix ``/interfaces`` and the interface in each update's path, as Nokia and
+            Junos send whole subtrees).
+    """
+    out = [gnmi_pb2.SubscribeResponse(sync_response=True).SerializeToString()]
+    t0 = time.time_ns()
+    for r in range(rounds):
+        for first in range(0, interfaces, batch):
+            n = gnmi_pb2.Notification(timestamp=t0 + r * 10**9)
+            n.prefix.elem.add(name="interfaces")
+            for i in range(first, min(first + batch, interfaces)):
+                name = f"Ethernet{i // 8 + 1}/{i % 8 + 1}"
+                for j, leaf in enumerate(LEAVES[:leaves]):
+                    u = n.update.add()
+                    u.path.elem.add(name="interface").key["name"] = name
+                    u.path.elem.add(name="state")
+                    u.path.elem.add(name="counters")
+                    u.path.elem.add(name=leaf)
+                    u.val.uint_val = 7 if leaf == "last-clear" else (r + 1) * (1000 + i * 31 + j)
+            out.append(gnmi_pb2.SubscribeResponse(update=n).SerializeToString())
+    return out
+
+
+def updates_in(blobs: list[bytes]) -> int:
+    return sum(len(gnmi_pb2.SubscribeResponse.FromString(b).update.update) for b in blobs)
+
+
+def floor(blobs: list[bytes]) -> float:
+    """CPU seconds to parse every message once."""
+    start = time.process_time()
+    for b in blobs:
+        gnmi_pb2.SubscribeResponse.FromString(b)
+    return time.process_time() - start
+
+
+async def _serve(blobs: list[bytes]) -> None:
+    servicer = GnmiServer([gnmi_pb2.SubscribeResponse.FromString(b) for b in blobs], sync=False, hold=True)
+    server, port = await serve(servicer)
+    print(port, flush=True)
+    await server.wait_for_termination()
+
+
+def server_process(path: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", path], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+async def ours(port: int, total_responses: int) -> float:
+    """CPU seconds for ``GnmiSource`` to take every response into the store."""
+    cfg = GnmiConfig(address=f"127.0.0.1:{port}", insecure=True, subscriptions=("interfaces",))
+    source = GnmiSource("bench", cfg, stall_floor=60)
+    store = Store()
+    start = time.process_time()
+    task = asyncio.create_task(source.run(store))
+    while source.responses < total_responses:  # noqa: ASYNC110 - a counter bumped by sync code
+        await asyncio.sleep(0.001)
+    used = time.process_time() - start
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return used
+
+
+PYGNMI = """
+import sys, time
+from pygnmi.client import gNMIclient
+port, total = int(sys.argv[1]), int(sys.argv[2])
+with gNMIclient(target=("127.0.0.1", port), insecure=True) as gc:
+    start = time.process_time()
+    sub = gc.subscribe2(subscribe={"mode": "stream", "encoding": "proto",
+                                   "subscription": [{"path": "/interfaces/interface/state/counters",
+                                                     "mode": "sample", "sample_interval": 10**9}]})
+    seen = 0
+    for msg in sub:
+        seen += len(msg.get("update", {}).get("update", []))
+        if seen >= total:
+            break
+    print(time.process_time() - start, flush=True)
+    sub.close()
+"""
+
+
+def pygnmi(port: int, total_updates: int) -> float:
+    """CPU seconds for pygnmi's subscribe path to decode every update (in a child process)."""
+    out = subprocess.run(
+        [sys.executable, "-c", PYGNMI, str(port), str(total_updates)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    """Run the three measurements and print updates per CPU second and the ratios."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=300)
+    p.add_argument("--interfaces", type=int, default=64)
+    p.add_argument("--leaves", type=int, default=16, choices=range(1, len(LEAVES) + 1))
+    p.add_argument("--batch", type=int, default=1, help="interfaces per notification")
+    p.add_argument("--serve", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        asyncio.run(_serve([bytes.fromhex(line) for line in Path(args.serve).read_text().split()]))
+        return
+    blobs = build(args.rounds, args.interfaces, args.leaves, args.batch)
+    total = updates_in(blobs)
+    with tempfile.NamedTemporaryFile("w", suffix=".hex", delete=False) as f:
+        f.write("\n".join(b.hex() for b in blobs))
+    results: dict[str, float] = {"floor (protobuf parse only)": total / floor(blobs)}
+    for name, run in (
+        ("ours (GnmiSource -> Store)", lambda port: asyncio.run(ours(port, len(blobs)))),
+        ("pygnmi subscribe2", lambda port: pygnmi(port, total)),
+    ):
+        proc, port = server_process(f.name)
+        try:
+            results[name] = total / run(port)
+        finally:
+            proc.terminate()
+            proc.wait()
+    Path(f.name).unlink()
+    print(f"{total} updates in {len(blobs)} responses ({args.leaves * args.batch} updates per notification)")
+    for name, rate in results.items():
+        print(f"  {name:30s} {rate:12,.0f} updates/CPU-s")
+    ours_rate = results["ours (GnmiSource -> Store)"]
+    print(
+        json.dumps(
+            {
+                "ours_vs_pygnmi": round(ours_rate / results["pygnmi subscribe2"], 1),
+                "share_of_floor": round(ours_rate / results["floor (protobuf parse only)"], 3),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,375 @@
+"""The ``/metrics`` HTTP server: a small HTTP/1.1 server on the daemon's event loop (asyncio streams).
+
+It serves ``/metrics`` (a snapshot of the store, gzip when the scraper accepts it), ``/`` (a page linking
+it) and ``/-/healthy``. Connections are kept alive between scrapes; a request's header block must arrive
+within ``header_timeout`` and fit in ``max_header_bytes``, an idle connection is closed after
+``idle_timeout``, and bodies are refused, so a slow or hostile client cannot hold memory or a task for
+long. TLS, client certificates, basic auth, security headers and a rate limit come from an
+exporter-toolkit ``web.yml`` (``webconfig``).
+
+Rendering is synchronous on the loop (it is the snapshot: no poll can interleave); gzip runs in a worker
+thread because zlib releases the GIL and a large exposition takes tens of milliseconds to compress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collector.errors import ConfigError
+from collector.exporters.auth import CHALLENGE, BasicAuth
+from collector.exporters.prometheus import CONTENT_TYPE, render
+from collector.exporters.webconfig import WebConfig, load_web_config, peer_allowed, ssl_context
+from collector.store import Store
+
+log = logging.getLogger(__name__)
+
+INDEX = (
+    b"<!DOCTYPE html>\n<html><head><title>spanwatch</title></head><body>\n"
+    b'<h1>spanwatch</h1>\n<p><a href="/metrics">Metrics</a></p>\n</body></html>\n'
+)
+_REASONS = {
+    200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
+    431: "Request Header Fields Too Large", 501: "Not Implemented", 505: "HTTP Version Not Supported",
+}  # fmt: skip
+GZIP_LEVEL = 1  # metrics text is repetitive: level 1 already shrinks it ~10x, at a fraction of the CPU
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one client may cost the server.
+
+    Attributes:
+        header_timeout: seconds for a request's header block once its first byte arrived (and for the TLS
+            handshake).
+        idle_timeout: seconds a kept-alive connection may wait for its next request.
+        max_header_bytes: the request line and headers together.
+    """
+
+    header_timeout: float = 10.0
+    idle_timeout: float = 120.0
+    max_header_bytes: int = 16 * 1024
+
+
+class HttpError(Exception):
+    """A request that ends in an error response and a closed connection."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+@dataclass(slots=True)
+class Request:
+    """The parts of a request the server looks at; header names are lower-case."""
+
+    method: str
+    path: str
+    version: str
+    headers: dict[str, str]
+
+    @property
+    def keep_alive(self) -> bool:
+        tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
+        return "keep-alive" in tokens if self.version == "HTTP/1.0" else "close" not in tokens
+
+
+@dataclass(slots=True)
+class Response:
+    """A response before serialisation."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+class TokenBucket:
+    """``rate_limit``: ``burst`` requests at once, then one per ``interval`` seconds."""
+
+    def __init__(self, interval: float, burst: int) -> None:
+        self.interval, self.burst = interval, burst
+        self.tokens, self.stamp = float(burst), time.monotonic()
+
+    def allow(self) -> bool:
+        """Take a token if one is left.
+
+        Returns:
+            False when the request should get a 429.
+        """
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) / self.interval)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+def parse_listen(listen: str) -> tuple[str | None, int]:
+    """Split ``host:port`` (``[::1]:9464`` for IPv6, ``:9464`` for every interface).
+
+    Args:
+        listen: the configured address.
+
+    Returns:
+        ``(host or None, port)``; port 0 picks a free port.
+
+    Raises:
+        ConfigError: not a host:port address.
+    """
+    host, sep, port = listen.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port.isdigit() or int(port) > 65535 or ("[" in host or "]" in host):
+        raise ConfigError(f"collector.listen: not a host:port address: {listen!r}")
+    return host or None, int(port)
+
+
+class ExporterServer:
+    """The running exporter: answers scrapes until ``close``."""
+
+    def __init__(self, store: Store, web: WebConfig | None = None, limits: Limits = Limits()) -> None:
+        """Prepare a server; ``start`` binds it.
+
+        Args:
+            store: what ``/metrics`` renders.
+            web: the parsed ``web.yml``, or None for plain HTTP without auth.
+            limits: timeouts and sizes.
+        """
+        self.store = store
+        self.web = web or WebConfig()
+        self.limits = limits
+        users = {u: h.get_secret_value() for u, h in self.web.basic_auth_users.items()}
+        self._auth = BasicAuth(users) if users else None
+        rate = self.web.rate_limit
+        self._bucket = TokenBucket(rate.interval, rate.burst) if rate.interval > 0 else None
+        self._extra = self.web.http_server_config.headers.items()
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self, host: str | None, port: int) -> None:
+        """Bind and start accepting.
+
+        Args:
+            host: address to bind (None: every interface).
+            port: port (0: a free one).
+
+        Raises:
+            ConfigError: the TLS material cannot be loaded.
+            OSError: the address cannot be bound.
+        """
+        tls = self.web.tls_server_config
+        ctx = ssl_context(tls) if tls is not None else None
+        self._server = await asyncio.start_server(
+            self._connection,
+            host,
+            port,
+            ssl=ctx,
+            ssl_handshake_timeout=self.limits.header_timeout if ctx else None,
+            limit=self.limits.max_header_bytes,
+        )
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The first bound ``(host, port)``."""
+        assert self._server is not None, "not started"
+        sockname = self._server.sockets[0].getsockname()
+        return sockname[0], sockname[1]
+
+    def close(self) -> None:
+        """Stop accepting and close every connection (a scrape in flight is cut)."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._connections):
+            writer.close()
+
+    async def wait_closed(self) -> None:
+        """Wait until the listener and every connection handler are gone."""
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=self.limits.header_timeout)
+
+    # -- one connection ----------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        self._connections.add(writer)
+        try:
+            if self.web.tls_server_config is not None and not peer_allowed(
+                writer.get_extra_info("peercert"), self.web.tls_server_config.client_allowed_sans
+            ):
+                return
+            await self._serve_requests(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass  # the client went away or idled out: nothing to answer
+        except Exception:
+            log.exception("exporter connection failed")
+        finally:
+            self._connections.discard(writer)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                request = await self._read_request(reader)
+            except HttpError as e:
+                writer.write(self._serialise(Response(e.status, _reason(e.status)), keep_alive=False))
+                await writer.drain()
+                return
+            if request is None:
+                return
+            response = await self._respond(request)
+            # The request was read whole (no body is accepted), so any answer can keep the connection.
+            keep_alive = request.keep_alive
+            data = self._serialise(response, keep_alive)
+            writer.write(data if request.method != "HEAD" else data[: len(data) - len(response.body)])
+            await writer.drain()
+            if not keep_alive:
+                return
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> Request | None:
+        """The next request, or None when the client closed or idled out between requests."""
+        try:
+            async with asyncio.timeout(self.limits.idle_timeout):
+                first = await reader.readuntil(b"\r\n")
+        except (asyncio.IncompleteReadError, TimeoutError):
+            return None
+        except asyncio.LimitOverrunError:
+            raise HttpError(431) from None
+        try:
+            async with asyncio.timeout(self.limits.header_timeout):
+                headers = await self._read_headers(reader, len(first))
+        except TimeoutError:
+            raise HttpError(408) from None
+        except asyncio.LimitOverrunError:
+            raise HttpError(431) from None
+        return _parse_request_line(first, headers)
+
+    async def _read_headers(self, reader: asyncio.StreamReader, used: int) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            used += len(line)
+            if used > self.limits.max_header_bytes:
+                raise HttpError(431)
+            if line == b"\r\n":
+                return headers
+            name, sep, value = line.decode("latin-1").partition(":")
+            if not sep or not name or name != name.strip():
+                raise HttpError(400)
+            key = name.lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+
+    async def _respond(self, request: Request) -> Response:
+        if self._bucket is not None and not self._bucket.allow():
+            return Response(429, b"Too Many Requests\n")
+        if self._auth is not None and not await self._auth.check(request.headers.get("authorization")):
+            return Response(401, b"Unauthorized\n", headers=[("WWW-Authenticate", CHALLENGE)])
+        if request.method not in ("GET", "HEAD"):
+            return Response(405, b"Method Not Allowed\n", headers=[("Allow", "GET, HEAD")])
+        if request.path == "/metrics":
+            return await self._metrics(request)
+        if request.path == "/":
+            return Response(200, INDEX, "text/html; charset=utf-8")
+        if request.path == "/-/healthy":
+            return Response(200, b"OK\n")
+        return Response(404, b"Not Found\n")
+
+    async def _metrics(self, request: Request) -> Response:
+        body = render(self.store).encode()
+        if not accepts_gzip(request.headers.get("accept-encoding", "")):
+            return Response(200, body, CONTENT_TYPE)
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(None, gzip.compress, body, GZIP_LEVEL)
+        return Response(200, body, CONTENT_TYPE, [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")])
+
+    def _serialise(self, response: Response, keep_alive: bool) -> bytes:
+        lines = [
+            f"HTTP/1.1 {response.status} {_REASONS[response.status]}",
+            f"Content-Type: {response.content_type}",
+            f"Content-Length: {len(response.body)}",
+            f"Connection: {'keep-alive' if keep_alive else 'close'}",
+            *(f"{k}: {v}" for k, v in (*response.headers, *self._extra)),
+        ]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body
+
+
+def _reason(status: int) -> bytes:
+    return f"{_REASONS[status]}\n".encode()
+
+
+def _parse_request_line(first: bytes, headers: dict[str, str]) -> Request:
+    parts = first.decode("latin-1").rstrip("\r\n").split(" ")
+    if len(parts) != 3 or not parts[1]:
+        raise HttpError(400)
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise HttpError(505)
+    if "transfer-encoding" in headers:
+        raise HttpError(501)  # no endpoint takes a body; refuse rather than mis-frame the next request
+    length = headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > 0:
+        raise HttpError(413 if length.isdigit() else 400)
+    return Request(method, target.split("?", 1)[0], version, headers)
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an ``Accept-Encoding`` value allows gzip (``gzip`` or ``*`` with a non-zero q).
+
+    Args:
+        accept_encoding: the header's value.
+
+    Returns:
+        True when the response may be gzip-compressed.
+    """
+    for item in accept_encoding.lower().split(","):
+        coding, _, params = item.strip().partition(";")
+        if coding.strip() in ("gzip", "*"):
+            q = params.strip().removeprefix("q=")
+            try:
+                return not params or float(q) > 0
+            except ValueError:
+                return False
+    return False
+
+
+async def serve(
+    store: Store, listen: str, web_config: Path | None, limits: Limits = Limits()
+) -> ExporterServer:
+    """Start the exporter on the running event loop.
+
+    Args:
+        store: what ``/metrics`` renders.
+        listen: ``host:port`` (``collector.listen``; ``[::1]:9464`` for IPv6).
+        web_config: an exporter-toolkit ``web.yml`` (TLS, basic auth), or None.
+        limits: timeouts and sizes.
+
+    Returns:
+        the running server; stop it with ``close()`` then ``await wait_closed()``.
+
+    Raises:
+        ConfigError: the address or the web config is invalid.
+        OSError: the address cannot be bound.
+    """
+    host, port = parse_listen(listen)
+    web = load_web_config(web_config) if web_config is not None else None
+    server = ExporterServer(store, web, limits)
+    await server.start(host, port)
+    scheme = "https" if web is not None and web.tls_server_config is not None else "http"
+    log.info("serving metrics on %s://%s/metrics", scheme, listen)
+    return server

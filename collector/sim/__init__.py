@@ -1,0 +1,1 @@
+"""Simulated devices on loopback: protocol servers the simulated fabric and the tests build on."""

@@ -1,0 +1,125 @@
+"""``spanwatch collect`` end to end: real snmpsim agents, a dead target, SIGHUP reloads, SIGTERM flush."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from tests.integration.snmp_agents import copy_recordings, free_udp_port, snmpsim
+
+pytestmark = pytest.mark.integration
+
+
+def _free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[int]:
+    with snmpsim(copy_recordings(tmp_path / "data", ["arista_eos"])) as port:
+        yield port
+
+
+def _config(tmp_path: Path, agent: int, listen: int, **live_labels: str) -> dict[str, object]:
+    (tmp_path / "community").write_text("arista_eos\n")
+    return {
+        "collector": {"listen": f"127.0.0.1:{listen}",
+                      "archive": {"path": str(tmp_path / "archive"), "flush_interval": "500ms"}},
+        "defaults": {"interval": "1s", "timeout": "900ms"},
+        "targets": [
+            {"name": "live", "labels": {"site": "a", **live_labels},
+             "snmp": {"address": f"127.0.0.1:{agent}", "community_file": "community",
+                      "modules": ["if_mib"]}},
+            # Nothing listens there: every poll fails, and must not slow "live" down.
+            {"name": "dead", "labels": {"site": "b"},
+             "snmp": {"address": f"127.0.0.1:{free_udp_port()}", "community_file": "community"}},
+        ],
+        "links": [{"name": "l1", "site_a": "a", "site_b": "b", "distance_km": 100,
+                   "members": [{"device": "live", "interface": "Ethernet1"}]}],
+    }
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def _wait_for(port: int, needle: str, seconds: float = 20) -> str:
+    deadline, text = time.monotonic() + seconds, ""
+    while time.monotonic() < deadline:
+        try:
+            text = _scrape(port)
+        except OSError:
+            text = ""
+        if needle in text:
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"{needle!r} not in /metrics after {seconds}s:\n{text[:3000]}")
+
+
+def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
+    listen = _free_tcp_port()
+    cfg_path = tmp_path / "spanwatch.yaml"
+    cfg_path.write_text(yaml.safe_dump(_config(tmp_path, agent, listen)))
+    log = (tmp_path / "collector.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "collector.cli", "collect", "--config", str(cfg_path)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        text = _wait_for(listen, 'dci_interface_receive_bytes_total{device="live",site="a",interface="Ethernet1",'
+                                 'link="l1"}')
+        assert 'dci_link_propagation_delay_seconds{link="l1"} 0.00049' in text
+        text = _wait_for(listen, 'spanwatch_polls_total{device="live",source="snmp",status="success"} 3')
+        assert 'spanwatch_target_up{device="dead",source="snmp"} 0' in text
+        assert 'spanwatch_target_up{device="live",source="snmp"} 1' in text
+
+        cfg_path.write_text("targets: [oops\n")  # a broken config: the running one stays
+        os.kill(proc.pid, signal.SIGHUP)
+        time.sleep(1.5)
+        assert proc.poll() is None
+        _wait_for(listen, 'dci_interface_receive_bytes_total{device="live",site="a",interface="Ethernet1"')
+
+        cfg_path.write_text(yaml.safe_dump(_config(tmp_path, agent, listen, role="spine")))
+        os.kill(proc.pid, signal.SIGHUP)
+        _wait_for(listen, 'dci_interface_receive_bytes_total{device="live",role="spine",site="a"')
+
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    output = (tmp_path / "collector.log").read_text()
+    assert "reload rejected, keeping the running config" in output
+    assert "Traceback" not in output
+    archive = pl.read_parquet(tmp_path / "archive", hive_partitioning=True)
+    live = archive.filter((pl.col("device") == "live") & (pl.col("metric") == "dci_interface_receive_bytes_total"))
+    assert live.height > 0 and set(live["source"]) == {"snmp"}
+    assert not list((tmp_path / "archive").rglob(".*.tmp"))
+
+
+def test_check_config_names_every_problem(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, 161, 9464)
+    cfg["targets"][0]["snmp"]["community_file"] = "missing"  # type: ignore[index]
+    cfg["links"][0]["members"][0]["device"] = "ghost"  # type: ignore[index]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run = subprocess.run([sys.executable, "-m", "collector.cli", "check-config", "--config", str(path)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 1
+    assert "targets[0].snmp.community_file: file not found" in run.stderr
+    assert "links[0].members[0].device: no target named 'ghost'" in run.stderr
+    assert "Traceback" not in run.stderr
