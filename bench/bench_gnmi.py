@@ -6,7 +6,8 @@ of the same serialised stream, each timed with ``time.process_time`` of the cons
 
 - ours: ``GnmiSource`` (grpc.aio read -> decode -> table match -> ``Store.ingest``);
 - floor: protobuf parsing alone of the same bytes (``SubscribeResponse.FromString``), no network, no work;
-- pygnmi: ``gNMIclient.subscribe2`` (STREAM) iterating its decoded dicts, in a child process.
+- pygnmi: ``gNMIclient.subscribe2`` (STREAM) iterating its decoded dicts, in a child process;
+- and, for the breakdown, ours without transport: ``GnmiSource.handle`` on already-parsed messages.
 
 Run: ``.venv/bin/python bench/bench_gnmi.py`` (``--rounds 50`` for a quick look).
 """
@@ -93,6 +94,17 @@ def floor(blobs: list[bytes]) -> float:
     return time.process_time() - start
 
 
+def handle_only(blobs: list[bytes]) -> float:
+    """CPU seconds for ``GnmiSource.handle`` (decode, mapping, store) on parsed messages, no transport."""
+    msgs = [gnmi_pb2.SubscribeResponse.FromString(b) for b in blobs]
+    cfg = GnmiConfig(address="127.0.0.1:1", insecure=True, subscriptions=("interfaces",))
+    source, store = GnmiSource("bench", cfg), Store()
+    start = time.process_time()
+    for m in msgs:
+        source.handle(store, m)
+    return time.process_time() - start
+
+
 async def _serve(blobs: list[bytes]) -> None:
     servicer = GnmiServer([gnmi_pb2.SubscribeResponse.FromString(b) for b in blobs], sync=False, hold=True)
     server, port = await serve(servicer)
@@ -168,7 +180,10 @@ def main() -> None:
     total = updates_in(blobs)
     with tempfile.NamedTemporaryFile("w", suffix=".hex", delete=False) as f:
         f.write("\n".join(b.hex() for b in blobs))
-    results: dict[str, float] = {"floor (protobuf parse only)": total / floor(blobs)}
+    results: dict[str, float] = {
+        "floor (protobuf parse only)": total / floor(blobs),
+        "ours without transport": total / handle_only(blobs),
+    }
     for name, run in (
         ("ours (GnmiSource -> Store)", lambda port: asyncio.run(ours(port, len(blobs)))),
         ("pygnmi subscribe2", lambda port: pygnmi(port, total)),

@@ -6,7 +6,8 @@ Detection reads at most ``HEAD_LINES`` lines / ``HEAD_CHARS`` characters (a Mega
 shell and argument preamble before its first iteration line) and picks the best-scoring format, then adds
 any other recognised format that fills a table none of the chosen ones fills: a Megatron log or nccl-tests
 output run with NCCL_DEBUG=INFO also yields the NCCL topology, but a Megatron-DeepSpeed log is not also
-parsed as a DeepSpeed log (that would count its steps twice). Gzip is recognised by content, whatever the file name.
+parsed as a DeepSpeed log (that would count its steps twice). Gzip is recognised by content, whatever the
+file name.
 
 Usage::
 

@@ -2,7 +2,7 @@
 
 Every NCCL line starts ``host:pid:tid [cudaDev] NCCL INFO``; NCCL >= 2.26 with NCCL_DEBUG_TIMESTAMP_LEVELS
 prepends ``[YYYY-MM-DD HH:MM:SS] `` (fractions accepted), recent versions insert ``file.cc:line`` before
-``NCCL``, and torchrun may prefix ``[rankN]:``. Two message kinds are extracted:
+``NCCL``, and launchers may prefix ``[rankN]:`` (torchrun) or ``N: `` (srun -l). Two message kinds are extracted:
 
 * init lines, ``comm 0x.. rank R nranks N cudaDev D busId B ... Init COMPLETE`` (and ``ncclCommInitRank``/
   ``nRanks`` variants): rank -> host, pid, device;
@@ -27,7 +27,7 @@ from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_
 NAME = "nccl_debug"
 
 _PREFIX = re.compile(
-    r"^(?:\[rank\d+\]:\s*)?"
+    r"^(?:\[[\w-]+\]:\s*|\d+: )?"  # launcher prefixes: torchrun's "[rank3]:", srun -l's "3: "
     r"(?:\[(?P<clock>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]\s*)?"
     r"(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]\s+(?:\S+:\d+\s+)?NCCL INFO (?P<msg>.*)$"
 )

@@ -71,6 +71,8 @@ def parse(path: Path) -> ParseResult:
     lines = 0
     for number, raw in numbered_lines(path):
         lines = number
+        if "step:" not in raw and "\x1b" not in raw:
+            continue  # cheap reject first: most lines of a big log are not step lines
         line = ANSI_ESCAPE.sub("", raw)
         if not _CANDIDATE.search(line):
             continue

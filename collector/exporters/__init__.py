@@ -1,0 +1,1 @@
+"""Where collected data goes: Prometheus exposition over HTTP and the Parquet archive."""

@@ -70,6 +70,9 @@ class Column(_Strict):
     exponent_column: int | None = None  # value x 10^-(that column), for mantissa/exponent pairs
     skip: tuple[int, ...] = ()  # raw values meaning "no reading" (e.g. 0 mW: no optic)
     labels: dict[str, str] = {}
+    # Only used for a series that no non-fallback column of the module produced (per interface):
+    # 32-bit counters standing in for absent HC ones, never summed with them.
+    fallback: bool = False
 
     @field_validator("metric")
     @classmethod
@@ -92,6 +95,8 @@ class Table(_Strict):
     columns: tuple[Column, ...] = Field(min_length=1)
     discontinuity_column: int | None = None  # ifCounterDiscontinuityTime: part of counters' epoch
     where: dict[str, int] = {}  # keep only rows whose index parts have these values
+    # added to an index part used as a label (JUNIPER-DOM-MIB lanes count from 0, the catalogue from 1)
+    label_offset: dict[str, int] = {}
 
     @field_validator("entry")
     @classmethod
@@ -104,6 +109,9 @@ class Table(_Strict):
         unknown = sorted(set(self.where) - set(self.index))
         if unknown:
             raise ValueError(f"where: {unknown} are not index parts")
+        offset = sorted(k for k in self.label_offset if not isinstance(self.labels.get(k), str))
+        if offset:
+            raise ValueError(f"label_offset: {offset} are not labels taken from an index part")
         return self
 
 

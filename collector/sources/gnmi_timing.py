@@ -40,8 +40,11 @@ class Backoff:
         Returns:
             seconds, within ``[d/2, d]`` where ``d = min(cap, initial * factor**attempt)``.
         """
-        ceiling = min(self.cap, self.initial * self.factor ** min(self.attempt, 64))
-        self.attempt += 1
+        try:
+            ceiling = min(self.cap, self.initial * self.factor**self.attempt)
+        except OverflowError:  # long past the cap
+            ceiling = self.cap
+        self.attempt = min(self.attempt + 1, 100_000)
         return ceiling * (0.5 + 0.5 * self.rng.random())
 
     def reset(self) -> None:

@@ -238,15 +238,18 @@ class SnmpSource:
             log.info("%s: sysUpTime went backwards: the device rebooted", self.device)
 
     async def _poll_module(self, name: str, module: Module) -> list[Sample]:
-        out: list[Sample] = []
+        """The samples of one module: its tables (fallback columns only where needed) and sensors."""
+        primary: list[Sample] = []
+        fallback: list[Sample] = []
         resolver = engine.Resolver(self.cache, name)
         for table in module.tables:
             rows = await self._rows(f"{name}.{table.name}", table.entry, engine.table_roots(table))
-            out += engine.table_samples(table, rows, resolver, self.epochs)
+            primary += engine.table_samples(table, rows, resolver, self.epochs)
+            fallback += engine.table_samples(table, rows, resolver, self.epochs, fallback=True)
         for sensors in module.sensors:
             rows = await self._rows(f"{name}.{sensors.name}", sensors.entry, engine.sensor_roots(sensors))
-            out += engine.sensor_samples(sensors, rows, self.cache)
-        return out
+            primary += engine.sensor_samples(sensors, rows, self.cache)
+        return engine.prefer(primary, fallback)
 
     async def _rows(self, key: str, entry: str, roots: list[Oid]) -> engine.Rows:
         if key in self.absent:

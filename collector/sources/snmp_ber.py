@@ -209,7 +209,9 @@ def read_int(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return _integer(buf, pos, end)
 
 
-def decode_pdu(buf: bytes, pos: int, end: int, tags: frozenset[int]) -> tuple[int, int, int, int, list[VarBind]]:
+def decode_pdu(
+    buf: bytes, pos: int, end: int, tags: frozenset[int]
+) -> tuple[int, int, int, int, list[VarBind]]:
     """Decode the PDU at ``pos`` whose tag is one of ``tags``.
 
     Returns:

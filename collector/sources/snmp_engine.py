@@ -133,6 +133,7 @@ class Resolver:
         self.module = module
 
     def value(self, expr: LabelExpr, parts: Mapping[str, int]) -> object:
+        """An index part's value, or what a lookup finds (None when it has no entry)."""
         if isinstance(expr, str):
             return parts[expr]
         return self._lookup(expr, parts)
@@ -147,12 +148,15 @@ class Resolver:
         return self.cache.lookups.get(f"{self.module}.{expr.lookup}", {}).get(tuple(key))
 
     def labels(self, table: Table, parts: Mapping[str, int]) -> tuple[dict[str, str], int | None] | None:
+        """The labels of one row and the ifIndex it belongs to; None when a lookup has no entry."""
         out: dict[str, str] = {}
         ifindex: int | None = None
         for name, expr in table.labels.items():
             v = self.value(expr, parts)
             if v is None:
                 return None  # the lookup has no entry (stale or partial): the row cannot be labelled
+            if isinstance(v, int) and name in table.label_offset:
+                v += table.label_offset[name]
             if name == "interface" and isinstance(v, int):
                 ifindex = v
                 out[name] = self.cache.interface(v)
@@ -161,7 +165,9 @@ class Resolver:
         return out, ifindex
 
 
-def table_samples(table: Table, rows: Rows, resolver: Resolver, epochs: Epochs) -> list[Sample]:
+def table_samples(
+    table: Table, rows: Rows, resolver: Resolver, epochs: Epochs, fallback: bool = False
+) -> list[Sample]:
     """Samples of a plain table.
 
     Args:
@@ -169,10 +175,14 @@ def table_samples(table: Table, rows: Rows, resolver: Resolver, epochs: Epochs) 
         rows: the walked rows (see ``rows_of``).
         resolver: labels for the module.
         epochs: boot and discontinuity state.
+        fallback: emit the fallback columns instead of the others (see ``prefer``).
 
     Returns:
         one sample per mapped column per row (before summing; see ``combine``).
     """
+    columns = [c for c in table.columns if c.fallback == fallback]
+    if not columns:
+        return []
     out: list[Sample] = []
     width = len(table.index)
     for suffix, row in rows.items():
@@ -188,7 +198,7 @@ def table_samples(table: Table, rows: Rows, resolver: Resolver, epochs: Epochs) 
         if ifindex is not None and table.discontinuity_column is not None:
             marker = row.get(table.discontinuity_column)
             epochs.per_ifindex[ifindex] = None if marker is None else marker[1]
-        for col in table.columns:
+        for col in columns:
             sample = _column_sample(col, row, lbls, ifindex, epochs)
             if sample is not None:
                 out.append(sample)
@@ -228,6 +238,16 @@ def _column_sample(
 def _series_labels(metric: str, lbls: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     allowed = CATALOG[metric].labels
     return labels(**{k: v for k, v in lbls.items() if k in allowed})
+
+
+def prefer(primary: list[Sample], fallback: list[Sample]) -> list[Sample]:
+    """``primary`` plus the ``fallback`` samples of series that no primary sample covers.
+
+    Per series (metric and labels, so per interface): an interface with ifHCInOctets never also gets
+    ifInOctets, and a 32-bit counter is only exported where the 64-bit one is missing.
+    """
+    covered = {(s.metric, s.labels) for s in primary}
+    return primary + [s for s in fallback if (s.metric, s.labels) not in covered]
 
 
 def combine(samples: list[Sample]) -> list[Sample]:

@@ -44,7 +44,7 @@ from collector.sources.snmp_ber import (
 )
 
 # auth protocol -> (hash constructor, truncated MAC length)
-AUTH: Final[dict[str, tuple[Callable[..., "hashlib._Hash"], int]]] = {
+AUTH: Final[dict[str, tuple[Callable[..., hashlib._Hash], int]]] = {
     "MD5": (hashlib.md5, 12),
     "SHA": (hashlib.sha1, 12),
     "SHA224": (hashlib.sha224, 16),
@@ -226,7 +226,9 @@ def encode(
     flags = FLAG_REPORTABLE if discovery else creds.flags
     user = b"" if discovery else creds.user
     engine_id = b"" if discovery else engine.engine_id
-    scoped = tlv(0x30, tlv(TAG_OCTETS, engine_id) + tlv(TAG_OCTETS, b"") + encode_pdu(msg_id, oids, max_repetitions))
+    scoped = tlv(
+        0x30, tlv(TAG_OCTETS, engine_id) + tlv(TAG_OCTETS, b"") + encode_pdu(msg_id, oids, max_repetitions)
+    )
     auth_key, priv_key = creds.keys(engine_id) if flags & FLAG_AUTH else (b"", b"")
     mac_len = AUTH[creds.auth][1] if flags & FLAG_AUTH and creds.auth else 0
     salt = b""
@@ -234,7 +236,12 @@ def encode(
         salt = _next_salt()
         iv = engine.boots.to_bytes(4, "big") + engine_time.to_bytes(4, "big") + salt
         scoped = tlv(TAG_OCTETS, _aes(priv_key, iv, scoped, encrypt=True))
-    head = tlv(TAG_OCTETS, engine_id) + encode_int(engine.boots) + encode_int(engine_time) + tlv(TAG_OCTETS, user)
+    head = (
+        tlv(TAG_OCTETS, engine_id)
+        + encode_int(engine.boots)
+        + encode_int(engine_time)
+        + tlv(TAG_OCTETS, user)
+    )
     auth_tlv = tlv(TAG_OCTETS, b"\x00" * mac_len)
     salt_tlv = tlv(TAG_OCTETS, salt)
     sec = tlv(0x30, head + auth_tlv + salt_tlv)
@@ -306,7 +313,9 @@ def decode(buf: bytes, creds: Credentials) -> Message:
     return Message(msg_id, flags, engine_id, boots, etime, user, tag, request_id, status, index, binds)
 
 
-def _security_parameters(buf: bytes, start: int, end: int) -> tuple[bytes, int, int, bytes, int, bytes, bytes]:
+def _security_parameters(
+    buf: bytes, start: int, end: int
+) -> tuple[bytes, int, int, bytes, int, bytes, bytes]:
     s_start, s_end = expect(buf, start, end, 0x30)
     e_start, p = expect(buf, s_start, s_end, TAG_OCTETS)
     engine_id = buf[e_start:p]

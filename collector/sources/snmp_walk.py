@@ -27,6 +27,7 @@ from collector.errors import AuthError, InvalidResponse, SourceError, TimeoutErr
 from collector.sources import snmp_usm as usm
 from collector.sources.snmp_ber import (
     EXCEPTIONS,
+    REPORT,
     BerError,
     Oid,
     VarBind,
@@ -301,14 +302,16 @@ class V3Walker(V2cWalker):
         except usm.UsmError as e:
             raise InvalidResponse(f"{self.host}:{self.port}: {e}") from None
         report = msg.report()
-        if msg.pdu_tag == usm.REPORT:
+        if msg.pdu_tag == REPORT:
             self._report(msg, report)
         return msg.request_id, msg.status, msg.index, msg.binds
 
     def _report(self, msg: usm.Message, report: int | None) -> None:
         where = f"{self.host}:{self.port}"
         if report in _AUTH_REPORTS:
-            raise AuthError(f"{where}: SNMPv3 user {self.creds.user.decode(errors='replace')!r}: {_AUTH_REPORTS[report]}")
+            raise AuthError(
+                f"{where}: SNMPv3 user {self.creds.user.decode(errors='replace')!r}: {_AUTH_REPORTS[report]}"
+            )
         if report in (usm.UNKNOWN_ENGINE_ID, usm.NOT_IN_TIME_WINDOW):
             if report == usm.NOT_IN_TIME_WINDOW and not msg.flags & usm.FLAG_AUTH and self.creds.auth:
                 raise InvalidResponse(f"{where}: unauthenticated time-window report ignored")
@@ -327,7 +330,9 @@ class V3Walker(V2cWalker):
             except TimeoutError_ as e:
                 if self.creds.priv:
                     # net-snmp drops a scopedPDU it cannot decrypt, without a Report
-                    raise TimeoutError_(f"{e} (with SNMPv3 privacy, a wrong priv key also reads as silence)") from None
+                    raise TimeoutError_(
+                        f"{e} (with SNMPv3 privacy, a wrong priv key also reads as silence)"
+                    ) from None
                 raise
         raise AuthError(f"{self.host}:{self.port}: the agent keeps rejecting our engine boots/time")
 

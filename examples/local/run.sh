@@ -4,7 +4,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 state=$(mktemp -d)
-SNMP_PERSISTENT_DIR="$state" /usr/sbin/snmpd -f -Lo -C -c "$here/snmpd.conf" -p "$state/snmpd.pid" &
+SNMP_PERSISTENT_DIR="$state" /usr/sbin/snmpd -f -Lf "$state/snmpd.log" -C -c "$here/snmpd.conf" -p "$state/snmpd.pid" &
 snmpd_pid=$!
 trap 'kill "$snmpd_pid" 2>/dev/null; rm -rf "$state"' EXIT
 cd "$here"

@@ -49,6 +49,15 @@ def _lines_of(problems: list[object]) -> list[int]:
     return [p.line for p in problems]  # type: ignore[attr-defined]
 
 
+def test_launcher_prefixes_are_tolerated(tmp_path: Path) -> None:
+    megatron_line = MEGATRON.splitlines()[3]
+    nccl_line = NCCL_DEBUG.splitlines()[2]
+    path = _write(tmp_path / "prefixed.log", f"[default7]:{megatron_line}\n3: {nccl_line}\n")
+    result = parse_file(path)
+    assert result.table("steps")["end_time"][0] == datetime(2024, 5, 2, 10, 11, 12, tzinfo=UTC)
+    assert result.table("nccl_connections")["transport"].to_list() == ["NET/IB"]
+
+
 def test_megatron_old_and_new_layouts_and_bad_line(tmp_path: Path) -> None:
     path = _write(tmp_path / "train.log", MEGATRON)
     assert detect(path) == ["megatron"]

@@ -91,28 +91,29 @@ async def test_v3_auth_no_priv_and_no_auth(agent: Agent, name: str) -> None:
 
 async def test_v2c_community(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SNMPD_COMMUNITY", "public")
-    cfg = SnmpConfig(
-        address=f"127.0.0.1:{agent.port}", community_env="SNMPD_COMMUNITY", modules=("if_mib",)
-    )
+    cfg = SnmpConfig(address=f"127.0.0.1:{agent.port}", community_env="SNMPD_COMMUNITY", modules=("if_mib",))
     assert lo(await poll_once(cfg), RX).raw
 
 
 def loopback_traffic(datagrams: int = 200, size: int = 8000) -> int:
     """Send UDP and TCP bytes over 127.0.0.1; returns the payload bytes sent."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, socket.socket(
-        socket.AF_INET, socket.SOCK_DGRAM
-    ) as tx:
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx,
+    ):
         rx.bind(("127.0.0.1", 0))
         for _ in range(datagrams):
             tx.sendto(b"x" * size, rx.getsockname())
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        with socket.create_connection(server.getsockname()) as client:
-            conn, _ = server.accept()
-            with conn:
-                client.sendall(b"y" * (datagrams * size))
-                got = 0
-                while got < datagrams * size:
-                    got += len(conn.recv(1 << 16))
+    with (
+        socket.create_server(("127.0.0.1", 0)) as server,
+        socket.create_connection(server.getsockname()) as client,
+    ):
+        conn, _ = server.accept()
+        with conn:
+            client.sendall(b"y" * (datagrams * size))
+            got = 0
+            while got < datagrams * size:
+                got += len(conn.recv(1 << 16))
     return 2 * datagrams * size
 
 
@@ -126,7 +127,7 @@ async def test_lo_counters_move_through_the_store(agent: Agent) -> None:
         assert isinstance(first, int | float)
         sent = loopback_traffic()
         deadline = time.monotonic() + 10  # net-snmp caches the interface table for a few seconds
-        now = first
+        now: object = first
         while now == first and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
             store.ingest("dev", "snmp", await src.poll(), 0)
@@ -168,4 +169,3 @@ async def test_security_level_above_the_user_is_auth_error(agent: Agent) -> None
     cfg = v3_config(agent, BY_NAME["sha256auth"], name="noauth")
     with pytest.raises(AuthError):
         await poll_once(cfg)
-

@@ -171,7 +171,11 @@ async def test_handmade_pfc_and_cos(agent: int, monkeypatch: pytest.MonkeyPatch)
     s = await poll(agent, "handmade", monkeypatch)
     assert value(s, "dci_queue_dropped_packets_total", interface="swp5", queue="3") == 17
     assert value(s, "dci_queue_occupancy_bytes", interface="swp5", queue="3") == 4096
-    assert value(s, "dci_pfc_pause_frames_total", interface="swp5", direction="rx", priority="all") == 12
+    # IEEE8021-PFC-MIB is per interface: no priority label (the catalogue's priority is 0-7)
+    ieee = [x for x in s if x.metric == "dci_pfc_pause_frames_total" and ("interface", "swp5") in x.labels]
+    assert len(ieee) == 2 and all("priority" not in dict(x.labels) for x in ieee)
+    assert value(s, "dci_pfc_pause_frames_total", interface="swp5", direction="rx") == 12
     assert value(s, "dci_pfc_pause_frames_total", interface="swp6", direction="tx", priority="3") == 21
     assert value(s, "dci_pfc_pause_frames_total", interface="swp6", direction="rx", priority="4") == 31
-    assert value(s, "dci_optics_rx_power_dbm", interface="swp5", lane="2") == pytest.approx(-3.5)
+    # jnxDomLaneIndex 2 is the third lane (0-based in the MIB): lane "3"
+    assert value(s, "dci_optics_rx_power_dbm", interface="swp5", lane="3") == pytest.approx(-3.5)
