@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from typing import NamedTuple
 
 from collector import config as configuration
 from collector.errors import ConfigError, SpanwatchError
@@ -46,6 +47,10 @@ def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
+def _config_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, type=Path, help="the YAML config file")
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate a config file: 0 when valid, else every problem with its location and 1."""
     cfg = configuration.load(args.config)
@@ -61,23 +66,33 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
-    "collect": (cmd_collect, "run the collector daemon"),
-    "check-config": (cmd_check_config, "validate a config file and exit"),
+class Command(NamedTuple):
+    """One subcommand: what runs it, its help line, and the arguments it takes."""
+
+    run: Callable[[argparse.Namespace], int]
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+
+
+# The subcommand registry: one entry per subcommand, in the order `spanwatch --help` lists them.
+COMMANDS: dict[str, Command] = {
+    "collect": Command(cmd_collect, "run the collector daemon", _config_argument),
+    "check-config": Command(cmd_check_config, "validate a config file and exit", _config_argument),
 }
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    top = argparse.ArgumentParser(prog="spanwatch", description=__doc__.splitlines()[0] if __doc__ else "")
+    top = argparse.ArgumentParser(
+        prog="spanwatch", description="Measure what the network between data centres costs a training run."
+    )
     top.add_argument("--version", action="version", version=f"spanwatch {version('spanwatch')}")
     top.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (func, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(func=func)
-        if name in ("collect", "check-config"):
-            p.add_argument("--config", required=True, type=Path, help="the YAML config file")
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        p.set_defaults(func=command.run)
+        command.arguments(p)
     return top
 
 
