@@ -2,9 +2,11 @@
 
     SpanwatchError                (collector.errors: the one base every command catches)
     └── AnalyzerError             something in the post-run analysis is wrong
-        └── IngestError           a training-side input cannot be read; names the file
-            ├── UnknownFormatError    no registered parser recognises the file
-            └── UnreadableFileError   the file is missing, not decompressible, or not the JSON it claims
+        ├── IngestError           a training-side input cannot be read; names the file
+        │   ├── UnknownFormatError    no registered parser recognises the file
+        │   └── UnreadableFileError   the file is missing, not decompressible, or not the JSON it claims
+        └── InputError            another analysis input is wrong: archive, thresholds, truth, claims,
+                                  a Prometheus server, an option value; names what and where
 
 Malformed *lines* are not errors: parsers count them and return them as ``Malformed`` problems, so one bad
 line in a 10 GB log never stops an analysis.
@@ -41,3 +43,17 @@ class UnknownFormatError(IngestError):
 
 class UnreadableFileError(IngestError):
     """The file cannot be opened, decompressed or decoded as a whole."""
+
+
+class InputError(AnalyzerError):
+    """An analysis input other than a training log is unusable (archive, thresholds, truth, claims, option).
+
+    Attributes:
+        where: the file, URL or option concerned.
+        problem: what is wrong, in words for the user.
+    """
+
+    def __init__(self, where: Path | str, problem: str) -> None:
+        self.where = str(where)
+        self.problem = problem
+        super().__init__(f"{self.where}: {problem}")

@@ -177,3 +177,145 @@ def from_rows(table: str, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
         return empty(table)
     frame = pl.from_dicts(list(rows), schema=schema, strict=False)
     return conform(table, frame)
+
+
+# -- Analysis tables (issue 5): telemetry in, events and attribution out ------------------------------------
+# Kept apart from ``TABLES`` on purpose: ``TABLES`` is what log parsers fill, and every ParseResult carries
+# one (possibly empty) frame per entry there.
+
+_SERIES: dict[str, pl.DataType] = {
+    "device": pl.String(),
+    "metric": pl.String(),
+    "interface": pl.String(),
+    "queue": pl.String(),
+    "priority": pl.String(),
+    "lane": pl.String(),
+    "direction": pl.String(),
+    "pool": pl.String(),
+    "component": pl.String(),
+    "link": pl.String(),
+}
+
+SERIES_KEYS: tuple[str, ...] = tuple(_SERIES)
+"""The columns that identify one time series in the archive."""
+
+TELEMETRY: pl.Schema = pl.Schema(
+    {"time": TIME, **_SERIES, "value": pl.Float64(), "counter": pl.UInt64()}
+)
+"""The archive's readings the analyzer uses (``received_time`` and ``source`` are not needed)."""
+
+SIGNALS: pl.Schema = pl.Schema(
+    {
+        **_SERIES,
+        "prev_time": TIME,  # the previous reading of the series: the interval a rate or a peak covers
+        "time": TIME,
+        "next_time": TIME,
+        "value": pl.Float64(),  # a rate per second for counters, the reading itself for gauges
+        "increase": pl.Float64(),  # counters: what the interval added (reset-aware); gauges: null
+        "seconds": pl.Float64(),  # length of the interval (prev_time, time]
+    }
+)
+"""One row per reading turned into a signal: counters become reset-aware rates."""
+
+EVENTS: pl.Schema = pl.Schema(
+    {
+        "event_id": pl.Int64(),
+        "kind": pl.String(),
+        "link": pl.String(),
+        "device": pl.String(),
+        "interface": pl.String(),
+        "start_time": TIME,
+        "end_time": TIME,
+        "duration_seconds": pl.Float64(),
+        "worst": pl.Float64(),  # the most extreme signal value seen (max, or min for low-is-bad signals)
+        "metrics": pl.String(),  # the catalogue names that raised it, comma-separated
+        "samples": pl.Int64(),
+    }
+)
+"""One row per congestion or health episode on a link member interface."""
+
+STEP_ANALYSIS: pl.Schema = pl.Schema(
+    {
+        "step": pl.Int64(),
+        "rank": pl.Int64(),
+        "start_time": TIME,
+        "end_time": TIME,
+        "duration_seconds": pl.Float64(),
+        "baseline_seconds": pl.Float64(),
+        "inflation_seconds": pl.Float64(),
+        "inflated": pl.Boolean(),
+        "events": pl.Int64(),  # events overlapping the step (within the clock-skew tolerance)
+        "top_link": pl.String(),  # the link most of the inflation is attributed to
+        "top_kind": pl.String(),
+        "exposed_communication_seconds": pl.Float64(),  # from a Kineto trace, where one covers the step
+        "source_file": pl.String(),
+    }
+)
+"""One row per (step, rank) with what the network added to it."""
+
+ATTRIBUTION: pl.Schema = pl.Schema(
+    {
+        "step": pl.Int64(),
+        "rank": pl.Int64(),
+        "event_id": pl.Int64(),
+        "link": pl.String(),
+        "device": pl.String(),
+        "interface": pl.String(),
+        "kind": pl.String(),
+        "overlap_seconds": pl.Float64(),
+        "share": pl.Float64(),  # fraction of the step's inflation given to this event
+        "attributed_seconds": pl.Float64(),
+    }
+)
+"""One row per (step, rank, overlapping event): the step's inflation split by overlap."""
+
+LINK_EXPOSURE: pl.Schema = pl.Schema(
+    {
+        "link": pl.String(),
+        "steps_affected": pl.Int64(),
+        "exposed_total_seconds": pl.Float64(),
+        "exposed_p50_seconds": pl.Float64(),
+        "exposed_p99_seconds": pl.Float64(),
+        "share_of_run": pl.Float64(),
+        "gpu_hours_lost": pl.Float64(),
+    }
+)
+"""Per link: the time the network exposed to the training job."""
+
+MEASURES: pl.Schema = pl.Schema(
+    {
+        "scope": pl.String(),  # "link", "device", or "label:<name>" for a target label such as vendor
+        "key": pl.String(),  # the link name, device name or label value
+        "measure": pl.String(),
+        "value": pl.Float64(),
+        "unit": pl.String(),
+    }
+)
+"""One row per (scope, key, measure)."""
+
+ANALYSIS_TABLES: Mapping[str, pl.Schema] = {
+    "telemetry": TELEMETRY,
+    "signals": SIGNALS,
+    "events": EVENTS,
+    "step_analysis": STEP_ANALYSIS,
+    "attribution": ATTRIBUTION,
+    "link_exposure": LINK_EXPOSURE,
+    "measures": MEASURES,
+}
+
+
+def conform_lazy(schema: pl.Schema, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """Give a LazyFrame exactly the columns of ``schema``, in order: missing ones become null.
+
+    Args:
+        schema: a declared schema (e.g. ``EVENTS``).
+        frame: a LazyFrame holding a subset of the columns (extra ones are dropped).
+
+    Returns:
+        The LazyFrame cast to the schema.
+    """
+    present = set(frame.collect_schema().names())
+    return frame.select(
+        (pl.col(name) if name in present else pl.lit(None)).cast(dtype).alias(name)
+        for name, dtype in schema.items()
+    )

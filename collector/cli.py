@@ -15,8 +15,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import NamedTuple
 
+from analyzer import plan_render
 from collector import config as configuration
+from collector import shard
 from collector.errors import ConfigError, SpanwatchError
+from collector.shard import Shard
 
 log = logging.getLogger("spanwatch")
 
@@ -58,11 +61,29 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(value: str) -> Shard:
+    try:
+        return shard.parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _collect_arguments(p: argparse.ArgumentParser) -> None:
+    _config_argument(p)
+    p.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="i/N",
+        help="poll only the targets of replica i of N (Prometheus hashmod of the target name)",
+    )
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     """Run the collector daemon until SIGTERM or SIGINT."""
     from collector.daemon import Daemon
 
-    asyncio.run(Daemon(Path(args.config)).run())
+    asyncio.run(Daemon(Path(args.config), shard=args.shard).run())
     return 0
 
 
@@ -76,8 +97,9 @@ class Command(NamedTuple):
 
 # The subcommand registry: one entry per subcommand, in the order `spanwatch --help` lists them.
 COMMANDS: dict[str, Command] = {
-    "collect": Command(cmd_collect, "run the collector daemon", _config_argument),
+    "collect": Command(cmd_collect, "run the collector daemon", _collect_arguments),
     "check-config": Command(cmd_check_config, "validate a config file and exit", _config_argument),
+    "plan": Command(plan_render.run, "latency and traffic budget of a planned run", plan_render.arguments),
 }
 
 

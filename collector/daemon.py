@@ -19,12 +19,14 @@ from typing import Any
 
 from collector import config as configuration
 from collector import links
+from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import ConfigError, SpanwatchError
 from collector.exporters.archive import Archive
 from collector.exporters.http import serve
 from collector.scheduler import Poller, Schedule
+from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
 from collector.sources.gnmi import GnmiSource
 from collector.sources.snmp import SnmpSource
@@ -38,8 +40,9 @@ HOUSEKEEPING_SECONDS = 5.0
 class Daemon:
     """One running collector."""
 
-    def __init__(self, config_path: Path, clock: Clock | None = None) -> None:
+    def __init__(self, config_path: Path, clock: Clock | None = None, shard: Shard | None = None) -> None:
         self.config_path = config_path
+        self.shard = shard  # poll only this replica's targets (None: all)
         self.clock = clock or SystemClock()
         self.config: Config | None = None
         self.store = Store(self.clock)
@@ -59,7 +62,7 @@ class Daemon:
         Raises:
             ConfigError: the config is invalid at start-up (a reload keeps the old one instead).
         """
-        config = configuration.load(self.config_path)
+        config = sharding.select(configuration.load(self.config_path), self.shard)
         await self._apply(config)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
@@ -79,7 +82,7 @@ class Daemon:
             whether the new config was applied.
         """
         try:
-            config = configuration.load(self.config_path)
+            config = sharding.select(configuration.load(self.config_path), self.shard)
             await self._apply(config)
         except (ConfigError, SpanwatchError, OSError) as e:
             log.error("reload rejected, keeping the running config:\n%s", e)

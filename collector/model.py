@@ -40,6 +40,9 @@ class Sample:
         epoch: counters only: what the device says about discontinuities (sysUpTime boot count,
             ifCounterDiscontinuityTime, gNMI last-clear); a change means the counter was reset.
         time_ns: when the device measured it (gNMI notification timestamp), or None for "when received".
+        scale: counters only: catalogue units per device unit (1e-6 for a pause duration counted in µs).
+            The store tracks the device's integers and exports ``total * scale``; only unscaled
+            counters keep an exact integer total.
     """
 
     metric: str
@@ -49,12 +52,13 @@ class Sample:
     width: int = 64
     epoch: Hashable = None
     time_ns: int | None = None
+    scale: float = 1.0
 
 
 def counter(metric: str, lbls: Labels, raw: int, width: int = 64, epoch: Hashable = None,
-            time_ns: int | None = None) -> Sample:
-    """A counter sample from the device's integer reading."""
-    return Sample(metric, lbls, float(raw), raw, width, epoch, time_ns)
+            time_ns: int | None = None, scale: float = 1.0) -> Sample:
+    """A counter sample from the device's integer reading (``scale``: catalogue units per device unit)."""
+    return Sample(metric, lbls, raw * scale, raw, width, epoch, time_ns, scale)
 
 
 def gauge(metric: str, lbls: Labels, value: float, time_ns: int | None = None) -> Sample:

@@ -156,7 +156,10 @@ class Store:
                     self._tracks[ident] = track = counters.start(s.raw, s.epoch)
                 elif counters.advance(track, s.raw, s.width, s.epoch):
                     self.inc("dci_counter_discontinuities_total", (("device", device), ("metric", s.metric)))
-                value = exact = track.total
+                if s.scale == 1.0:
+                    value = exact = track.total
+                else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
+                    value, exact = track.total * s.scale, None
             self._put(s.metric, full, value, now, target.ttl, device)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns

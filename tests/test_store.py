@@ -94,3 +94,17 @@ def test_health_counters_and_histograms() -> None:
     assert store.value("spanwatch_polls_total", (*health, ("status", "timeout"))) == 2
     hist = store.value("spanwatch_poll_duration_seconds", health)
     assert hist is not None and hist.count == 1 and math.isclose(hist.sum, 0.2)  # type: ignore[union-attr]
+
+
+def test_scaled_counters_keep_reset_tracking_and_export_catalogue_units() -> None:
+    store, _ = _store()
+    metric = "dci_pfc_pause_duration_seconds_total"
+    lbl = labels(interface="Eth1", priority=3, direction="rx")
+    key = (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("priority", "3"), ("direction", "rx"),
+           ("link", "paris-lyon"))
+    store.ingest("sw1", "gnmi", [counter(metric, lbl, 1_500_000, scale=1e-6)], 0)  # µs on the wire
+    store.ingest("sw1", "gnmi", [counter(metric, lbl, 2_000_000, scale=1e-6)], 0)
+    assert store.value(metric, key) == pytest.approx(2.0)
+    store.ingest("sw1", "gnmi", [counter(metric, lbl, 10, scale=1e-6)], 0)  # cleared on the device
+    assert store.value(metric, key) == pytest.approx(1e-5)
+    assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", metric))) == 1

@@ -105,7 +105,6 @@ class GnmiSource:
         self.status = "idle"
         self.responses = 0  # SubscribeResponses handled (tests wait on it)
         self._skewed = False
-        self._last_rx = 0.0
         self._dev = (("device", device),)
         self._ds = (("device", device), ("source", SOURCE))
 
@@ -177,9 +176,9 @@ class GnmiSource:
         watchdog = None
         try:
             call = await GnmiClient(channel, metadata).subscribe(request)
-            self._last_rx = self.clock.monotonic()
-            watchdog = asyncio.create_task(self._watchdog(call))
-            await self._read(store, call)
+            last_rx = [self.clock.monotonic()]  # per stream: a target may have two (prefix targets)
+            watchdog = asyncio.create_task(self._watchdog(call, last_rx))
+            await self._read(store, call, last_rx)
         except grpc.aio.AioRpcError as e:
             if e.code() in PERMANENT:
                 raise PermanentFailure(f"{e.code().name}: {e.details()}") from None
@@ -196,21 +195,21 @@ class GnmiSource:
                 call.cancel()
             await channel.close(grace=None)
 
-    async def _watchdog(self, call: Any) -> None:
+    async def _watchdog(self, call: Any, last_rx: list[float]) -> None:
         """Cancel ``call`` when nothing arrived for the stall timeout."""
         while True:
             await self.clock.sleep(self.stall_timeout / 4)
-            if self.clock.monotonic() - self._last_rx > self.stall_timeout:
+            if self.clock.monotonic() - last_rx[0] > self.stall_timeout:
                 call.cancel()
                 return
 
-    async def _read(self, store: Store, call: Any) -> None:
+    async def _read(self, store: Store, call: Any, last_rx: list[float]) -> None:
         healthy_after = 30.0
         up = False
         started = self.clock.monotonic()
         async for resp in call:
             now = self.clock.monotonic()
-            self._last_rx = now
+            last_rx[0] = now
             if not up:
                 up = True
                 self.status = "streaming"

@@ -348,7 +348,8 @@ def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, object]) 
         epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
         raw = int(x)
         return Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts)
-    # Gauges, and counters whose wire unit is not the catalogue's (µs -> s): the store keeps counters as
-    # exact integers in wire units, so a scaled counter is handed over as its scaled value (no reset
-    # tracking); see the report on issue 3.
+    if rule.counter:  # a counter in other units (µs -> s): the store tracks the integers, exports scaled
+        epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
+        raw = int(x)
+        return Sample(leaf.metric, leaf.labels, raw * rule.scale, raw, 64, epoch, ts, rule.scale)
     return Sample(leaf.metric, leaf.labels, x * rule.scale, None, 64, None, ts)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import importlib
 import itertools
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from collector.errors import AuthError, InvalidResponse, SourceError, TimeoutError_, UnreachableError
@@ -351,13 +352,23 @@ class V3Walker(V2cWalker):
 # -- v3 (and anything else) through pysnmp ----------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _quiet_pysmi() -> Iterator[None]:
+    """Silence the DeprecationWarnings pysnmp 7 triggers in pysmi (its MIB compiler hookup).
+
+    ``catch_warnings`` is process-wide; this only wraps the pysnmp fallback (DES/3DES privacy).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
 def hlapi() -> Any:
     """``pysnmp.hlapi.v3arch.asyncio``, imported with its dependencies' deprecation warnings silenced.
 
     pysnmp 7 imports pysmi names that pysmi deprecates; the warning is theirs, not ours.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with _quiet_pysmi():
         return importlib.import_module("pysnmp.hlapi.v3arch.asyncio")
 
 
@@ -419,7 +430,8 @@ class PysnmpWalker:
         hl = hlapi()
         self.host, self.port, self.auth = host, port, auth
         self.timeout, self.retries = timeout, retries
-        self.engine = hl.SnmpEngine()
+        with _quiet_pysmi():
+            self.engine = hl.SnmpEngine()
         self.context = hl.ContextData()
         self._target: Any = None
 
@@ -435,23 +447,25 @@ class PysnmpWalker:
 
     async def get(self, oids: Sequence[Oid]) -> list[VarBind]:
         target = await self._target_for()
-        res = await hlapi().get_cmd(
-            self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
-        )
+        with _quiet_pysmi():
+            res = await hlapi().get_cmd(
+                self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
+            )
         return self._result(res)
 
     async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
         target = await self._target_for()
-        res = await hlapi().bulk_cmd(
-            self.engine,
-            self.auth,
-            target,
-            self.context,
-            0,
-            max_repetitions,
-            *_object_types(oids),
-            lookupMib=False,
-        )
+        with _quiet_pysmi():
+            res = await hlapi().bulk_cmd(
+                self.engine,
+                self.auth,
+                target,
+                self.context,
+                0,
+                max_repetitions,
+                *_object_types(oids),
+                lookupMib=False,
+            )
         return self._result(res)
 
     def _result(self, res: Any) -> list[VarBind]:

@@ -51,6 +51,7 @@ USERS = (
     User("shaaes256", "priv", "SHA", "SHA", "AES256", "AES-256"),
     User("shaaes", "priv", "SHA", "SHA", "AES", "AES"),
     User("sha512aes", "priv", "SHA512", "SHA-512", "AES", "AES"),
+    User("shades", "priv", "SHA", "SHA", "DES", "DES"),  # not in snmp_usm: the pysnmp fallback
     User("sha256auth", "auth", "SHA256", "SHA-256"),
     User("noauth", "noauth"),
 )

@@ -1,0 +1,229 @@
+"""Signals -> congestion and health episodes per link member interface (pure LazyFrame logic).
+
+``RULES`` is the one list of what makes an episode: a kind, the catalogue metrics it reads, which direction
+is bad, and its enter/exit levels (``analyzer.thresholds``). Detection is vectorised per series:
+
+1. hysteresis: a reading past the enter level switches the series on, one past the exit level switches it
+   off, anything in between keeps the previous state (a forward fill of the on/off decisions);
+2. runs of "on" readings become raw episodes; each reading covers the interval it describes: a rate or a
+   peak covers ``(previous reading, reading]``, an instant gauge the half-way points around it;
+3. raw episodes of one kind on one interface (every queue, priority and metric together) are merged when
+   closer than the merge gap, then those shorter than the minimum duration are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from analyzer import schemas
+from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
+from analyzer.thresholds import Thresholds
+
+Level = Callable[[Thresholds], pl.Expr]
+
+EVENT_KEYS = ["kind", "link", "device", "interface"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One way an episode of ``kind`` is recognised.
+
+    Attributes:
+        kind: the event kind written to events.parquet.
+        metrics: catalogue names whose signal is compared (counters as per-second rates).
+        enter: the level that starts an episode (an expression: it may use the row's ``bdp_bytes``).
+        exit: the level that ends it.
+        low_is_bad: True when small values are the problem (OSNR, oper-status).
+    """
+
+    kind: str
+    metrics: tuple[str, ...]
+    enter: Level
+    exit: Level
+    low_is_bad: bool = False
+
+
+def _lit(name: str) -> Level:
+    return lambda t: pl.lit(float(getattr(t, name)))
+
+
+def _queue(fraction: str, fallback: str) -> Level:
+    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level.
+    return lambda t: pl.coalesce(
+        pl.col("bdp_bytes") * float(getattr(t, fraction)), pl.lit(float(getattr(t, fallback)))
+    )
+
+
+def _ber(fraction: str) -> Level:
+    return lambda t: pl.lit(t.fec_limit_ber * float(getattr(t, fraction)))
+
+
+def _osnr(margin: str) -> Level:
+    return lambda t: pl.lit(t.osnr_required_db + float(getattr(t, margin)))
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "drops",
+        ("dci_queue_dropped_packets_total", "dci_interface_transmit_discards_total"),
+        _lit("drop_rate_enter_pps"),
+        _lit("drop_rate_exit_pps"),
+    ),
+    Rule(
+        "ecn", ("dci_queue_ecn_marked_packets_total",), _lit("ecn_rate_enter_pps"), _lit("ecn_rate_exit_pps")
+    ),
+    Rule(
+        "pfc",
+        ("dci_pfc_pause_duration_seconds_total",),
+        _lit("pfc_pause_fraction_enter"),
+        _lit("pfc_pause_fraction_exit"),
+    ),
+    Rule(
+        "pfc", ("dci_pfc_pause_frames_total",), _lit("pfc_frames_enter_pps"), _lit("pfc_frames_exit_pps")
+    ),
+    Rule(
+        "queue",
+        ("dci_queue_watermark_bytes", "dci_queue_occupancy_bytes"),
+        _queue("queue_bdp_fraction_enter", "queue_fallback_enter_bytes"),
+        _queue("queue_bdp_fraction_exit", "queue_fallback_exit_bytes"),
+    ),
+    Rule(
+        "ber",
+        ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max"),
+        _ber("ber_limit_fraction_enter"),
+        _ber("ber_limit_fraction_exit"),
+    ),
+    Rule(
+        "osnr",
+        ("dci_optics_osnr_db", "dci_optics_osnr_db_min"),
+        _osnr("osnr_margin_enter_db"),
+        _osnr("osnr_margin_exit_db"),
+        low_is_bad=True,
+    ),
+    Rule(
+        "fcs",
+        ("dci_interface_receive_fcs_errors_total",),
+        _lit("fcs_rate_enter_per_second"),
+        _lit("fcs_rate_exit_per_second"),
+    ),
+    Rule(
+        "fec_uncorrectable",
+        ("dci_interface_fec_uncorrectable_blocks_total",),
+        _lit("fec_uncorrectable_enter_per_second"),
+        _lit("fec_uncorrectable_exit_per_second"),
+    ),
+    Rule("wave_down", ("dci_interface_oper_up",), lambda t: pl.lit(0.5), lambda t: pl.lit(0.5), True),
+)
+
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
+LOW_IS_BAD: frozenset[str] = frozenset(rule.kind for rule in RULES if rule.low_is_bad)
+METRICS: frozenset[str] = frozenset(m for rule in RULES for m in rule.metrics)
+
+
+def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
+    """On/off per reading with hysteresis: on past enter, off past exit, otherwise as before."""
+    value, enter, leave = pl.col("value"), rule.enter(thresholds), rule.exit(thresholds)
+    on, off = (value < enter, value >= leave) if rule.low_is_bad else (value >= enter, value < leave)
+    decision = pl.when(value.is_null()).then(None).when(on).then(True).when(off).then(False)
+    return decision.forward_fill().over("series").fill_null(False)
+
+
+def _coverage() -> tuple[pl.Expr, pl.Expr]:
+    """The interval each reading describes: (previous, reading] for rates and peaks, else mid-points."""
+    interval = pl.col("metric").is_in(sorted(COUNTERS | INTERVAL_GAUGES))
+    time, prev, nxt = pl.col("time"), pl.col("prev_time"), pl.col("next_time")
+    start = pl.when(interval).then(pl.coalesce(prev, time)).otherwise(pl.coalesce(prev + (time - prev) / 2, time))
+    end = pl.when(interval).then(time).otherwise(pl.coalesce(time + (nxt - time) / 2, time))
+    return start.alias("start_time"), end.alias("end_time")
+
+
+def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> pl.LazyFrame:
+    """Runs of readings of one rule's metrics that are "on", one row per run and series.
+
+    Args:
+        signals: ``schemas.SIGNALS`` rows, optionally with a ``bdp_bytes`` column.
+        rule: the rule to apply.
+        thresholds: the levels.
+
+    Returns:
+        Columns ``kind``, ``link``, ``device``, ``interface``, ``metric``, ``start_time``, ``end_time``,
+        ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``.
+    """
+    frame = signals.filter(pl.col("metric").is_in(list(rule.metrics)))
+    if "bdp_bytes" not in frame.collect_schema().names():
+        frame = frame.with_columns(bdp_bytes=pl.lit(None, pl.Float64()))
+    keyed = frame.with_columns(series=pl.struct(list(schemas.SERIES_KEYS)).hash(seed=7)).sort(
+        "series", "time"
+    )
+    staged = keyed.with_columns(_state(rule, thresholds).alias("on"), *_coverage())
+    runs = staged.with_columns(run=(pl.col("on") != pl.col("on").shift(1)).fill_null(True).cum_sum())
+    sign = -1.0 if rule.low_is_bad else 1.0
+    return (
+        runs.filter("on")
+        .group_by("series", "run")
+        .agg(
+            pl.col("link", "device", "interface", "metric").first(),
+            pl.col("start_time").min(),
+            pl.col("end_time").max(),
+            score=(pl.col("value") * sign).max(),
+            samples=pl.len().cast(pl.Int64),
+        )
+        .select(pl.lit(rule.kind).alias("kind"), pl.exclude("series", "run"))
+    )
+
+
+def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
+    """Merge raw episodes of one kind on one interface that overlap or are at most ``gap_seconds`` apart.
+
+    Args:
+        raw: ``raw_episodes`` output (any number of rules concatenated).
+        gap_seconds: the largest gap bridged.
+
+    Returns:
+        Columns as ``raw`` with ``metrics`` (sorted, comma-separated) instead of ``metric``.
+    """
+    gap = pl.duration(microseconds=int(gap_seconds * 1e6))
+    reach = pl.col("end_time").cum_max().shift(1).over(EVENT_KEYS)
+    new_block = (pl.col("start_time") > reach + gap).fill_null(True)
+    blocks = raw.sort([*EVENT_KEYS, "start_time"], nulls_last=True).with_columns(
+        block=new_block.cast(pl.Int64).cum_sum().over(EVENT_KEYS)
+    )
+    return blocks.group_by([*EVENT_KEYS, "block"]).agg(
+        pl.col("start_time").min(),
+        pl.col("end_time").max(),
+        pl.col("score").max(),
+        pl.col("samples").sum(),
+        metrics=pl.col("metric").unique().sort().str.join(","),
+    )
+
+
+def detect_events(
+    signals: pl.LazyFrame, thresholds: Thresholds, bdp: pl.LazyFrame | None = None
+) -> pl.LazyFrame:
+    """Every congestion and health episode the signals show.
+
+    Args:
+        signals: ``schemas.SIGNALS`` rows.
+        thresholds: the levels, minimum duration and merge gap.
+        bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
+
+    Returns:
+        ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
+    """
+    relevant = signals.filter(pl.col("metric").is_in(sorted(METRICS)))
+    if bdp is not None:
+        relevant = relevant.join(bdp, on=["device", "interface"], how="left")
+    raw = pl.concat([raw_episodes(relevant, rule, thresholds) for rule in RULES], how="vertical_relaxed")
+    merged = merge_episodes(raw, thresholds.merge_gap_seconds)
+    sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)
+    duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
+    events = (
+        merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
+        .filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
+        .sort("start_time", *EVENT_KEYS, nulls_last=True)
+        .with_row_index("event_id")
+    )
+    return schemas.conform_lazy(schemas.EVENTS, events)

@@ -1,0 +1,228 @@
+"""``spanwatch plan``: its flags, turning their text into a ``PlanInput``, and the table or JSON it prints.
+
+Every flag is read as text and parsed here rather than by argparse, so a bad value gets the same one-line
+message and exit status 1 as every other user error (argparse would print usage and exit 2), and several
+bad values are all reported at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from analyzer.plan import (
+    CROSSINGS,
+    DEFAULT_FIBRE_DELAY_US_PER_KM,
+    DEFAULT_MTU_BYTES,
+    DEFAULT_ROUND_TRIPS,
+    PlanError,
+    PlanInput,
+    PlanResult,
+    parse_bytes,
+    parse_bytes_per_param,
+    parse_count,
+    plan,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+T = TypeVar("T")
+
+# flag, metavar, help; the attribute is the flag's name with underscores.
+_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--distance-km", "KM", "fibre distance between the two sites (required)"),
+    ("--fibre-delay-us-per-km", "US", f"fibre propagation delay (default {DEFAULT_FIBRE_DELAY_US_PER_KM})"),
+    ("--links", "N", "parallel inter-site links (default 1)"),
+    ("--link-gbps", "GBPS", "line rate of each link in Gb/s (default 800)"),
+    ("--params", "N", "model parameters: 1e12, 70B, 1.5T (required for gradients)"),
+    ("--bytes-per-param", "B", "bytes per gradient element, or a dtype: bf16, fp32, fp8 (default 2)"),
+    ("--crossing", "WHAT", f"what crosses the sites: {' or '.join(CROSSINGS)} (default gradients)"),
+    ("--activation-bytes", "BYTES", "activation bytes crossing per step: 1e9, 512MB (with activations)"),
+    ("--sync-every", "STEPS", "steps between syncs: 1 synchronous, hundreds DiLoCo-style (default 1)"),
+    ("--compute-ms", "MS", "compute time per step in ms (without it, no slowdown)"),
+    ("--overlap", "F", "fraction of a step's compute the transfer can hide behind, 0..1 (default 0)"),
+    ("--efficiency", "F", "goodput over line rate, above 0 and at most 1 (default 0.9)"),
+    (
+        "--round-trips",
+        "N",
+        "latency-bound round trips per sync (default "
+        + ", ".join(f"{n} for {c}" for c, n in DEFAULT_ROUND_TRIPS.items())
+        + ")",
+    ),
+    ("--mtu", "BYTES", f"largest frame, for the lossless headroom (default {DEFAULT_MTU_BYTES})"),
+)
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Add the ``plan`` flags to its subparser.
+
+    Args:
+        p: the ``plan`` subparser.
+    """
+    for flag, metavar, text in _FLAGS:
+        p.add_argument(flag, metavar=metavar, help=text)
+    p.add_argument("--json", action="store_true", help="print the figures as JSON on stdout")
+
+
+def _integer(text: str) -> int:
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(f"not a whole number, got {text!r}")
+    return int(value)
+
+
+def _parsed(args: argparse.Namespace, problems: list[str], flag: str, parse: Callable[[str], T]) -> T | None:
+    """The flag's value parsed, or ``None`` when absent or bad (then one line is added to ``problems``)."""
+    text: str | None = getattr(args, flag.removeprefix("--").replace("-", "_"))
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except (ValueError, OverflowError) as e:
+        problems.append(f"{flag}: {_reason(e, text)}")
+        return None
+
+
+def _reason(error: Exception, text: str) -> str:
+    # float() says "could not convert string to float: 'x'": say what was expected in the user's words.
+    message = str(error)
+    return message if "got" in message else f"not a number, got {text!r}"
+
+
+def input_from_arguments(args: argparse.Namespace) -> PlanInput:
+    """Parse the ``plan`` flags into a validated ``PlanInput``.
+
+    Args:
+        args: the parsed command line, every plan flag still text (or ``None`` when absent).
+
+    Returns:
+        The plan's inputs; absent flags take ``PlanInput``'s defaults.
+
+    Raises:
+        PlanError: every flag that is missing, unparsable or out of range, one line each.
+    """
+    problems: list[str] = []
+    given = {
+        "distance_km": _parsed(args, problems, "--distance-km", float),
+        "fibre_delay_us_per_km": _parsed(args, problems, "--fibre-delay-us-per-km", float),
+        "links": _parsed(args, problems, "--links", _integer),
+        "link_gbps": _parsed(args, problems, "--link-gbps", float),
+        "params": _parsed(args, problems, "--params", parse_count),
+        "bytes_per_param": _parsed(args, problems, "--bytes-per-param", parse_bytes_per_param),
+        "crossing": _parsed(args, problems, "--crossing", lambda t: t.strip().lower()),
+        "activation_bytes": _parsed(args, problems, "--activation-bytes", parse_bytes),
+        "sync_every": _parsed(args, problems, "--sync-every", _integer),
+        "compute_seconds": _parsed(args, problems, "--compute-ms", lambda t: float(t) / 1e3),
+        "overlap": _parsed(args, problems, "--overlap", float),
+        "efficiency": _parsed(args, problems, "--efficiency", float),
+        "round_trips": _parsed(args, problems, "--round-trips", _integer),
+        "mtu_bytes": _parsed(args, problems, "--mtu", _integer),
+    }
+    if args.distance_km is None:
+        problems.insert(0, "--distance-km: required, the fibre distance between the sites in km")
+    return _validated({k: v for k, v in given.items() if v is not None}, problems)
+
+
+def _validated(fields: dict[str, object], problems: list[str]) -> PlanInput:
+    """``PlanInput(**fields)``, raising every problem: those found parsing, then those of the values.
+
+    Absent flags are left out of ``fields``, so ``PlanInput``'s defaults are the only ones. A flag already
+    reported while parsing is not reported again (a bad ``--params`` is not also a missing one).
+    """
+    reported = {problem.split(":")[0] for problem in problems}
+    fields.setdefault("distance_km", 1.0)  # a stand-in when missing or bad: that is reported already
+    try:
+        result = PlanInput(**fields)  # type: ignore[arg-type]
+    except PlanError as e:
+        problems += [problem for problem in e.problems if problem.split(":")[0] not in reported]
+    if problems:
+        raise PlanError(*problems)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    """``spanwatch plan``: print the budget as a table, or as JSON with ``--json``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0.
+
+    Raises:
+        PlanError: the inputs are wrong (the CLI prints it and exits 1).
+    """
+    result = plan(input_from_arguments(args))
+    if args.json:
+        json.dump(result.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from rich.console import Console  # only when a table is printed: keeps `--json` light
+
+        Console().print(table(result))
+    return 0
+
+
+def seconds(value: float) -> str:
+    """A duration with the unit that keeps it readable: ``980 us``, ``0.98 ms``, ``22.2 s``."""
+    if value == 0:
+        return "0 ms"
+    if value < 1e-3:
+        return f"{value * 1e6:.3g} µs"
+    if value < 1:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
+
+
+def size(value: float, unit: str = "B") -> str:
+    """A decimal size, as link rates are counted: ``98 MB``, ``2 TB``, ``90 GB/s`` with ``unit="B/s"``."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _rows(r: PlanResult) -> list[tuple[str, str, str]]:
+    p = r.inputs
+    slowdown = "— (give --compute-ms)" if r.slowdown is None else f"{r.slowdown:.3f}x"
+    what = (
+        "gradients (ring all-reduce between 2 sites)" if p.crossing == "gradients" else "activations per step"
+    )
+    return [
+        ("one-way delay", seconds(r.one_way_delay_seconds), f"{p.distance_km:g} km x {p.fibre_delay_us_per_km:g} µs/km"),
+        ("round trip", seconds(r.round_trip_seconds), "2 x one way"),
+        ("link rate", size(r.link_bytes_per_second, "B/s"), f"{p.link_gbps:g} Gb/s / 8, per link"),
+        ("bandwidth-delay product", size(r.bandwidth_delay_product_bytes), "link rate x round trip, per link"),
+        ("lossless buffer", size(r.buffer_bytes_per_link), f"BDP + 2 x {p.mtu_bytes} B MTU, per link"),
+        ("bytes per sync", size(r.bytes_per_sync), what),
+        ("goodput", size(r.goodput_bytes_per_second, "B/s"), f"{p.links} link(s) x efficiency {p.efficiency:g}"),
+        ("transfer per sync", seconds(r.transfer_seconds),
+         f"{seconds(r.serialization_seconds)} serialization + {p.effective_round_trips} round trip(s)"),
+        ("hideable behind compute", seconds(r.hideable_seconds_per_step), f"overlap {p.overlap:g} x compute"),
+        ("exposed per step", seconds(r.exposed_seconds_per_step), f"(transfer - hideable) / {p.sync_every} step(s)"),
+        ("slowdown", slowdown, "(compute + exposed) / compute"),
+    ]  # fmt: skip
+
+
+def table(r: PlanResult) -> Table:
+    """The budget as a rich table: quantity, value in readable units, and how it was computed.
+
+    Args:
+        r: the computed plan.
+
+    Returns:
+        A table for a rich console.
+    """
+    from rich.table import Table
+
+    out = Table(title="spanwatch plan: latency and traffic budget")
+    out.add_column("quantity")
+    out.add_column("value", justify="right")
+    out.add_column("from", style="dim")
+    for row in _rows(r):
+        out.add_row(*row)
+    return out

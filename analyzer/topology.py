@@ -1,0 +1,92 @@
+"""What the collector's config tells the analysis: device labels (vendor, site...) and the links' fibre.
+
+The archive carries no target labels and no ``dci_link_*`` series, so the vendor of a device and the
+bandwidth-delay product of an interface come from the same YAML the collector ran with (``--config``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from collector import config as configuration
+from collector.links import one_way_delay_seconds
+
+SPEED = "dci_interface_speed_bytes_per_second"
+
+
+def load_config(path: Path) -> configuration.Config:
+    """Load and validate the collector config.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        collector.errors.ConfigError: the file is invalid (every problem with its location).
+    """
+    return configuration.load(path)
+
+
+def device_labels(config: configuration.Config | None) -> pl.DataFrame:
+    """One row per target: ``device`` plus one String column per static label any target has.
+
+    Args:
+        config: the collector config, or None.
+
+    Returns:
+        The table (only ``device`` when there is no config or no labels).
+    """
+    if config is None:
+        return pl.DataFrame(schema={"device": pl.String()})
+    names = sorted({key for target in config.targets for key in target.labels})
+    rows = [{"device": t.name, **{k: t.labels.get(k) for k in names}} for t in config.targets]
+    return pl.DataFrame(rows, schema={"device": pl.String(), **dict.fromkeys(names, pl.String())})
+
+
+def link_members(config: configuration.Config | None) -> pl.DataFrame:
+    """One row per link member interface with the link's round-trip fibre delay.
+
+    Args:
+        config: the collector config, or None.
+
+    Returns:
+        Columns ``link``, ``device``, ``interface``, ``rtt_seconds``.
+    """
+    schema = {"link": pl.String(), "device": pl.String(), "interface": pl.String(), "rtt_seconds": pl.Float64()}
+    if config is None:
+        return pl.DataFrame(schema=schema)
+    rows = []
+    for link in config.links:
+        us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
+        rtt = 2 * one_way_delay_seconds(link.distance_km, us_per_km)
+        rows += [
+            {"link": link.name, "device": m.device, "interface": m.interface, "rtt_seconds": rtt}
+            for m in link.members
+        ]
+    return pl.DataFrame(rows, schema=schema)
+
+
+def interface_bdp(signals: pl.LazyFrame, members: pl.DataFrame) -> pl.LazyFrame:
+    """Bandwidth-delay product per link member interface: its reported speed x the link's round trip.
+
+    Args:
+        signals: ``schemas.SIGNALS`` rows (the speed gauge is read from them).
+        members: ``link_members`` output.
+
+    Returns:
+        Columns ``device``, ``interface``, ``bdp_bytes`` (members whose speed is never reported are absent).
+    """
+    speeds = (
+        signals.filter(pl.col("metric") == SPEED)
+        .group_by("device", "interface")
+        .agg(speed=pl.col("value").median())
+    )
+    return (
+        members.lazy()
+        .join(speeds, on=["device", "interface"], how="inner")
+        .select("device", "interface", bdp_bytes=pl.col("speed") * pl.col("rtt_seconds"))
+    )
