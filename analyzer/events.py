@@ -81,9 +81,7 @@ RULES: tuple[Rule, ...] = (
         _lit("pfc_pause_fraction_enter"),
         _lit("pfc_pause_fraction_exit"),
     ),
-    Rule(
-        "pfc", ("dci_pfc_pause_frames_total",), _lit("pfc_frames_enter_pps"), _lit("pfc_frames_exit_pps")
-    ),
+    Rule("pfc", ("dci_pfc_pause_frames_total",), _lit("pfc_frames_enter_pps"), _lit("pfc_frames_exit_pps")),
     Rule(
         "queue",
         ("dci_queue_watermark_bytes", "dci_queue_occupancy_bytes"),
@@ -135,7 +133,9 @@ def _coverage() -> tuple[pl.Expr, pl.Expr]:
     """The interval each reading describes: (previous, reading] for rates and peaks, else mid-points."""
     interval = pl.col("metric").is_in(sorted(COUNTERS | INTERVAL_GAUGES))
     time, prev, nxt = pl.col("time"), pl.col("prev_time"), pl.col("next_time")
-    start = pl.when(interval).then(pl.coalesce(prev, time)).otherwise(pl.coalesce(prev + (time - prev) / 2, time))
+    start = (
+        pl.when(interval).then(pl.coalesce(prev, time)).otherwise(pl.coalesce(prev + (time - prev) / 2, time))
+    )
     end = pl.when(interval).then(time).otherwise(pl.coalesce(time + (nxt - time) / 2, time))
     return start.alias("start_time"), end.alias("end_time")
 

@@ -136,6 +136,7 @@ def _validated(fields: dict[str, object], problems: list[str]) -> PlanInput:
     reported = {problem.split(":")[0] for problem in problems}
     fields.setdefault("distance_km", 1.0)  # a stand-in when missing or bad: that is reported already
     try:
+        # The values come typed from their parsers; a dict of them is only `object` to mypy.
         result = PlanInput(**fields)  # type: ignore[arg-type]
     except PlanError as e:
         problems += [problem for problem in e.problems if problem.split(":")[0] not in reported]

@@ -199,9 +199,7 @@ _SERIES: dict[str, pl.DataType] = {
 SERIES_KEYS: tuple[str, ...] = tuple(_SERIES)
 """The columns that identify one time series in the archive."""
 
-TELEMETRY: pl.Schema = pl.Schema(
-    {"time": TIME, **_SERIES, "value": pl.Float64(), "counter": pl.UInt64()}
-)
+TELEMETRY: pl.Schema = pl.Schema({"time": TIME, **_SERIES, "value": pl.Float64(), "counter": pl.UInt64()})
 """The archive's readings the analyzer uses (``received_time`` and ``source`` are not needed)."""
 
 SIGNALS: pl.Schema = pl.Schema(
@@ -247,6 +245,8 @@ STEP_ANALYSIS: pl.Schema = pl.Schema(
         "events": pl.Int64(),  # events overlapping the step (within the clock-skew tolerance)
         "top_link": pl.String(),  # the link most of the inflation is attributed to
         "top_kind": pl.String(),
+        "top_device": pl.String(),  # the link member interface most of it is attributed to
+        "top_interface": pl.String(),
         "exposed_communication_seconds": pl.Float64(),  # from a Kineto trace, where one covers the step
         "source_file": pl.String(),
     }

@@ -34,35 +34,39 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    drop_rate_enter_pps: float = Field(1.0, gt=0, description="dropped packets per second")
-    drop_rate_exit_pps: float = Field(0.5, ge=0)
-    ecn_rate_enter_pps: float = Field(100.0, gt=0, description="ECN-marked packets per second")
-    ecn_rate_exit_pps: float = Field(10.0, ge=0)
-    pfc_pause_fraction_enter: float = Field(0.01, gt=0, le=1, description="share of time paused")
-    pfc_pause_fraction_exit: float = Field(0.001, ge=0, le=1)
-    pfc_frames_enter_pps: float = Field(100.0, gt=0, description="PFC pause frames per second")
-    pfc_frames_exit_pps: float = Field(10.0, ge=0)
-    queue_bdp_fraction_enter: float = Field(0.5, gt=0, description="queue depth / bandwidth-delay product")
-    queue_bdp_fraction_exit: float = Field(0.25, ge=0)
-    queue_fallback_enter_bytes: float = Field(1e6, gt=0, description="when the BDP is unknown")
-    queue_fallback_exit_bytes: float = Field(5e5, ge=0)
-    fec_limit_ber: float = Field(2.4e-4, gt=0, description="the pre-FEC BER the FEC can still correct")
-    ber_limit_fraction_enter: float = Field(0.5, gt=0)
-    ber_limit_fraction_exit: float = Field(0.3, ge=0)
-    osnr_required_db: float = Field(26.0, description="the receiver's required OSNR")
-    osnr_margin_enter_db: float = Field(2.0, description="enter when OSNR < required + this")
-    osnr_margin_exit_db: float = Field(3.0)
-    fcs_rate_enter_per_second: float = Field(1.0, gt=0)
-    fcs_rate_exit_per_second: float = Field(0.5, ge=0)
-    fec_uncorrectable_enter_per_second: float = Field(1.0, gt=0)
-    fec_uncorrectable_exit_per_second: float = Field(0.5, ge=0)
-    min_duration_seconds: float = Field(0.0, ge=0, description="shorter episodes are dropped")
-    merge_gap_seconds: float = Field(2.0, ge=0, description="closer episodes of one kind are merged")
+    drop_rate_enter_pps: float = Field(default=1.0, gt=0, description="dropped packets per second")
+    drop_rate_exit_pps: float = Field(default=0.5, ge=0)
+    ecn_rate_enter_pps: float = Field(default=100.0, gt=0, description="ECN-marked packets per second")
+    ecn_rate_exit_pps: float = Field(default=10.0, ge=0)
+    pfc_pause_fraction_enter: float = Field(default=0.01, gt=0, le=1, description="share of time paused")
+    pfc_pause_fraction_exit: float = Field(default=0.001, ge=0, le=1)
+    pfc_frames_enter_pps: float = Field(default=100.0, gt=0, description="PFC pause frames per second")
+    pfc_frames_exit_pps: float = Field(default=10.0, ge=0)
+    queue_bdp_fraction_enter: float = Field(
+        default=0.5, gt=0, description="queue depth / bandwidth-delay product"
+    )
+    queue_bdp_fraction_exit: float = Field(default=0.25, ge=0)
+    queue_fallback_enter_bytes: float = Field(default=1e6, gt=0, description="when the BDP is unknown")
+    queue_fallback_exit_bytes: float = Field(default=5e5, ge=0)
+    fec_limit_ber: float = Field(
+        default=2.4e-4, gt=0, description="the pre-FEC BER the FEC can still correct"
+    )
+    ber_limit_fraction_enter: float = Field(default=0.5, gt=0)
+    ber_limit_fraction_exit: float = Field(default=0.3, ge=0)
+    osnr_required_db: float = Field(default=26.0, description="the receiver's required OSNR")
+    osnr_margin_enter_db: float = Field(default=2.0, description="enter when OSNR < required + this")
+    osnr_margin_exit_db: float = Field(default=3.0)
+    fcs_rate_enter_per_second: float = Field(default=1.0, gt=0)
+    fcs_rate_exit_per_second: float = Field(default=0.5, ge=0)
+    fec_uncorrectable_enter_per_second: float = Field(default=1.0, gt=0)
+    fec_uncorrectable_exit_per_second: float = Field(default=0.5, ge=0)
+    min_duration_seconds: float = Field(default=0.0, ge=0, description="shorter episodes are dropped")
+    merge_gap_seconds: float = Field(default=2.0, ge=0, description="closer episodes of one kind are merged")
     inflated_min_ratio: float = Field(
-        0.05, ge=0, description="a step is inflated when it exceeds its baseline by this share"
+        default=0.05, ge=0, description="a step is inflated when it exceeds its baseline by this share"
     )
     inflated_mad_factor: float = Field(
-        3.0, ge=0, description="... and by this many median absolute deviations of the clean steps"
+        default=3.0, ge=0, description="... and by this many median absolute deviations of the clean steps"
     )
 
 

@@ -56,7 +56,12 @@ def link_members(config: configuration.Config | None) -> pl.DataFrame:
     Returns:
         Columns ``link``, ``device``, ``interface``, ``rtt_seconds``.
     """
-    schema = {"link": pl.String(), "device": pl.String(), "interface": pl.String(), "rtt_seconds": pl.Float64()}
+    schema = {
+        "link": pl.String(),
+        "device": pl.String(),
+        "interface": pl.String(),
+        "rtt_seconds": pl.Float64(),
+    }
     if config is None:
         return pl.DataFrame(schema=schema)
     rows = []

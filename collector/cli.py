@@ -15,6 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import NamedTuple
 
+from analyzer import cli as analyze_cli
 from analyzer import plan_render
 from collector import config as configuration
 from collector import shard
@@ -100,6 +101,7 @@ COMMANDS: dict[str, Command] = {
     "collect": Command(cmd_collect, "run the collector daemon", _collect_arguments),
     "check-config": Command(cmd_check_config, "validate a config file and exit", _config_argument),
     "plan": Command(plan_render.run, "latency and traffic budget of a planned run", plan_render.arguments),
+    "analyze": Command(analyze_cli.run, "post-run analysis: steps x network events", analyze_cli.arguments),
 }
 
 

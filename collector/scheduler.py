@@ -96,12 +96,15 @@ class Poller:
         """
         task = asyncio.ensure_future(work)
         timer = asyncio.ensure_future(self.clock.sleep(self.schedule.timeout))
+        timed_out = True
         try:
             await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
+            timed_out = not task.done()
+        finally:  # also when this poller is cancelled: never leave the poll running or its error unread
             timer.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if timed_out:
             raise TimeoutError
         return task.result()

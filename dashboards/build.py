@@ -122,7 +122,11 @@ def variables() -> list[db.QueryVariable | db.DatasourceVariable]:
             db.QueryVariable(name)
             .label(label)
             .datasource(DATASOURCE)
-            .query(f"label_values({anchor}{{{selector}}}, {name})")
+            .query(
+                f"label_values({anchor}{{{selector}}}, {name})"
+                if selector
+                else f"label_values({anchor}, {name})"
+            )
             .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(dm.VariableSort.ALPHABETICAL_ASC)
             .multi(True)
@@ -138,7 +142,16 @@ def variables() -> list[db.QueryVariable | db.DatasourceVariable]:
     ]
 
 
-def board(uid: str, title: str, rows: list[db.Row]) -> db.Dashboard:
+Section = tuple[str, list[timeseries.Panel | stat.Panel]]
+
+
+def section(heading: str, *panels: timeseries.Panel | stat.Panel) -> Section:
+    """A row heading and the panels under it."""
+    return heading, list(panels)
+
+
+def board(uid: str, title: str, sections: list[Section]) -> db.Dashboard:
+    """A dashboard of expanded rows, each followed by its panels (Grafana's layout for open rows)."""
     d = (
         db.Dashboard(title)
         .uid(uid)
@@ -150,8 +163,13 @@ def board(uid: str, title: str, rows: list[db.Row]) -> db.Dashboard:
         .tooltip(dm.DashboardCursorSync.CROSSHAIR)
         .variables(list(variables()))
     )
-    for row in rows:
-        d = d.with_row(row)
+    ident = 0
+    for heading, panels in sections:
+        ident += 1
+        d = d.with_row(db.Row(heading).collapsed(False).id(ident))
+        for p in panels:
+            ident += 1
+            d = d.with_panel(p.id(ident))
     return d
 
 
@@ -161,135 +179,136 @@ def links_board() -> db.Dashboard:
     tx = recorded("link_site", "dci_interface_transmit_bytes_total", "rate1m")
     rx = recorded("link_site", "dci_interface_receive_bytes_total", "rate1m")
     util = recorded("link_site", "dci_interface_transmit_bytes_total", "capacity_ratio1m")
-    ber, ber_style = limit_line(1.0)
-    overview = (
-        db.Row("Links")
-        .with_panel(
-            panel(
-                "Throughput into the link, per site",
-                "Bps",
-                query(f"{tx}{{{sel}}}", "{{link}} sent from {{site}}"),
-                query(f"{rx}{{{sel}}}", "{{link}} received at {{site}}"),
-            )
+    full, full_style = limit_line(1.0)
+    overview = section(
+        "Links",
+        panel(
+            "Throughput into the link, per site",
+            "Bps",
+            query(f"{tx}{{{sel}}}", "{{link}} sent from {{site}}"),
+            query(f"{rx}{{{sel}}}", "{{link}} received at {{site}}"),
+        ),
+        panel(
+            "Utilisation of link capacity",
+            "percentunit",
+            query(f"{util}{{{sel}}}", "{{link}} from {{site}}"),
         )
-        .with_panel(
-            panel("Utilisation of link capacity", "percentunit", query(f"{util}{{{sel}}}", "{{link}} from {{site}}"))
-            .thresholds(ber)
-            .thresholds_style(ber_style)
-            .min(0)
-        )
-        .with_panel(
-            single("Capacity", "Bps", f"max by (link) ({metric('dci_link_capacity_bytes_per_second')}{{{lnk}}})", "{{link}}")
-        )
-        .with_panel(
-            single(
-                "One-way propagation delay",
-                "s",
-                f"max by (link) ({metric('dci_link_propagation_delay_seconds')}{{{lnk}}})",
-                "{{link}}",
-            )
-        )
-        .with_panel(
-            single("Fibre length", "lengthm", f"max by (link) ({metric('dci_link_distance_meters')}{{{lnk}}})", "{{link}}")
-        )
-        .with_panel(
-            single(
-                "Bandwidth-delay product",
-                "bytes",
-                f"max by (link) ({metric('dci_link_bandwidth_delay_product_bytes')}{{{lnk}}})",
-                "{{link}}",
-            )
-        )
-        .with_panel(
-            panel(
-                "Member interfaces up",
-                "bool_on_off",
-                query(f"{metric('dci_interface_oper_up')}{{{DEVICE}, link!=\"\"}}", "{{device}} {{interface}}"),
-                width=24,
-            )
-        )
+        .thresholds(full)
+        .thresholds_style(full_style)
+        .min(0),
+        single(
+            "Capacity",
+            "Bps",
+            f"max by (link) ({metric('dci_link_capacity_bytes_per_second')}{{{lnk}}})",
+            "{{link}}",
+        ),
+        single(
+            "One-way propagation delay",
+            "s",
+            f"max by (link) ({metric('dci_link_propagation_delay_seconds')}{{{lnk}}})",
+            "{{link}}",
+        ),
+        single(
+            "Fibre length",
+            "lengthm",
+            f"max by (link) ({metric('dci_link_distance_meters')}{{{lnk}}})",
+            "{{link}}",
+        ),
+        single(
+            "Bandwidth-delay product",
+            "bytes",
+            f"max by (link) ({metric('dci_link_bandwidth_delay_product_bytes')}{{{lnk}}})",
+            "{{link}}",
+        ),
+        panel(
+            "Member interfaces up",
+            "bool_on_off",
+            query(f'{metric("dci_interface_oper_up")}{{{DEVICE}, link!=""}}', "{{device}} {{interface}}"),
+            width=24,
+        ),
     )
     q, lbl = "device, interface, queue", "{{device}} {{interface}} q{{queue}}"
-    congestion = (
-        db.Row("Loss and congestion")
-        .with_panel(panel("Queue drops", "pps", query(rate("dci_queue_dropped_packets_total", q), lbl)))
-        .with_panel(
-            panel(
-                "Interface discards and errors",
-                "pps",
-                query(rate("dci_interface_receive_discards_total", "device, interface"), "{{device}} {{interface}} rx discards"),
-                query(rate("dci_interface_transmit_discards_total", "device, interface"), "{{device}} {{interface}} tx discards"),
-                query(rate("dci_interface_receive_errors_total", "device, interface"), "{{device}} {{interface}} rx errors"),
-            )
-        )
-        .with_panel(panel("ECN marks", "pps", query(rate("dci_queue_ecn_marked_packets_total", q), lbl)))
-        .with_panel(
-            panel(
-                "PFC pause frames",
-                "pps",
-                query(
-                    rate("dci_pfc_pause_frames_total", "device, interface, priority, direction"),
-                    "{{device}} {{interface}} p{{priority}} {{direction}}",
-                ),
-            )
-        )
-        .with_panel(
-            panel(
-                "Time paused by PFC",
-                "percentunit",
-                query(
-                    rate("dci_pfc_pause_duration_seconds_total", "device, interface, priority, direction"),
-                    "{{device}} {{interface}} p{{priority}} {{direction}}",
-                ),
-            )
-        )
-        .with_panel(
-            panel(
-                "PFC watchdog storms",
-                "short",
-                query(
-                    f"sum by (device, interface, priority) (increase({metric('dci_pfc_watchdog_storms_total')}"
-                    f"{{{DEVICE}}}[$__rate_interval]))",
-                    "{{device}} {{interface}} p{{priority}}",
-                ),
-            )
-        )
+    congestion = section(
+        "Loss and congestion",
+        panel("Queue drops", "pps", query(rate("dci_queue_dropped_packets_total", q), lbl)),
+        panel(
+            "Interface discards and errors",
+            "pps",
+            query(
+                rate("dci_interface_receive_discards_total", "device, interface"),
+                "{{device}} {{interface}} rx discards",
+            ),
+            query(
+                rate("dci_interface_transmit_discards_total", "device, interface"),
+                "{{device}} {{interface}} tx discards",
+            ),
+            query(
+                rate("dci_interface_receive_errors_total", "device, interface"),
+                "{{device}} {{interface}} rx errors",
+            ),
+        ),
+        panel("ECN marks", "pps", query(rate("dci_queue_ecn_marked_packets_total", q), lbl)),
+        panel(
+            "PFC pause frames",
+            "pps",
+            query(
+                rate("dci_pfc_pause_frames_total", "device, interface, priority, direction"),
+                "{{device}} {{interface}} p{{priority}} {{direction}}",
+            ),
+        ),
+        panel(
+            "Time paused by PFC",
+            "percentunit",
+            query(
+                rate("dci_pfc_pause_duration_seconds_total", "device, interface, priority, direction"),
+                "{{device}} {{interface}} p{{priority}} {{direction}}",
+            ),
+        ),
+        panel(
+            "PFC watchdog storms",
+            "short",
+            query(
+                f"sum by (device, interface, priority) (increase({metric('dci_pfc_watchdog_storms_total')}"
+                f"{{{DEVICE}}}[$__rate_interval]))",
+                "{{device}} {{interface}} p{{priority}}",
+            ),
+        ),
     )
-    buffers = (
-        db.Row("Queues and buffers")
-        .with_panel(
-            panel(
-                "Queue occupancy and watermark against buffer and BDP",
-                "bytes",
-                query(f"max by ({q}) ({metric('dci_queue_occupancy_bytes')}{{{DEVICE}}})", f"{lbl} occupancy"),
-                query(f"max by ({q}) ({metric('dci_queue_watermark_bytes')}{{{DEVICE}}})", f"{lbl} watermark"),
-                query(
-                    f"max by (device, pool) ({metric('dci_buffer_pool_watermark_bytes')}"
-                    f'{{site=~"$site", device=~"$device"}})',
-                    "{{device}} pool {{pool}} watermark",
-                ),
-                query(f"max by (link) ({metric('dci_link_bandwidth_delay_product_bytes')}{{{lnk}}})", "BDP {{link}}"),
-                width=24,
-            )
-        )
-        .with_panel(
-            panel(
-                "Shared buffer pool occupancy",
-                "bytes",
-                query(
-                    f"max by (device, pool) ({metric('dci_buffer_pool_occupancy_bytes')}"
-                    f'{{site=~"$site", device=~"$device"}})',
-                    "{{device}} {{pool}}",
-                ),
-            )
-        )
-        .with_panel(
-            panel(
-                "Propagation delay",
-                "s",
-                query(f"max by (link) ({metric('dci_link_propagation_delay_seconds')}{{{lnk}}})", "{{link}} one-way"),
-            )
-        )
+    buffers = section(
+        "Queues and buffers",
+        panel(
+            "Queue occupancy and watermark against buffer and BDP",
+            "bytes",
+            query(f"max by ({q}) ({metric('dci_queue_occupancy_bytes')}{{{DEVICE}}})", f"{lbl} occupancy"),
+            query(f"max by ({q}) ({metric('dci_queue_watermark_bytes')}{{{DEVICE}}})", f"{lbl} watermark"),
+            query(
+                f"max by (device, pool) ({metric('dci_buffer_pool_watermark_bytes')}"
+                f'{{site=~"$site", device=~"$device"}})',
+                "{{device}} pool {{pool}} watermark",
+            ),
+            query(
+                f"max by (link) ({metric('dci_link_bandwidth_delay_product_bytes')}{{{lnk}}})",
+                "BDP {{link}}",
+            ),
+            width=24,
+        ),
+        panel(
+            "Shared buffer pool occupancy",
+            "bytes",
+            query(
+                f"max by (device, pool) ({metric('dci_buffer_pool_occupancy_bytes')}"
+                f'{{site=~"$site", device=~"$device"}})',
+                "{{device}} {{pool}}",
+            ),
+        ),
+        panel(
+            "Propagation delay",
+            "s",
+            query(
+                f"max by (link) ({metric('dci_link_propagation_delay_seconds')}{{{lnk}}})",
+                "{{link}} one-way",
+            ),
+        ),
     )
     return board("spanwatch-links", "spanwatch / inter-DC links", [overview, congestion, buffers])
 
@@ -304,132 +323,118 @@ def optics_board() -> db.Dashboard:
     ber_limit, ber_style = limit_line(PRE_FEC_BER_LIMIT)
     osnr_limit, osnr_style = limit_line(REQUIRED_OSNR_DB)
     log10 = cb.ScaleDistributionConfig().type(cm.ScaleDistribution.LOG).log(10)
-    power = (
-        db.Row("Power")
-        .with_panel(panel("Rx power per lane", "dBm", query(gauge("dci_optics_rx_power_dbm"), per_lane)))
-        .with_panel(panel("Tx power per lane", "dBm", query(gauge("dci_optics_tx_power_dbm"), per_lane)))
-        .with_panel(
-            panel("Laser bias current", "amp", query(gauge("dci_optics_laser_bias_current_amperes"), per_lane))
-        )
-        .with_panel(panel("Module temperature", "celsius", query(gauge("dci_optics_temperature_celsius"), per_if)))
+    power = section(
+        "Power",
+        panel("Rx power per lane", "dBm", query(gauge("dci_optics_rx_power_dbm"), per_lane)),
+        panel("Tx power per lane", "dBm", query(gauge("dci_optics_tx_power_dbm"), per_lane)),
+        panel("Laser bias current", "amp", query(gauge("dci_optics_laser_bias_current_amperes"), per_lane)),
+        panel("Module temperature", "celsius", query(gauge("dci_optics_temperature_celsius"), per_if)),
     )
-    signal = (
-        db.Row("Signal quality")
-        .with_panel(
-            panel(
-                f"Pre-FEC BER against the FEC limit ({PRE_FEC_BER_LIMIT:g})",
-                "sci",
-                query(gauge("dci_optics_pre_fec_ber"), per_if),
-                query(gauge("dci_optics_pre_fec_ber_max"), f"{per_if} max"),
-            )
-            .scale_distribution(log10)
-            .thresholds(ber_limit)
-            .thresholds_style(ber_style)
+    signal = section(
+        "Signal quality",
+        panel(
+            f"Pre-FEC BER against the FEC limit ({PRE_FEC_BER_LIMIT:g})",
+            "sci",
+            query(gauge("dci_optics_pre_fec_ber"), per_if),
+            query(gauge("dci_optics_pre_fec_ber_max"), f"{per_if} max"),
         )
-        .with_panel(
-            panel("Post-FEC BER", "sci", query(gauge("dci_optics_post_fec_ber"), per_if)).scale_distribution(
-                cb.ScaleDistributionConfig().type(cm.ScaleDistribution.SYMLOG).log(10).linear_threshold(1e-15)
-            )
+        .scale_distribution(log10)
+        .thresholds(ber_limit)
+        .thresholds_style(ber_style),
+        panel("Post-FEC BER", "sci", query(gauge("dci_optics_post_fec_ber"), per_if)).scale_distribution(
+            cb.ScaleDistributionConfig().type(cm.ScaleDistribution.SYMLOG).log(10).linear_threshold(1e-15)
+        ),
+        panel(
+            f"OSNR against the required {REQUIRED_OSNR_DB:g} dB",
+            "dB",
+            query(gauge("dci_optics_osnr_db"), per_if),
         )
-        .with_panel(
-            panel(f"OSNR against the required {REQUIRED_OSNR_DB:g} dB", "dB", query(gauge("dci_optics_osnr_db"), per_if))
-            .thresholds(osnr_limit)
-            .thresholds_style(osnr_style)
-        )
-        .with_panel(
-            panel(
-                "ESNR and Q factor",
-                "dB",
-                query(gauge("dci_optics_esnr_db"), f"{per_if} ESNR"),
-                query(gauge("dci_optics_q_factor_db"), f"{per_if} Q"),
-            )
-        )
+        .thresholds(osnr_limit)
+        .thresholds_style(osnr_style),
+        panel(
+            "ESNR and Q factor",
+            "dB",
+            query(gauge("dci_optics_esnr_db"), f"{per_if} ESNR"),
+            query(gauge("dci_optics_q_factor_db"), f"{per_if} Q"),
+        ),
     )
-    dispersion = (
-        db.Row("Dispersion")
-        .with_panel(
-            panel(
-                "Chromatic dispersion",
-                "suffix:ps/nm",
-                query(gauge("dci_optics_chromatic_dispersion_ps_per_nm"), per_if),
-            )
-        )
-        .with_panel(
-            panel(
-                "Polarization mode dispersion (DGD)",
-                "s",
-                query(gauge("dci_optics_polarization_mode_dispersion_seconds"), per_if),
-            )
-        )
+    dispersion = section(
+        "Dispersion",
+        panel(
+            "Chromatic dispersion",
+            "suffix:ps/nm",
+            query(gauge("dci_optics_chromatic_dispersion_ps_per_nm"), per_if),
+        ),
+        panel(
+            "Polarization mode dispersion (DGD)",
+            "s",
+            query(gauge("dci_optics_polarization_mode_dispersion_seconds"), per_if),
+        ),
     )
     return board("spanwatch-optics", "spanwatch / optics", [power, signal, dispersion])
 
 
 def collector_board() -> db.Dashboard:
     dev = 'device=~"$device"'
-    health = (
-        db.Row("Targets")
-        .with_panel(
-            panel(
-                "Target up (per source)",
-                "bool_on_off",
-                query(f"{metric('spanwatch_target_up')}{{{dev}}}", "{{device}} {{source}}"),
-            )
-        )
-        .with_panel(
-            panel(
-                "Time since the last successful poll",
-                "s",
-                query(f"time() - {metric('spanwatch_last_success_timestamp_seconds')}{{{dev}}}", "{{device}} {{source}}"),
-            )
-        )
-        .with_panel(
-            panel("Polls by outcome", "reqps", query(rate("spanwatch_polls_total", "source, status", dev), "{{source}} {{status}}"))
-        )
-        .with_panel(
-            panel(
-                "Poll duration",
-                "s",
-                query(
-                    f"histogram_quantile(0.5, {rate('spanwatch_poll_duration_seconds_bucket', 'le, source', dev)})",
-                    "p50 {{source}}",
-                ),
-                query(
-                    f"histogram_quantile(0.99, {rate('spanwatch_poll_duration_seconds_bucket', 'le, source', dev)})",
-                    "p99 {{source}}",
-                ),
-            )
-        )
+    health = section(
+        "Targets",
+        panel(
+            "Target up (per source)",
+            "bool_on_off",
+            query(f"{metric('spanwatch_target_up')}{{{dev}}}", "{{device}} {{source}}"),
+        ),
+        panel(
+            "Time since the last successful poll",
+            "s",
+            query(
+                f"time() - {metric('spanwatch_last_success_timestamp_seconds')}{{{dev}}}",
+                "{{device}} {{source}}",
+            ),
+        ),
+        panel(
+            "Polls by outcome",
+            "reqps",
+            query(rate("spanwatch_polls_total", "source, status", dev), "{{source}} {{status}}"),
+        ),
+        panel(
+            "Poll duration",
+            "s",
+            query(
+                f"histogram_quantile(0.5, {rate('spanwatch_poll_duration_seconds_bucket', 'le, source', dev)})",
+                "p50 {{source}}",
+            ),
+            query(
+                f"histogram_quantile(0.99, {rate('spanwatch_poll_duration_seconds_bucket', 'le, source', dev)})",
+                "p99 {{source}}",
+            ),
+        ),
     )
-    streams = (
-        db.Row("Streams, archive and counters")
-        .with_panel(
-            panel(
-                "gNMI updates and redials",
-                "short",
-                query(rate("spanwatch_gnmi_updates_total", "device", dev), "{{device}} updates/s"),
-                query(rate("spanwatch_gnmi_reconnects_total", "device", dev), "{{device}} redials/s"),
-            )
-        )
-        .with_panel(
-            panel(
-                "Archive rows and write errors",
-                "short",
-                query(f"sum(rate({metric('spanwatch_archive_rows_total')}[$__rate_interval]))", "rows/s"),
-                query(f"sum(rate({metric('spanwatch_archive_write_errors_total')}[$__rate_interval]))", "errors/s"),
-            )
-        )
-        .with_panel(
-            panel(
-                "Counter discontinuities (resets)",
-                "short",
-                query(
-                    f"sum by (device, metric) (increase({metric('dci_counter_discontinuities_total')}{{{dev}}}"
-                    "[$__rate_interval]))",
-                    "{{device}} {{metric}}",
-                ),
-            )
-        )
+    streams = section(
+        "Streams, archive and counters",
+        panel(
+            "gNMI updates and redials",
+            "short",
+            query(rate("spanwatch_gnmi_updates_total", "device", dev), "{{device}} updates/s"),
+            query(rate("spanwatch_gnmi_reconnects_total", "device", dev), "{{device}} redials/s"),
+        ),
+        panel(
+            "Archive rows and write errors",
+            "short",
+            query(f"sum(rate({metric('spanwatch_archive_rows_total')}[$__rate_interval]))", "rows/s"),
+            query(
+                f"sum(rate({metric('spanwatch_archive_write_errors_total')}[$__rate_interval]))",
+                "errors/s",
+            ),
+        ),
+        panel(
+            "Counter discontinuities (resets)",
+            "short",
+            query(
+                f"sum by (device, metric) (increase({metric('dci_counter_discontinuities_total')}{{{dev}}}"
+                "[$__rate_interval]))",
+                "{{device}} {{metric}}",
+            ),
+        ),
     )
     return board("spanwatch-collector", "spanwatch / collector health", [health, streams])
 

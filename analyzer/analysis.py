@@ -1,0 +1,297 @@
+"""The analysis facade: inputs in, every table and the summary out; rendering is someone else's job.
+
+``Analysis(inputs).run()`` chains the pure stages: parse logs (``analyzer.ingest``) -> telemetry pass
+(``analyzer.network``: signals, events, totals) -> correlation (``analyzer.correlate``) -> measures
+(``analyzer.measures``) -> accuracy against ground truth (``analyzer.accuracy``), and returns an
+``AnalysisResult`` whose ``write`` puts ``steps.parquet``, ``events.parquet``, ``attribution.parquet``,
+``links.parquet``, ``measures.parquet`` and ``summary.json`` in a folder. Logs alone still give the step
+analysis; telemetry alone still gives the events and measures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analyzer import accuracy, correlate, measures, network, prometheus, topology
+from analyzer.claims import validate_claims
+from analyzer.errors import InputError
+from analyzer.ingest import ParseResult, parse_files
+from analyzer.thresholds import Thresholds
+from analyzer.truth import read_truth
+from collector.config import Config
+
+Progress = Callable[[str, int, int], None]
+MALFORMED_SHOWN = 10
+FILES = ("steps", "events", "attribution", "links", "measures")
+
+
+def _quiet(stage: str, done: int, total: int) -> None:
+    """The default progress callback: nothing."""
+
+
+@dataclass(frozen=True)
+class AnalysisInputs:
+    """Everything an analysis reads; every input is optional, but there must be logs or telemetry.
+
+    Attributes:
+        archive: the Parquet archive directory.
+        prometheus: a Prometheus base URL (used instead of the archive; needs ``start`` and ``end``).
+        start: first time analysed (aware), or None.
+        end: first time not analysed, or None.
+        devices: devices to analyse, or None for all.
+        logs: training logs (any registered format).
+        log_format: force one format for every log, or None to detect.
+        config: the collector's config (device labels, links' fibre), or None.
+        claims: a vendor claims file, validated only.
+        truth: a simulated fabric's ``truth.json``.
+        skew_seconds: clock-skew tolerance; None = from Prometheus when given, else 0.
+        gpus: the job's GPU count, for GPU-hours lost.
+        thresholds: detection levels.
+        batch_rows: archive readings per batch (the memory budget).
+    """
+
+    archive: Path | None = None
+    prometheus: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    devices: list[str] | None = None
+    logs: tuple[Path, ...] = ()
+    log_format: str | None = None
+    config: Path | None = None
+    claims: Path | None = None
+    truth: Path | None = None
+    skew_seconds: float | None = None
+    gpus: int | None = None
+    thresholds: Thresholds = field(default_factory=lambda: Thresholds())
+    batch_rows: int = network.DEFAULT_BATCH_ROWS
+
+
+@dataclass
+class AnalysisResult:
+    """The computed data of one analysis (no rendering).
+
+    Attributes:
+        steps: ``schemas.STEP_ANALYSIS``.
+        events: ``schemas.EVENTS``.
+        attribution: ``schemas.ATTRIBUTION``.
+        links: ``schemas.LINK_EXPOSURE``.
+        measures: ``schemas.MEASURES``.
+        summary: the JSON-ready summary.
+    """
+
+    steps: pl.DataFrame
+    events: pl.DataFrame
+    attribution: pl.DataFrame
+    links: pl.DataFrame
+    measures: pl.DataFrame
+    summary: dict[str, Any]
+
+    def write(self, out: Path) -> list[Path]:
+        """Write every table as Parquet and the summary as JSON into ``out`` (created if missing).
+
+        Args:
+            out: the output folder.
+
+        Returns:
+            The files written.
+        """
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name in FILES:
+            path = out / f"{name}.parquet"
+            getattr(self, name).write_parquet(path)
+            written.append(path)
+        summary = out / "summary.json"
+        summary.write_text(json.dumps(self.summary, indent=2, default=str) + "\n")
+        return [*written, summary]
+
+
+class Analysis:
+    """Run one analysis.
+
+    Args:
+        inputs: what to read.
+    """
+
+    def __init__(self, inputs: AnalysisInputs) -> None:
+        self.inputs = inputs
+
+    def run(self, progress: Progress = _quiet) -> AnalysisResult:
+        """Compute everything.
+
+        Args:
+            progress: called with ``(stage, done, total)`` as stages advance.
+
+        Returns:
+            The result.
+
+        Raises:
+            AnalyzerError: an input is unusable (message names it).
+            ConfigError: the collector config is invalid.
+        """
+        i = self.inputs
+        claims = validate_claims(i.claims) if i.claims is not None else None
+        config = topology.load_config(i.config) if i.config is not None else None
+        progress("logs", 0, 1)
+        parsed = parse_files(i.logs, i.log_format) if i.logs else ParseResult(Path())
+        progress("logs", 1, 1)
+        net = self._network(config, progress)
+        skew = self._skew()
+        progress("correlate", 0, 1)
+        steps, attribution, links = self._correlate(parsed, net.events, skew)
+        progress("correlate", 1, 1)
+        labels = topology.device_labels(config)
+        table = self._measures(net, steps, attribution, labels)
+        summary = _summary(i, parsed, net, steps, links, table, skew, claims)
+        if i.truth is not None:
+            summary["accuracy"] = self._accuracy(i.truth, net.events, steps, links, skew)
+        return AnalysisResult(steps, net.events, attribution, links, table, summary)
+
+    def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
+        i = self.inputs
+        members = topology.link_members(config)
+        if i.prometheus is not None:
+            if i.start is None or i.end is None:
+                raise InputError("--prometheus", "a Prometheus source needs --start and --end")
+            progress("telemetry", 0, 1)
+            frame = prometheus.read_prometheus(i.prometheus, i.start, i.end)
+            result = network.analyse_telemetry(frame, i.thresholds, members)
+            progress("telemetry", 1, 1)
+            return result
+        if i.archive is None:
+            return network.empty_result()
+        return network.analyse_archive(
+            i.archive,
+            i.thresholds,
+            members,
+            i.start,
+            i.end,
+            i.devices,
+            i.batch_rows,
+            lambda done, total: progress("telemetry", done, total),
+        )
+
+    def _skew(self) -> float:
+        i = self.inputs
+        if i.skew_seconds is not None:
+            return i.skew_seconds
+        if i.prometheus is not None and i.start is not None and i.end is not None:
+            return prometheus.clock_skew(i.prometheus, i.start, i.end)
+        return 0.0
+
+    def _correlate(
+        self, parsed: ParseResult, events: pl.DataFrame, skew: float
+    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        steps = correlate.prepare_steps(parsed.table("steps"))
+        pairs = correlate.overlaps(steps, events.lazy(), skew)
+        kineto = parsed.table("kineto_steps")
+        table, attribution = correlate.step_table(steps, pairs, self.inputs.thresholds, kineto)
+        table_df, attribution_df = pl.collect_all([table, attribution])
+        links = correlate.link_exposure(attribution_df.lazy(), table_df.lazy(), self.inputs.gpus).collect()
+        return table_df, attribution_df, links
+
+    def _measures(
+        self, net: network.NetworkResult, steps: pl.DataFrame, attribution: pl.DataFrame, labels: pl.DataFrame
+    ) -> pl.DataFrame:
+        def tag(frame: pl.DataFrame) -> pl.DataFrame:
+            joined = frame.join(labels, on="device", how="left") if labels.width > 1 else frame
+            return joined.with_columns(run=pl.lit("all"))
+
+        inputs = measures.MeasureInputs(
+            totals=tag(net.totals),
+            samples=tag(net.samples),
+            events=tag(net.events),
+            attribution=tag(attribution),
+            steps=steps,
+            gpus=self.inputs.gpus,
+        )
+        return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
+
+    def _accuracy(
+        self, path: Path, events: pl.DataFrame, steps: pl.DataFrame, links: pl.DataFrame, skew: float
+    ) -> dict[str, Any]:
+        episodes, truth_steps = read_truth(path)
+        # An episode's edges are seen one sample interval late at worst, and merged within the merge gap.
+        tolerance = skew + self.inputs.thresholds.merge_gap_seconds
+        scores = accuracy.event_scores(episodes, events, tolerance)
+        exposure = accuracy.exposure_error(truth_steps, episodes, links)
+        known = links["link"].to_list()
+        scores |= exposure
+        scores["attribution_accuracy"] = accuracy.attribution_accuracy(truth_steps, episodes, steps, known)
+        return scores
+
+
+def _malformed(parsed: ParseResult) -> dict[str, Any]:
+    return {"count": len(parsed.problems), "first": [str(p) for p in parsed.problems[:MALFORMED_SHOWN]]}
+
+
+def _nested(table: pl.DataFrame) -> dict[str, dict[str, dict[str, float]]]:
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for scope, key, measure, value in table.select("scope", "key", "measure", "value").iter_rows():
+        out.setdefault(scope, {}).setdefault(str(key), {})[measure] = value
+    return out
+
+
+def _summary(
+    i: AnalysisInputs,
+    parsed: ParseResult,
+    net: network.NetworkResult,
+    steps: pl.DataFrame,
+    links: pl.DataFrame,
+    table: pl.DataFrame,
+    skew: float,
+    claims: int | None,
+) -> dict[str, Any]:
+    by_kind = net.events.group_by("kind").agg(pl.len()).sort("kind")
+    baselines = steps.group_by("rank").agg(pl.col("baseline_seconds").first()).sort("rank")
+    return {
+        "inputs": {
+            "archive": None if i.archive is None else str(i.archive),
+            "prometheus": i.prometheus,
+            "logs": [str(p) for p in i.logs],
+            "log_formats": sorted(set(parsed.formats)),
+            "config": None if i.config is None else str(i.config),
+            "claims": None if i.claims is None else str(i.claims),
+            "claims_count": claims,
+            "truth": None if i.truth is None else str(i.truth),
+        },
+        "skew_seconds": skew,
+        "gpus": i.gpus,
+        "thresholds": i.thresholds.model_dump(),
+        "telemetry": {"rows": net.rows, "devices": net.devices},
+        "events": {"count": net.events.height, "by_kind": dict(by_kind.iter_rows())},
+        "steps": {
+            "rows": steps.height,
+            "ranks": steps["rank"].n_unique(),
+            "inflated": int(steps["inflated"].sum()),
+            "with_events": int((steps["events"] > 0).sum()),
+            "baseline_seconds": dict(baselines.iter_rows()),
+        },
+        "links": links.to_dicts(),
+        "measures": _nested(table),
+        "malformed_lines": _malformed(parsed),
+        "crosscheck": _crosscheck(steps),
+    }
+
+
+def _crosscheck(steps: pl.DataFrame) -> dict[str, Any] | None:
+    """Inflation vs Kineto's exposed communication beyond its clean-step median, where traces cover steps."""
+    both = steps.filter(pl.col("exposed_communication_seconds").is_not_null())
+    if both.height == 0:
+        return None
+    clean = both.filter(pl.col("events") == 0)["exposed_communication_seconds"].median()
+    base = float(clean) if clean is not None else float(both["exposed_communication_seconds"].min())  # type: ignore[arg-type]
+    excess = (both["exposed_communication_seconds"] - base).clip(lower_bound=0.0)
+    difference = (excess - both["inflation_seconds"]).abs()
+    return {
+        "steps": both.height,
+        "exposed_communication_median_seconds": base,
+        "mean_abs_difference_seconds": float(difference.mean()),  # type: ignore[arg-type]
+    }

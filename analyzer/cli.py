@@ -1,0 +1,168 @@
+"""``spanwatch analyze``: arguments, progress display and output (the computing is ``analyzer.analysis``).
+
+Progress is a rich display on a terminal and log lines otherwise. Malformed log lines are reported on stderr
+(count and the first few, with file:line) as well as in summary.json. Bad inputs raise ``AnalyzerError`` or
+``ConfigError``, which the ``spanwatch`` entry point prints without a traceback (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+from analyzer.analysis import MALFORMED_SHOWN, Analysis, AnalysisInputs, AnalysisResult, Progress
+from analyzer.errors import InputError
+from analyzer.ingest import FORMATS
+from analyzer.ingest._common import parse_wallclock
+from analyzer.thresholds import load_thresholds
+from collector.config import parse_duration
+
+log = logging.getLogger("spanwatch.analyze")
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """Declare the ``analyze`` options.
+
+    Args:
+        p: the subcommand's parser.
+    """
+    p.add_argument("--archive", type=Path, help="the collector's Parquet archive directory")
+    p.add_argument("--prometheus", metavar="URL", help="read telemetry from a Prometheus server instead")
+    p.add_argument("--logs", type=Path, nargs="+", default=[], metavar="FILE", help="training logs, traces")
+    p.add_argument("--log-format", choices=sorted(FORMATS), help="force a log format (default: detect)")
+    p.add_argument("--config", type=Path, help="the collector config (device labels, link fibre)")
+    p.add_argument("--claims", type=Path, help="a vendor claims file (validated)")
+    p.add_argument(
+        "--truth", type=Path, help="a simulated fabric's truth.json: adds accuracy to summary.json"
+    )
+    p.add_argument("--skew", help="clock-skew tolerance, e.g. 50ms (default: from Prometheus, else 0)")
+    p.add_argument("--gpus", type=int, help="the job's GPU count, for GPU-hours lost")
+    p.add_argument("--start", help="first time analysed (RFC 3339)")
+    p.add_argument("--end", help="end of the time analysed (RFC 3339)")
+    p.add_argument("--devices", nargs="+", metavar="NAME", help="only these devices")
+    p.add_argument("--thresholds", type=Path, help="a YAML file overriding detection thresholds")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+
+
+def _time(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_wallclock(text)
+    except ValueError:
+        raise InputError(option, f"not an RFC 3339 time: {text!r}") from None
+
+
+def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
+    """Check the options and turn them into analysis inputs.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The inputs.
+
+    Raises:
+        InputError: an option is invalid or a named file does not exist.
+    """
+    if args.archive is None and args.prometheus is None and not args.logs:
+        raise InputError("analyze", "nothing to analyse: give --archive, --prometheus or --logs")
+    for option in ("archive", "config", "claims", "truth", "thresholds"):
+        path = getattr(args, option)
+        if path is not None and not path.exists():
+            raise InputError(path, f"--{option}: not found")
+    for path in args.logs:
+        if not path.is_file():
+            raise InputError(path, "--logs: file not found")
+    skew = None
+    if args.skew is not None:
+        try:
+            skew = parse_duration(args.skew)
+        except ValueError as exc:
+            raise InputError("--skew", str(exc)) from None
+    if args.gpus is not None and args.gpus <= 0:
+        raise InputError("--gpus", "must be a positive number")
+    return AnalysisInputs(
+        archive=args.archive,
+        prometheus=args.prometheus,
+        start=_time(args.start, "--start"),
+        end=_time(args.end, "--end"),
+        devices=args.devices,
+        logs=tuple(args.logs),
+        log_format=args.log_format,
+        config=args.config,
+        claims=args.claims,
+        truth=args.truth,
+        skew_seconds=skew,
+        gpus=args.gpus,
+        thresholds=load_thresholds(args.thresholds),
+    )
+
+
+@contextmanager
+def _progress() -> Iterator[Progress]:
+    if not sys.stderr.isatty():
+
+        def line(stage: str, done: int, total: int) -> None:
+            log.info("%s %d/%d", stage, done, total)
+
+        yield line
+        return
+    from rich.progress import Progress as RichProgress
+
+    with RichProgress(transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)  # type: ignore[arg-type]
+
+        yield update
+
+
+def report(result: AnalysisResult, written: list[Path]) -> None:
+    """Print malformed lines (stderr) and where the outputs are (stdout).
+
+    Args:
+        result: the analysis.
+        written: the files written.
+    """
+    malformed = result.summary["malformed_lines"]
+    if malformed["count"]:
+        print(f"spanwatch analyze: {malformed['count']} malformed log line(s); first:", file=sys.stderr)
+        for problem in malformed["first"][:MALFORMED_SHOWN]:
+            print(f"  {problem}", file=sys.stderr)
+    accuracy = result.summary.get("accuracy")
+    if accuracy:
+        keys = ("event_recall", "event_precision", "exposed_latency_relative_error", "attribution_accuracy")
+        print("accuracy: " + ", ".join(f"{k}={accuracy.get(k)}" for k in keys))
+    print(
+        f"{result.events.height} events, {result.steps.height} step rows, "
+        f"{int(result.steps['inflated'].sum())} inflated; wrote {written[-1].parent}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``spanwatch analyze``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status (0).
+
+    Raises:
+        AnalyzerError: an input is unusable.
+        ConfigError: the collector config is invalid.
+    """
+    inputs = inputs_from(args)
+    with _progress() as progress:
+        result = Analysis(inputs).run(progress)
+    report(result, result.write(args.out))
+    return 0

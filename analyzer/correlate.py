@@ -1,0 +1,262 @@
+"""Steps x events: which steps the network slowed down, by how much, and which link did it.
+
+All vectorised (no per-row Python):
+
+* overlap: an inequality join (``join_where``, an IEJoin in polars) of step intervals with event intervals
+  widened by the clock-skew tolerance on both sides (device clocks and training hosts disagree by up to
+  the collector's ``spanwatch_gnmi_clock_offset_seconds``);
+* baseline: per rank, the median duration of *clean* steps (overlapping no event), robust to the slow
+  steps themselves; its spread is the median absolute deviation (MAD) of those clean steps;
+* inflation: how far a step exceeds its baseline (never negative); a step is *inflated* when that exceeds
+  both a share of the baseline and a multiple of the MAD;
+* attribution: an inflated step's inflation is split over the events it overlaps, in proportion to overlap seconds
+  times the kind's weight (``KIND_WEIGHTS``: loss and pauses stall collectives directly, a deep queue or ECN
+  marks slow them less, optical margins warn before they cost anything);
+* per link: the exposed latency per step (mean over ranks of what is attributed to the link), with zeros
+  for unaffected steps, summarised as total, p50, p99, share of run time and GPU-hours lost.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer import schemas
+from analyzer.thresholds import Thresholds
+
+KIND_WEIGHTS: dict[str, float] = {
+    "drops": 1.0,
+    "wave_down": 1.0,
+    "pfc": 1.0,
+    "fec_uncorrectable": 1.0,
+    "fcs": 1.0,
+    "queue": 0.5,
+    "ecn": 0.5,
+    "ber": 0.1,
+    "osnr": 0.1,
+}
+
+_STEP = ["step", "rank"]
+_MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its standard deviation
+
+
+def _seconds(delta: pl.Expr) -> pl.Expr:
+    return delta.dt.total_nanoseconds() / 1e9
+
+
+def prepare_steps(steps: pl.DataFrame) -> pl.LazyFrame:
+    """Normalise the ingest ``steps`` table for correlation: one row per (step, rank), times filled in.
+
+    A missing start is end minus duration (and the other way round); a missing rank is rank 0; a missing
+    duration is end minus start. Rows without a step number or duration cannot be analysed and are dropped.
+
+    Args:
+        steps: ``schemas.STEPS`` rows from any log format.
+
+    Returns:
+        Columns ``step``, ``rank``, ``start_time``, ``end_time``, ``duration_seconds``, ``source_file``.
+    """
+    duration = pl.coalesce(
+        pl.col("duration_seconds"), _seconds(pl.col("end_time") - pl.col("start_time"))
+    ).alias("duration_seconds")
+    span = pl.duration(microseconds=(pl.col("duration_seconds") * 1e6).round().cast(pl.Int64))
+    frame = steps.lazy().with_columns(duration, pl.col("rank").fill_null(0))
+    frame = frame.with_columns(
+        start_time=pl.coalesce(pl.col("start_time"), pl.col("end_time") - span),
+        end_time=pl.coalesce(pl.col("end_time"), pl.col("start_time") + span),
+    )
+    frame = frame.filter(pl.col("step").is_not_null() & pl.col("duration_seconds").is_not_null())
+    # Two files may log the same (step, rank) (e.g. a trace and a step log): keep the first.
+    return frame.unique(_STEP, keep="first", maintain_order=True).select(
+        "step", "rank", "start_time", "end_time", "duration_seconds", "source_file"
+    )
+
+
+def overlaps(steps: pl.LazyFrame, events: pl.LazyFrame, skew_seconds: float) -> pl.LazyFrame:
+    """Every (step, rank, event) pair whose intervals meet, events widened by the skew tolerance.
+
+    Args:
+        steps: ``prepare_steps`` output.
+        events: ``schemas.EVENTS`` rows.
+        skew_seconds: clock-skew tolerance added on both sides of each event.
+
+    Returns:
+        Columns ``step``, ``rank``, ``event_id``, ``link``, ``device``, ``interface``, ``kind``,
+        ``overlap_seconds`` (> 0; at least 1 ns when the intervals only touch through the tolerance).
+    """
+    skew = pl.duration(microseconds=int(skew_seconds * 1e6))
+    widened = events.select(
+        "event_id",
+        "link",
+        "device",
+        "interface",
+        "kind",
+        ev_start=pl.col("start_time") - skew,
+        ev_end=pl.col("end_time") + skew,
+    )
+    timed = steps.filter(pl.col("start_time").is_not_null()).select([*_STEP, "start_time", "end_time"])
+    pairs = timed.join_where(
+        widened, pl.col("start_time") <= pl.col("ev_end"), pl.col("end_time") >= pl.col("ev_start")
+    )
+    overlap = _seconds(
+        pl.min_horizontal("end_time", "ev_end") - pl.max_horizontal("start_time", "ev_start")
+    ).clip(lower_bound=1e-9)
+    return pairs.select(*_STEP, "event_id", "link", "device", "interface", "kind", overlap_seconds=overlap)
+
+
+def baselines(steps: pl.LazyFrame, pairs: pl.LazyFrame) -> pl.LazyFrame:
+    """Per rank: the median and MAD of the durations of clean steps (all steps when none is clean).
+
+    Args:
+        steps: ``prepare_steps`` output.
+        pairs: ``overlaps`` output.
+
+    Returns:
+        Columns ``rank``, ``baseline_seconds``, ``mad_seconds``.
+    """
+    touched = pairs.select(_STEP).unique().with_columns(touched=pl.lit(True))
+    marked = steps.join(touched, on=_STEP, how="left").with_columns(pl.col("touched").fill_null(False))
+    clean = ~pl.col("touched")
+    medians = marked.group_by("rank").agg(
+        baseline_seconds=pl.coalesce(
+            pl.col("duration_seconds").filter(clean).median(), pl.col("duration_seconds").median()
+        )
+    )
+    deviation = (pl.col("duration_seconds") - pl.col("baseline_seconds")).abs()
+    return (
+        marked.join(medians, on="rank")
+        .group_by("rank")
+        .agg(
+            pl.col("baseline_seconds").first(),
+            mad_seconds=pl.coalesce(deviation.filter(clean).median(), deviation.median()),
+        )
+    )
+
+
+def step_table(
+    steps: pl.LazyFrame, pairs: pl.LazyFrame, thresholds: Thresholds, kineto: pl.DataFrame | None = None
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Inflation per step and its attribution to events.
+
+    Args:
+        steps: ``prepare_steps`` output.
+        pairs: ``overlaps`` output.
+        thresholds: ``inflated_min_ratio`` and ``inflated_mad_factor`` decide which steps are inflated.
+        kineto: optional ``schemas.KINETO_STEPS`` rows, joined for the exposed-communication cross-check.
+
+    Returns:
+        ``(steps, attribution)``: ``schemas.STEP_ANALYSIS`` and ``schemas.ATTRIBUTION`` rows.
+    """
+    base = baselines(steps, pairs)
+    inflation = (pl.col("duration_seconds") - pl.col("baseline_seconds")).clip(lower_bound=0.0)
+    floor = pl.max_horizontal(
+        pl.col("baseline_seconds") * thresholds.inflated_min_ratio,
+        pl.col("mad_seconds") * _MAD_TO_SIGMA * thresholds.inflated_mad_factor,
+    )
+    rows = steps.join(base, on="rank", how="left").with_columns(inflation_seconds=inflation)
+    rows = rows.with_columns(inflated=pl.col("inflation_seconds") > floor)
+    attribution = _attribute(rows, pairs)
+    top = _top(attribution)
+    rows = rows.join(top, on=_STEP, how="left").with_columns(pl.col("events").fill_null(0))
+    if kineto is not None and kineto.height:
+        exposed = kineto.lazy().group_by(_STEP).agg(pl.col("exposed_communication_seconds").sum())
+        rows = rows.join(exposed, on=_STEP, how="left")
+    return (
+        schemas.conform_lazy(schemas.STEP_ANALYSIS, rows.sort(_STEP)),
+        schemas.conform_lazy(schemas.ATTRIBUTION, attribution),
+    )
+
+
+def _top(attribution: pl.LazyFrame) -> pl.LazyFrame:
+    """Per step: the link with the largest summed share, the kind of its largest event, the event count."""
+    per_link = attribution.group_by(*_STEP, "link").agg(
+        link_share=pl.col("share").sum(), kind=pl.col("kind").sort_by("share", descending=True).first()
+    )
+    best = (
+        per_link.sort("link_share", "link", descending=[True, False], nulls_last=True)
+        .group_by(_STEP)
+        .agg(top_link=pl.col("link").first(), top_kind=pl.col("kind").first())
+    )
+    # The finest place: a wave (device and interface) of the link, for simulators that blame waves.
+    per_port = attribution.group_by(*_STEP, "device", "interface").agg(port_share=pl.col("share").sum())
+    port = (
+        per_port.sort("port_share", "device", "interface", descending=[True, False, False], nulls_last=True)
+        .group_by(_STEP)
+        .agg(top_device=pl.col("device").first(), top_interface=pl.col("interface").first())
+    )
+    counts = attribution.group_by(_STEP).agg(events=pl.len().cast(pl.Int64))
+    return best.join(port, on=_STEP).join(counts, on=_STEP)
+
+
+def _attribute(rows: pl.LazyFrame, pairs: pl.LazyFrame) -> pl.LazyFrame:
+    weights = pl.DataFrame({"kind": list(KIND_WEIGHTS), "weight": list(KIND_WEIGHTS.values())}).lazy()
+    weighted = pairs.join(weights, on="kind", how="left").with_columns(
+        weight=pl.col("overlap_seconds") * pl.col("weight").fill_null(0.5)
+    )
+    weighted = weighted.with_columns(share=pl.col("weight") / pl.col("weight").sum().over(_STEP))
+    # Only inflated steps give time away: the positive half of ordinary step-time noise, summed over the
+    # many steps a long harmless episode overlaps, would otherwise add up to phantom exposure.
+    inflation = rows.select(
+        *_STEP, given=pl.when(pl.col("inflated")).then(pl.col("inflation_seconds")).otherwise(0.0)
+    )
+    return weighted.join(inflation, on=_STEP, how="inner").with_columns(
+        attributed_seconds=pl.col("share") * pl.col("given")
+    )
+
+
+def exposure_per_step(attribution: pl.LazyFrame, steps: pl.LazyFrame, key: str) -> pl.LazyFrame:
+    """Exposed seconds per (step, key): mean over the step's ranks of what is attributed to the key.
+
+    Every step appears for every key (zeros where nothing was attributed), so quantiles are over the run.
+
+    Args:
+        attribution: ``schemas.ATTRIBUTION`` rows, possibly with extra key columns (e.g. ``vendor``).
+        steps: ``schemas.STEP_ANALYSIS`` rows.
+        key: the grouping column of ``attribution`` (``link``, ``device``, a label).
+
+    Returns:
+        Columns ``step``, ``key``, ``exposed_seconds``.
+    """
+    ranks = steps.group_by("step").agg(ranks=pl.len())
+    sums = (
+        attribution.filter(pl.col(key).is_not_null())
+        .group_by("step", key)
+        .agg(pl.col("attributed_seconds").sum())
+    )
+    keys = attribution.select(pl.col(key).drop_nulls().unique())
+    grid = ranks.join(keys, how="cross")
+    return grid.join(sums, on=["step", key], how="left").select(
+        "step",
+        key,
+        exposed_seconds=pl.col("attributed_seconds").fill_null(0.0) / pl.col("ranks"),
+    )
+
+
+def link_exposure(attribution: pl.LazyFrame, steps: pl.LazyFrame, gpus: int | None) -> pl.LazyFrame:
+    """Per link: exposed latency total, p50, p99 over all steps, share of run time, GPU-hours lost.
+
+    Args:
+        attribution: ``schemas.ATTRIBUTION`` rows.
+        steps: ``schemas.STEP_ANALYSIS`` rows.
+        gpus: the job's GPU count, or None (then ``gpu_hours_lost`` is null).
+
+    Returns:
+        ``schemas.LINK_EXPOSURE`` rows.
+    """
+    per_step = exposure_per_step(attribution, steps, "link")
+    run = steps.select(
+        run_seconds=pl.coalesce(
+            _seconds(pl.col("end_time").max() - pl.col("start_time").min()),
+            pl.col("duration_seconds").sum() / pl.col("rank").n_unique(),
+        )
+    )
+    stats = per_step.group_by("link").agg(
+        steps_affected=(pl.col("exposed_seconds") > 0).sum().cast(pl.Int64),
+        exposed_total_seconds=pl.col("exposed_seconds").sum(),
+        exposed_p50_seconds=pl.col("exposed_seconds").quantile(0.5, "linear"),
+        exposed_p99_seconds=pl.col("exposed_seconds").quantile(0.99, "linear"),
+    )
+    gpu_hours = pl.col("exposed_total_seconds") * gpus / 3600 if gpus else pl.lit(None, pl.Float64())
+    table = stats.join(run, how="cross").with_columns(
+        share_of_run=pl.col("exposed_total_seconds") / pl.col("run_seconds"), gpu_hours_lost=gpu_hours
+    )
+    return schemas.conform_lazy(schemas.LINK_EXPOSURE, table.sort("link"))

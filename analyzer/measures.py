@@ -1,0 +1,265 @@
+"""The fixed list of measures a claims file can name (``MEASURES``), computed per link, device and label.
+
+A measure reads one of the analysis's intermediate tables, all carrying ``device``, ``link`` and the target
+labels of the device (``vendor``, ``site``...), plus ``run`` (always ``"all"``) for the whole run:
+
+* ``totals``: per series (device, interface, link, metric) the reset-aware counter increase, min and max
+  value and the first and last reading (small: one row per series);
+* ``samples``: raw readings for the quantile measures (queue watermark / occupancy, utilization);
+* ``events``, ``attribution``, ``steps``: the detection and correlation outputs.
+
+Every measure is computed for each scope: ``link`` (link member interfaces only), ``device``, each target
+label (``label:vendor``...), and ``run``. A measure with no data for a key gives no row (not a zero):
+"not measured" and "measured zero" differ in a vendor comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import polars as pl
+
+from analyzer import schemas
+from analyzer.correlate import exposure_per_step
+
+DROPPED = "dci_queue_dropped_packets_total"
+ECN = "dci_queue_ecn_marked_packets_total"
+TX_BYTES = "dci_interface_transmit_bytes_total"
+RX_BYTES = "dci_interface_receive_bytes_total"
+FCS = "dci_interface_receive_fcs_errors_total"
+PFC_SECONDS = "dci_pfc_pause_duration_seconds_total"
+WATERMARK = "dci_queue_watermark_bytes"
+OCCUPANCY = "dci_queue_occupancy_bytes"
+UTILIZATION = "utilization"  # pseudo-metric in ``samples``: transmit rate / interface speed
+PRE_FEC = ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max")
+POST_FEC = ("dci_optics_post_fec_ber", "dci_optics_post_fec_ber_max")
+OSNR = ("dci_optics_osnr_db", "dci_optics_osnr_db_min")
+SAMPLE_METRICS = (WATERMARK, OCCUPANCY)
+CONGESTION = ("drops", "ecn", "pfc", "queue")
+
+
+@dataclass(frozen=True)
+class MeasureInputs:
+    """The tables measures read (see the module docstring); label columns already joined."""
+
+    totals: pl.DataFrame
+    samples: pl.DataFrame
+    events: pl.DataFrame
+    attribution: pl.DataFrame
+    steps: pl.DataFrame
+    gpus: int | None
+
+
+Compute = Callable[[MeasureInputs, str], pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One entry of the registry.
+
+    Attributes:
+        unit: the unit of the value.
+        doc: what it is, for the report and the claims-file documentation.
+        compute: ``(inputs, key) -> DataFrame[key, value]``.
+    """
+
+    unit: str
+    doc: str
+    compute: Compute
+
+
+def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
+    def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+        t = inputs.totals.filter(pl.col(key).is_not_null())
+        count = pl.col("increase").filter(pl.col("metric") == numerator).sum()
+        terabytes = pl.col("increase").filter(pl.col("metric") == bytes_metric).sum() / 1e12
+        has = (pl.col("metric") == numerator).any() & (terabytes > 0)
+        return t.group_by(key).agg(value=pl.when(has).then(count / terabytes)).drop_nulls("value")
+
+    return compute
+
+
+def _extreme(metrics: tuple[str, ...], largest: bool) -> Compute:
+    def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+        t = inputs.totals.filter(pl.col(key).is_not_null() & pl.col("metric").is_in(list(metrics)))
+        value = pl.col("max").max() if largest else pl.col("min").min()
+        return t.group_by(key).agg(value=value).drop_nulls("value")
+
+    return compute
+
+
+def _pfc_per_hour(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    t = inputs.totals.filter(pl.col(key).is_not_null())
+    paused = pl.col("increase").filter(pl.col("metric") == PFC_SECONDS).sum()
+    hours = (pl.col("last").max() - pl.col("first").min()).dt.total_nanoseconds() / 3.6e12
+    has = (pl.col("metric") == PFC_SECONDS).any() & (hours > 0)
+    return t.group_by(key).agg(value=pl.when(has).then(paused / hours)).drop_nulls("value")
+
+
+def _sample_quantile(metrics: tuple[str, ...], q: float) -> Compute:
+    def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+        # Per key, the first metric of ``metrics`` it has: watermarks (peaks between samples) are what a
+        # claim about buffering means; occupancy is the fallback for devices reporting only the instant.
+        order = {metric: index for index, metric in enumerate(metrics)}
+        s = inputs.samples.filter(pl.col(key).is_not_null() & pl.col("metric").is_in(list(metrics)))
+        s = s.with_columns(preference=pl.col("metric").replace_strict(order, return_dtype=pl.Int32()))
+        return _quantile(s.filter(pl.col("preference") == pl.col("preference").min().over(key)), key, q)
+
+    return compute
+
+
+def _quantile(frame: pl.DataFrame, key: str, q: float) -> pl.DataFrame:
+    return frame.group_by(key).agg(value=pl.col("value").quantile(q, "linear"))
+
+
+def _exposure(q: float | None) -> Compute:
+    def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+        per_step = exposure_per_step(inputs.attribution.lazy(), inputs.steps.lazy(), key)
+        value = (
+            pl.col("exposed_seconds").sum() if q is None else pl.col("exposed_seconds").quantile(q, "linear")
+        )
+        return per_step.group_by(key).agg(value=value).collect()
+
+    return compute
+
+
+def _inflation_ratio(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    baseline = inputs.steps["baseline_seconds"].sum()
+    a = inputs.attribution.filter(pl.col(key).is_not_null())
+    if not baseline:
+        return pl.DataFrame(schema={key: pl.String(), "value": pl.Float64()})
+    return a.group_by(key).agg(value=1.0 + pl.col("attributed_seconds").sum() / baseline)
+
+
+def _gpu_hours(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    total = _exposure(None)(inputs, key)
+    if not inputs.gpus:
+        return total.clear()
+    return total.with_columns(value=pl.col("value") * inputs.gpus / 3600)
+
+
+def _event_seconds(kinds: tuple[str, ...], per_hour: bool) -> Compute:
+    def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+        e = inputs.events.filter(pl.col(key).is_not_null())
+        hours = _observed_hours(inputs, key)
+        seconds = (
+            e.filter(pl.col("kind").is_in(list(kinds)))
+            .group_by(key)
+            .agg(value=pl.col("duration_seconds").sum())
+        )
+        out = hours.join(seconds, on=key, how="left").with_columns(pl.col("value").fill_null(0.0))
+        if per_hour:
+            out = out.with_columns(value=pl.col("value") / pl.col("hours"))
+        return out.filter(pl.col("hours") > 0).select(key, "value")
+
+    return compute
+
+
+def _observed_hours(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    t = inputs.totals.filter(pl.col(key).is_not_null())
+    span = (pl.col("last").max() - pl.col("first").min()).dt.total_nanoseconds() / 3.6e12
+    return t.group_by(key).agg(hours=span)
+
+
+def _event_count(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    hours = _observed_hours(inputs, key).select(key)
+    counts = inputs.events.filter(pl.col(key).is_not_null()).group_by(key).agg(value=pl.len())
+    out = hours.join(counts, on=key, how="left").with_columns(pl.col("value").fill_null(0))
+    return out.with_columns(pl.col("value").cast(pl.Float64()))
+
+
+MEASURES: dict[str, Measure] = {
+    "dropped_packets_per_terabyte": Measure(
+        "packets/TB",
+        "Queue drops per 10^12 bytes transmitted on the same interfaces.",
+        _per_terabyte(DROPPED, TX_BYTES),
+    ),
+    "ecn_marked_packets_per_terabyte": Measure(
+        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", _per_terabyte(ECN, TX_BYTES)
+    ),
+    "fcs_errors_per_terabyte": Measure(
+        "frames/TB", "Frames received with a bad FCS per 10^12 bytes received.", _per_terabyte(FCS, RX_BYTES)
+    ),
+    "pfc_pause_seconds_per_hour": Measure(
+        "s/h",
+        "PFC pause time (all priorities and directions summed) per hour of observation.",
+        _pfc_per_hour,
+    ),
+    "queue_watermark_p99_bytes": Measure(
+        "bytes",
+        "99th percentile of queue watermark readings (occupancy where no watermark is reported).",
+        _sample_quantile(SAMPLE_METRICS, 0.99),
+    ),
+    "link_utilization_p99": Measure(
+        "ratio",
+        "99th percentile of transmit rate / interface speed over sample intervals.",
+        _sample_quantile((UTILIZATION,), 0.99),
+    ),
+    "pre_fec_ber_max": Measure("ratio", "Largest pre-FEC bit error ratio reported.", _extreme(PRE_FEC, True)),
+    "post_fec_ber_max": Measure(
+        "ratio", "Largest post-FEC bit error ratio reported.", _extreme(POST_FEC, True)
+    ),
+    "osnr_min_db": Measure("dB", "Smallest optical signal-to-noise ratio reported.", _extreme(OSNR, False)),
+    "exposed_latency_total_seconds": Measure(
+        "s", "Step time attributed to the network, summed over steps (mean over ranks).", _exposure(None)
+    ),
+    "exposed_latency_p50_seconds": Measure(
+        "s", "Median over all steps of the step time attributed to the network.", _exposure(0.5)
+    ),
+    "exposed_latency_p99_seconds": Measure(
+        "s", "99th percentile over all steps of the step time attributed to the network.", _exposure(0.99)
+    ),
+    "step_time_inflation_ratio": Measure(
+        "ratio", "1 + attributed step time / baseline step time, over every step and rank.", _inflation_ratio
+    ),
+    "gpu_hours_lost": Measure("GPU-h", "Exposed latency total x the job's GPU count (--gpus).", _gpu_hours),
+    "congestion_seconds_per_hour": Measure(
+        "s/h",
+        "Duration of drop, ECN, PFC and queue episodes (summed) per hour of observation.",
+        _event_seconds(CONGESTION, True),
+    ),
+    "wave_down_seconds": Measure(
+        "s", "Time interfaces were operationally down.", _event_seconds(("wave_down",), False)
+    ),
+    "event_count": Measure("events", "Congestion and health episodes detected.", _event_count),
+}
+
+
+def scopes(label_names: list[str]) -> dict[str, str]:
+    """Scope name -> key column: link, device, one per target label, and the whole run.
+
+    Args:
+        label_names: the label columns available (from the collector config).
+
+    Returns:
+        The mapping, in report order.
+    """
+    return {"link": "link", "device": "device", **{f"label:{n}": n for n in label_names}, "run": "run"}
+
+
+def compute_all(inputs: MeasureInputs, label_names: list[str]) -> pl.DataFrame:
+    """Every measure for every scope.
+
+    Args:
+        inputs: the tables, each with ``link``, ``device``, ``run`` and the label columns.
+        label_names: the label columns.
+
+    Returns:
+        ``schemas.MEASURES`` rows.
+    """
+    parts = []
+    for scope, key in scopes(label_names).items():
+        for name, measure in MEASURES.items():
+            values = measure.compute(inputs, key)
+            parts.append(
+                values.select(
+                    scope=pl.lit(scope),
+                    key=pl.col(key).cast(pl.String()),
+                    measure=pl.lit(name),
+                    value=pl.col("value").cast(pl.Float64()),
+                    unit=pl.lit(measure.unit),
+                )
+            )
+    frame = pl.concat(parts) if parts else pl.DataFrame(schema=schemas.MEASURES)
+    return frame.cast(schemas.MEASURES)

@@ -1,0 +1,203 @@
+"""The telemetry half of an analysis: readings -> events, per-series totals and quantile samples.
+
+Series never span devices, so an archive is processed in batches of devices whose row count stays under a
+budget: each batch's signals are computed once (one sort), held in memory while events, totals and samples
+are taken from them, then dropped. Peak memory follows the batch size, not the archive size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from analyzer import measures, schemas, telemetry, topology
+from analyzer.events import METRICS as EVENT_METRICS
+from analyzer.events import detect_events
+from analyzer.thresholds import Thresholds
+
+# What the measures read beyond the event rules' metrics.
+MEASURE_METRICS = frozenset(
+    {
+        measures.TX_BYTES,
+        measures.RX_BYTES,
+        measures.PFC_SECONDS,
+        topology.SPEED,
+        *measures.POST_FEC,
+    }
+)
+NEEDED = EVENT_METRICS | MEASURE_METRICS
+DEFAULT_BATCH_ROWS = 8_000_000
+
+_TOTAL_KEYS = ["device", "interface", "link", "metric"]
+
+
+@dataclass
+class NetworkResult:
+    """What the telemetry pass produced (each frame concatenated over batches)."""
+
+    events: pl.DataFrame
+    totals: pl.DataFrame
+    samples: pl.DataFrame
+    rows: int = 0
+    devices: list[str] = field(default_factory=list)
+
+
+def batches(counts: pl.DataFrame, max_rows: int) -> Iterator[list[str]]:
+    """Group devices into batches of at most ``max_rows`` readings (a bigger device is a batch alone).
+
+    Args:
+        counts: columns ``device`` and ``rows``.
+        max_rows: the budget per batch.
+
+    Yields:
+        Lists of device names.
+    """
+    batch: list[str] = []
+    size = 0
+    for device, rows in counts.sort("device").iter_rows():
+        if batch and size + rows > max_rows:
+            yield batch
+            batch, size = [], 0
+        batch.append(device)
+        size += rows
+    if batch:
+        yield batch
+
+
+def totals(signals: pl.LazyFrame) -> pl.LazyFrame:
+    """Per series group (device, interface, link, metric): increase, extremes and observed span."""
+    return signals.group_by(_TOTAL_KEYS).agg(
+        increase=pl.col("increase").sum(),
+        max=pl.col("value").max(),
+        min=pl.col("value").min(),
+        first=pl.col("time").min(),
+        last=pl.col("time").max(),
+    )
+
+
+def samples(signals: pl.LazyFrame) -> pl.LazyFrame:
+    """The readings quantile measures need: queue depths, and utilization (transmit rate / speed)."""
+    depth = signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS)))
+    speed = (
+        signals.filter(pl.col("metric") == topology.SPEED)
+        .group_by("device", "interface")
+        .agg(speed=pl.col("value").median())
+    )
+    rate = signals.filter((pl.col("metric") == measures.TX_BYTES) & pl.col("value").is_not_null())
+    utilization = rate.join(speed.filter(pl.col("speed") > 0), on=["device", "interface"]).with_columns(
+        metric=pl.lit(measures.UTILIZATION), value=pl.col("value") / pl.col("speed")
+    )
+    columns = [*_TOTAL_KEYS, "value"]
+    return pl.concat([depth.select(columns), utilization.select(columns)])
+
+
+def analyse_frame(
+    frame: pl.LazyFrame, thresholds: Thresholds, members: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
+    """One batch: signals once, then events, totals and samples from them.
+
+    Args:
+        frame: ``schemas.TELEMETRY`` rows of whole devices.
+        thresholds: detection levels.
+        members: ``topology.link_members`` output (for the bandwidth-delay product).
+
+    Returns:
+        ``(events, totals, samples, rows)``; event ids are per batch (renumbered by the caller).
+    """
+    sig = telemetry.signals(frame).collect(engine="streaming").lazy()
+    bdp = topology.interface_bdp(sig, members) if members.height else None
+    events, tot, smp = pl.collect_all([detect_events(sig, thresholds, bdp), totals(sig), samples(sig)])
+    rows = sig.select(pl.len()).collect().item()
+    return events, tot, smp, int(rows)
+
+
+def empty_result() -> NetworkResult:
+    """The result of no telemetry at all (a logs-only analysis)."""
+    keys = dict.fromkeys(_TOTAL_KEYS, pl.String())
+    empty_totals = pl.DataFrame(
+        schema={
+            **keys,
+            "increase": pl.Float64(),
+            "max": pl.Float64(),
+            "min": pl.Float64(),
+            "first": schemas.TIME,
+            "last": schemas.TIME,
+        }
+    )
+    empty_samples = pl.DataFrame(schema={**keys, "value": pl.Float64()})
+    return NetworkResult(pl.DataFrame(schema=schemas.EVENTS), empty_totals, empty_samples, 0, [])
+
+
+def _combine(
+    parts: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]], devices: list[str]
+) -> NetworkResult:
+    if not parts:
+        return empty_result()
+    events = pl.concat([p[0] for p in parts]).sort("start_time", "kind", "link", "device", "interface")
+    events = events.with_columns(event_id=pl.int_range(pl.len(), dtype=pl.Int64()))
+    return NetworkResult(
+        events,
+        pl.concat([p[1] for p in parts]),
+        pl.concat([p[2] for p in parts]),
+        sum(p[3] for p in parts),
+        devices,
+    )
+
+
+def analyse_archive(
+    root: Path,
+    thresholds: Thresholds,
+    members: pl.DataFrame,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    devices: list[str] | None = None,
+    max_rows: int = DEFAULT_BATCH_ROWS,
+    progress: Callable[[int, int], None] | None = None,
+) -> NetworkResult:
+    """The telemetry pass over an archive, batch by batch.
+
+    Args:
+        root: the archive directory.
+        thresholds: detection levels.
+        members: ``topology.link_members`` output.
+        start: first time included, or None.
+        end: first time excluded, or None.
+        devices: devices to analyse, or None for all.
+        max_rows: readings per batch (memory budget).
+        progress: called with ``(batches done, batches in all)``.
+
+    Returns:
+        Events, totals and samples of every device.
+
+    Raises:
+        InputError: the archive has no data files.
+    """
+    scan = telemetry.scan_archive(root, start, end, devices, NEEDED)
+    counts = scan.group_by("device").agg(rows=pl.len()).collect(engine="streaming")
+    plan = list(batches(counts.drop_nulls("device"), max_rows))
+    parts = []
+    for done, batch in enumerate(plan, start=1):
+        parts.append(analyse_frame(scan.filter(pl.col("device").is_in(batch)), thresholds, members))
+        if progress is not None:
+            progress(done, len(plan))
+    return _combine(parts, sorted(counts["device"].drop_nulls().to_list()))
+
+
+def analyse_telemetry(frame: pl.LazyFrame, thresholds: Thresholds, members: pl.DataFrame) -> NetworkResult:
+    """The telemetry pass over readings already in memory (e.g. from Prometheus), as one batch.
+
+    Args:
+        frame: ``schemas.TELEMETRY`` rows.
+        thresholds: detection levels.
+        members: ``topology.link_members`` output.
+
+    Returns:
+        Events, totals and samples.
+    """
+    frame = frame.filter(pl.col("metric").is_in(sorted(NEEDED)))
+    devices = frame.select(pl.col("device").drop_nulls().unique().sort()).collect()["device"].to_list()
+    return _combine([analyse_frame(frame, thresholds, members)], devices)

@@ -1,0 +1,258 @@
+"""Benchmark: the whole telemetry x steps analysis in spanwatch (polars) vs pandas vs DuckDB.
+
+Generates a synthetic hive-partitioned archive in the collector's exact schema (``--rows`` readings:
+devices x interfaces x 6 metrics x seconds, written with pyarrow, not the row-at-a-time ``Archive``) and a
+steps table (``--steps`` rows over 8 ranks), with congestion episodes that slow the steps they overlap.
+Then runs, each in a fresh subprocess (so peak RSS is per engine):
+
+* ``spanwatch``: ``analyzer.network.analyse_archive`` (signals, every event rule, hysteresis, merging,
+  per-series totals and quantile samples, device batches) + ``analyzer.correlate`` (overlap join,
+  baselines, inflation, attribution, per-link exposure);
+* ``pandas``: the same stages written the HolisticTraceAnalysis way (pandas group-by/shift/ffill, numpy
+  ``searchsorted`` for the overlap), reading the archive with pyarrow;
+* ``duckdb``: the same stages in SQL (window functions, an inequality join).
+
+and checks the three agree (event count and total exposed seconds). Run::
+
+    .venv/bin/python bench/bench_analyzer.py --rows 20_000_000 --steps 1_000_000
+
+Peak memory is the child's ``ru_maxrss``. Default size runs in a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+T0 = datetime(2026, 11, 30, 0, 0, 0, tzinfo=UTC)
+T0_NS = int(T0.timestamp() * 1e9)
+INTERFACES = 8
+METRICS = (
+    ("dci_interface_transmit_bytes_total", True),
+    ("dci_queue_dropped_packets_total", True),
+    ("dci_pfc_pause_duration_seconds_total", True),
+    ("dci_queue_watermark_bytes", False),
+    ("dci_interface_oper_up", False),
+    ("dci_interface_speed_bytes_per_second", False),
+)
+RANKS = 8
+PENALTY = 0.05
+DROP_ENTER, DROP_EXIT = 1.0, 0.5
+PFC_ENTER, PFC_EXIT = 0.01, 0.001
+QUEUE_ENTER, QUEUE_EXIT = 1e6, 5e5
+GAP_S = 2.0
+
+
+# -- data -------------------------------------------------------------------------------------------------
+def shape(rows: int) -> tuple[int, int]:
+    """(devices, seconds) giving about ``rows`` readings."""
+    per_second_per_device = INTERFACES * len(METRICS)
+    devices = max(2, min(64, int(round((rows / per_second_per_device / 3600) ** 0.5 * 4))))
+    seconds = max(60, rows // (devices * per_second_per_device))
+    return devices, seconds
+
+
+def episodes(devices: int, seconds: int, rng: np.random.Generator) -> list[tuple[int, int, int, int]]:
+    """(device, interface, start, end) congestion episodes: about one per device per 10 minutes."""
+    count = max(4, devices * seconds // 600)
+    dev = rng.integers(0, devices, count)
+    iface = rng.integers(0, INTERFACES, count)
+    start = rng.integers(0, max(1, seconds - 60), count)
+    return [(int(d), int(i), int(s), int(s + rng.integers(5, 40))) for d, i, s in zip(dev, iface, start, strict=True)]
+
+
+def write_archive(root: Path, devices: int, seconds: int, eps: list[tuple[int, int, int, int]]) -> int:
+    """Write the archive one (device, hour) file at a time; returns the row count."""
+    total = 0
+    for d in range(devices):
+        mask = np.zeros((INTERFACES, seconds + 1), dtype=bool)
+        for dev, i, s, e in eps:
+            if dev == d:
+                mask[i, s + 1 : e + 1] = True  # the reading at t covers (t-1, t]
+        for hour_start in range(0, seconds + 1, 3600):
+            t = np.arange(hour_start, min(seconds + 1, hour_start + 3600))
+            total += _write_hour(root, d, t, mask[:, t])
+    return total
+
+
+def _write_hour(root: Path, d: int, t: np.ndarray, mask: np.ndarray) -> int:
+    n = len(t)
+    columns: dict[str, list[Any]] = {k: [] for k in ("time", "metric", "interface", "value", "counter")}
+    for i in range(INTERFACES):
+        on = mask[i]
+        drops = np.cumsum(np.where(on, 200, 0)) + t[0] * 0
+        pfc_us = np.cumsum(np.where(on, 100_000, 0))
+        tx = (t.astype(np.uint64) + 1) * np.uint64(6_250_000_000)
+        series = {
+            "dci_interface_transmit_bytes_total": (tx.astype(np.float64), tx),
+            "dci_queue_dropped_packets_total": (drops.astype(np.float64), drops.astype(np.uint64)),
+            "dci_pfc_pause_duration_seconds_total": (pfc_us / 1e6, None),
+            "dci_queue_watermark_bytes": (np.where(on, 4e6, 2e4), None),
+            "dci_interface_oper_up": (np.ones(n), None),
+            "dci_interface_speed_bytes_per_second": (np.full(n, 12.5e9), None),
+        }
+        for metric, (value, counter) in series.items():
+            columns["time"].append(T0_NS + t * 10**9)
+            columns["metric"].append(np.full(n, metric, dtype=object))
+            columns["interface"].append(np.full(n, f"Ethernet{i}", dtype=object))
+            columns["value"].append(value)
+            columns["counter"].append(counter if counter is not None else np.full(n, None, dtype=object))
+    rows = n * INTERFACES * len(METRICS)
+    link = np.array([f"link{j % INTERFACES}" for j in range(INTERFACES)], dtype=object)
+    times = np.concatenate(columns["time"])
+    table = pa.table(
+        {
+            "time": pa.array(times, pa.timestamp("ns", tz="UTC")),
+            "received_time": pa.array(times, pa.timestamp("ns", tz="UTC")),
+            "device": pa.array(np.full(rows, f"dev{d:03d}", dtype=object), pa.string()),
+            "source": pa.array(np.full(rows, "gnmi", dtype=object), pa.string()),
+            "metric": pa.array(np.concatenate(columns["metric"]), pa.string()),
+            "interface": pa.array(np.concatenate(columns["interface"]), pa.string()),
+            **{c: pa.nulls(rows, pa.string()) for c in ("queue", "priority", "lane", "direction", "pool", "component")},
+            "link": pa.array(np.repeat(link, n * len(METRICS)), pa.string()),
+            "value": pa.array(np.concatenate(columns["value"]), pa.float64()),
+            "counter": pa.array(np.concatenate(columns["counter"]), pa.uint64()),
+        }
+    )
+    stamp = datetime.fromtimestamp((T0_NS + int(t[0]) * 10**9) / 1e9, UTC)
+    folder = root / f"date={stamp:%Y-%m-%d}" / f"hour={stamp:%H}"
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, folder / f"bench-{d:03d}.parquet", compression="zstd")
+    return rows
+
+
+def write_steps(path: Path, steps: int, seconds: int, eps: list[tuple[int, int, int, int]]) -> None:
+    """``steps`` rows over ``RANKS`` ranks, back to back; a step overlapping an episode is slowed."""
+    per_rank = steps // RANKS
+    step_s = seconds / per_rank * 0.95
+    rng = np.random.default_rng(3)
+    ep_start = np.array([e[2] for e in eps], dtype=float)
+    ep_end = np.array([e[3] for e in eps], dtype=float)
+    frames = []
+    for rank in range(RANKS):
+        base = np.full(per_rank, step_s) + rng.normal(0, step_s * 0.002, per_rank)
+        start = np.concatenate([[0.5], 0.5 + np.cumsum(base)[:-1]])
+        # one pass of slowing by episodes (overlap on the un-slowed timeline; enough for a benchmark)
+        hit = _overlapping(start, start + base, ep_start, ep_end)
+        duration = base + np.where(hit, PENALTY * step_s, 0.0)
+        start = np.concatenate([[0.5], 0.5 + np.cumsum(duration)[:-1]])
+        frames.append(
+            pl.DataFrame({"step": np.arange(per_rank), "rank": rank, "start_s": start, "duration_seconds": duration})
+        )
+    steps_df = pl.concat(frames).with_columns(
+        start_time=(pl.lit(T0_NS) + (pl.col("start_s") * 1e9).cast(pl.Int64)).cast(pl.Datetime("ns", "UTC")),
+    ).with_columns(
+        end_time=pl.col("start_time") + pl.duration(nanoseconds=(pl.col("duration_seconds") * 1e9).cast(pl.Int64))
+    )
+    steps_df.drop("start_s").write_parquet(path)
+
+
+def _overlapping(start: np.ndarray, end: np.ndarray, ep_start: np.ndarray, ep_end: np.ndarray) -> np.ndarray:
+    order = np.argsort(ep_start)
+    s, e = ep_start[order], np.maximum.accumulate(ep_end[order])
+    k = np.searchsorted(s, end, side="right") - 1
+    return (k >= 0) & (e[np.clip(k, 0, None)] > start)
+
+
+# -- engines ------------------------------------------------------------------------------------------------
+def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
+    from analyzer import correlate, network
+    from analyzer.thresholds import Thresholds
+
+    thresholds = Thresholds(merge_gap_seconds=GAP_S)
+    members = pl.DataFrame(schema={"link": pl.String(), "device": pl.String(), "interface": pl.String(),
+                                   "rtt_seconds": pl.Float64()})
+    net = network.analyse_archive(archive, thresholds, members, max_rows=4_000_000)
+    steps = correlate.prepare_steps(
+        pl.read_parquet(steps_path).with_columns(source_file=pl.lit("bench"), interval_average=pl.lit(False))
+    )
+    pairs = correlate.overlaps(steps, net.events.lazy(), 0.0)
+    table, attribution = correlate.step_table(steps, pairs, thresholds)
+    table_df, attribution_df = pl.collect_all([table, attribution])
+    links = correlate.link_exposure(attribution_df.lazy(), table_df.lazy(), 64).collect()
+    return {"events": net.events.height, "exposed": float(links["exposed_total_seconds"].sum())}
+
+
+def run_pandas(archive: Path, steps_path: Path) -> dict[str, float]:
+    from bench_analyzer_pandas import analyse
+
+    return analyse(archive, steps_path)
+
+
+def run_duckdb(archive: Path, steps_path: Path) -> dict[str, float]:
+    from bench_analyzer_duckdb import analyse
+
+    return analyse(archive, steps_path)
+
+
+ENGINES = {"spanwatch": run_spanwatch, "pandas": run_pandas, "duckdb": run_duckdb}
+
+
+def child(engine: str, archive: Path, steps_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    begin = time.perf_counter()
+    result = ENGINES[engine](archive, steps_path)
+    seconds = time.perf_counter() - begin
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"engine": engine, "seconds": seconds, "peak_mb": peak_mb, **result}))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=5_000_000)
+    p.add_argument("--steps", type=lambda s: int(s.replace("_", "")), default=200_000)
+    p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    p.add_argument("--keep", type=Path, help="generate into (or reuse) this folder instead of a temp dir")
+    p.add_argument("--child", nargs=3, metavar=("ENGINE", "ARCHIVE", "STEPS"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        archive, steps_path = folder / "archive", folder / "steps.parquet"
+        devices, seconds = shape(args.rows)
+        if not steps_path.exists():
+            begin = time.perf_counter()
+            eps = episodes(devices, seconds, np.random.default_rng(1))
+            rows = write_archive(archive, devices, seconds, eps)
+            write_steps(steps_path, args.steps, seconds, eps)
+            print(f"generated {rows:,} readings ({devices} devices x {seconds:,} s), {args.steps:,} steps, "
+                  f"{len(eps)} episodes in {time.perf_counter() - begin:.1f}s", flush=True)
+        results = []
+        for engine in args.engines:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", engine, str(archive), str(steps_path)],
+                capture_output=True, text=True, check=False,
+            )
+            if out.returncode:
+                print(f"{engine}: failed\n{out.stderr[-3000:]}", flush=True)
+                continue
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            r = results[-1]
+            print(f"{engine:>9}: {r['seconds']:8.2f} s  peak {r['peak_mb']:8.0f} MB  "
+                  f"events {r['events']:>6}  exposed {r['exposed']:.3f} s", flush=True)
+        by = {r["engine"]: r for r in results}
+        if "spanwatch" in by:
+            for other in ("pandas", "duckdb"):
+                if other in by:
+                    print(f"spanwatch vs {other}: {by[other]['seconds'] / by['spanwatch']['seconds']:.2f}x faster")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Event detection on synthetic archives written with the collector's archive writer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from synthetic_fabric import T0, Episode, write_archive
+
+from analyzer import events, schemas, telemetry
+from analyzer.thresholds import Thresholds
+
+
+def detect(root: Path, thresholds: Thresholds | None = None) -> pl.DataFrame:
+    sig = telemetry.signals(telemetry.scan_archive(root))
+    return events.detect_events(sig, thresholds or Thresholds()).collect()
+
+
+# Counter rates and watermarks describe (t-1, t]: an episode over [start, end) seconds shows exactly there.
+# Instant gauges (oper-status, BER, OSNR) are placed half a sample early at each edge.
+@pytest.mark.parametrize(
+    ("kind", "offset"),
+    [("drops", 0.0), ("ecn", 0.0), ("pfc", 0.0), ("queue", 0.0), ("fcs", 0.0),
+     ("wave_down", -0.5), ("ber", -0.5), ("osnr", -0.5)],
+)
+def test_each_kind_is_detected_with_its_boundaries(tmp_path: Path, kind: str, offset: float) -> None:
+    write_archive(tmp_path, 120, [Episode(kind, "a1", 40, 60)])
+    found = detect(tmp_path)
+    assert found.height == 1, found
+    event = found.row(0, named=True)
+    assert (event["kind"], event["link"], event["device"], event["interface"]) == (kind, "l1", "a1", "Ethernet1")
+    assert event["start_time"] == T0 + timedelta(seconds=40 + offset)
+    assert event["end_time"] == T0 + timedelta(seconds=60 + offset)
+    assert event["duration_seconds"] == pytest.approx(20.0)
+
+
+def test_quiet_fabric_has_no_events(tmp_path: Path) -> None:
+    write_archive(tmp_path, 60, [])
+    assert detect(tmp_path).height == 0
+
+
+def test_close_episodes_merge_and_far_ones_do_not(tmp_path: Path) -> None:
+    eps = [Episode("drops", "a1", 10, 20), Episode("drops", "a1", 21, 30), Episode("drops", "a1", 50, 60)]
+    write_archive(tmp_path, 80, eps)
+    found = detect(tmp_path).sort("start_time")
+    assert found["duration_seconds"].to_list() == [20.0, 10.0]
+    separate = detect(tmp_path, Thresholds(merge_gap_seconds=0))
+    assert separate.height == 3
+
+
+def test_minimum_duration_drops_short_episodes(tmp_path: Path) -> None:
+    write_archive(tmp_path, 60, [Episode("drops", "b1", 10, 12), Episode("drops", "b1", 30, 45)])
+    found = detect(tmp_path, Thresholds(min_duration_seconds=5))
+    assert found["duration_seconds"].to_list() == [15.0]
+
+
+def test_hysteresis_keeps_an_episode_through_a_dip_between_levels() -> None:
+    # A drop rate of 5, 5, 0.8, 5, 0.2: 0.8 is under enter (1) but over exit (0.5), so the episode holds.
+    times = [T0 + timedelta(seconds=s) for s in range(6)]
+    totals = [0.0, 5.0, 10.0, 10.8, 15.8, 16.0]  # floats: the value column (no exact counter)
+    frame = pl.DataFrame(
+        {
+            "time": times,
+            "device": "a1",
+            "metric": "dci_queue_dropped_packets_total",
+            "interface": "Ethernet1",
+            "link": "l1",
+            "value": totals,
+        }
+    )
+    sig = telemetry.signals(schemas.conform_lazy(schemas.TELEMETRY, frame.lazy()))
+    found = events.detect_events(sig, Thresholds(drop_rate_exit_pps=0.5, merge_gap_seconds=0)).collect()
+    assert found.height == 1
+    assert found["duration_seconds"].item() == 4.0
+    strict = events.detect_events(sig, Thresholds(drop_rate_exit_pps=1.0, merge_gap_seconds=0)).collect()
+    assert strict.height == 2
+
+
+def test_queue_threshold_follows_the_bandwidth_delay_product(tmp_path: Path) -> None:
+    # 100G over 100 km: BDP = 12.5e9 B/s x 0.98 ms = 12.25 MB; a 9 MB watermark is over half of it.
+    write_archive(tmp_path, 60, [Episode("queue", "a1", 10, 20)])
+    sig = telemetry.signals(telemetry.scan_archive(tmp_path))
+    bdp = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [12.25e6]})
+    assert events.detect_events(sig, Thresholds(), bdp).collect().height == 1
+    deep = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [40e6]})
+    assert events.detect_events(sig, Thresholds(), deep).collect().height == 0

@@ -1,0 +1,167 @@
+"""Every board panel, board variable and rule expression returns data from a real Prometheus.
+
+A store fed with one series of every catalogue metric (a link in trouble: drops, ECN marks, a PFC storm,
+a wave down, high BER, low OSNR, a dead target) is served by the real exporter; Debian's Prometheus
+scrapes it every second with the rules loaded (evaluated every second), and each expression, with the
+boards' variables substituted, must return at least one series. Alert expressions are queried directly
+(``for:`` does not apply), so each must fire on this fabric. The simulated fabric (collector/sim/) can
+replace the fake feed once it lands. Skipped when Prometheus is not installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from collector.catalog import DEVICE_METRICS, STAT_SUFFIXES
+from collector.exporters.http import serve
+from collector.links import update as update_links
+from collector.model import Sample, counter, gauge, labels
+from collector.store import Store, TargetLabels
+from tests.deploy.promql import RULES, Expression, dashboard_expressions, rule_expressions
+
+pytestmark = pytest.mark.integration
+PROMETHEUS = shutil.which("prometheus")
+LIVE, DEAD = "dci1.site-a", "dci9.site-b"
+# Counter rates per second (ECN marks 20% of sent packets, paused half the time) and gauge values.
+RATES = {"dci_interface_transmit_packets_total": 1000, "dci_queue_ecn_marked_packets_total": 200,
+         "dci_pfc_pause_duration_seconds_total": 0.5}  # fmt: skip
+GAUGES = {"dci_optics_pre_fec_ber": 5e-3, "dci_optics_osnr_db": 27.0, "dci_interface_oper_up": 1.0,
+          "dci_interface_speed_bytes_per_second": 1e11}  # fmt: skip
+SERIES = {"interface": "Ethernet1/1", "queue": "3", "priority": "3", "lane": "1", "direction": "rx",
+          "pool": "lossless", "component": "optics1"}  # fmt: skip
+
+
+def _samples(elapsed: float) -> list[Sample]:
+    out = []
+    for spec in DEVICE_METRICS:
+        lbls = labels(**{k: SERIES[k] for k in spec.labels})
+        if spec.is_counter:
+            out.append(counter(spec.name, lbls, int(RATES.get(spec.name, 100) * elapsed)))
+        else:
+            for suffix in ("", *(STAT_SUFFIXES if spec.stats else ())):
+                out.append(gauge(spec.name + suffix, lbls, GAUGES.get(spec.name, 1.0)))
+    out.append(gauge("dci_interface_oper_up", labels(interface="Ethernet1/2"), 0.0))  # a wave down
+    return out
+
+
+def _feed(store: Store, elapsed: float) -> None:
+    store.ingest(LIVE, "gnmi", _samples(elapsed), time.time_ns())
+    for device, up in ((LIVE, 1.0), (DEAD, 0.0)):
+        key = (("device", device), ("source", "snmp"))
+        store.set("spanwatch_target_up", key, up)
+        store.set("spanwatch_last_success_timestamp_seconds", key, time.time() - (0 if up else 600))
+        store.inc("spanwatch_polls_total", (*key, ("status", "success" if up else "timeout")))
+        store.observe("spanwatch_poll_duration_seconds", key, 0.05)
+        store.inc("spanwatch_gnmi_updates_total", (("device", device),), 10)
+        store.inc("spanwatch_gnmi_reconnects_total", (("device", device),))
+        store.inc(
+            "dci_counter_discontinuities_total",
+            (("device", device), ("metric", "dci_queue_dropped_packets_total")),
+        )
+    store.inc("spanwatch_archive_rows_total", (), 100)
+    store.inc("spanwatch_archive_write_errors_total", ())
+
+
+class Fabric(threading.Thread):
+    """The exporter and the feeder on their own event loop."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.port = 0
+        self.ready = threading.Event()
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        from collector import config as configuration
+
+        cfg = configuration.parse({"targets": [
+            {"name": LIVE, "labels": {"site": "a"}, "gnmi": {"address": "127.0.0.1:1", "insecure": True}},
+            {"name": DEAD, "labels": {"site": "b"}, "gnmi": {"address": "127.0.0.1:1", "insecure": True}}],
+            "links": [{"name": "l1", "site_a": "a", "site_b": "b", "distance_km": 100, "members": [
+                {"device": LIVE, "interface": "Ethernet1/1"}, {"device": LIVE, "interface": "Ethernet1/2"}]}]})  # fmt: skip
+        store = Store()
+        store.set_target(
+            LIVE, TargetLabels((("site", "a"),), links={"Ethernet1/1": "l1", "Ethernet1/2": "l1"})
+        )
+        server = await serve(store, "127.0.0.1:0", None)
+        self.port = server.address[1]
+        self.ready.set()
+        t0 = time.monotonic()
+        while not self.halt.is_set():
+            _feed(store, time.monotonic() - t0)
+            update_links(store, cfg)
+            await asyncio.sleep(0.2)
+        server.close()
+        await server.wait_closed()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if PROMETHEUS is None:
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    tmp = tmp_path_factory.mktemp("prometheus")
+    fabric = Fabric()
+    fabric.start()
+    assert fabric.ready.wait(10)
+    rules = tmp / "spanwatch.rules.yml"  # evaluated every second instead of every 30 s
+    rules.write_text((RULES / "spanwatch.rules.yml").read_text().replace("interval: 30s", "interval: 1s"))
+    config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "scrape_configs": [{"job_name": "spanwatch", "honor_labels": True, "static_configs": [
+            {"targets": [f"127.0.0.1:{fabric.port}", f"127.0.0.1:{_free_port()}"]}]}],  # the second is down
+    }  # fmt: skip
+    (tmp / "prometheus.yml").write_text(json.dumps(config))
+    address = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+         f"--web.listen-address={address}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield f"http://{address}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        fabric.halt.set()
+        fabric.join(10)
+
+
+def _query(url: str, promql: str) -> list[object] | None:
+    try:
+        with urllib.request.urlopen(
+            f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=5
+        ) as r:
+            return list(json.loads(r.read())["data"]["result"])
+    except OSError:
+        return None
+
+
+def test_every_expression_returns_data(prometheus: str) -> None:
+    expressions: list[Expression] = dashboard_expressions() + rule_expressions()
+    deadline = time.monotonic() + 90
+    empty = expressions
+    while empty and time.monotonic() < deadline:
+        time.sleep(2)
+        empty = [e for e in empty if not _query(prometheus, e.expr)]
+    assert not empty, "\n".join(f"{e.where}: {e.expr}" for e in empty)
