@@ -32,9 +32,7 @@ def _matches(truth: pl.DataFrame, events: pl.DataFrame, tolerance_seconds: float
         "interface",
         e_family=pl.col("kind").replace_strict(_KIND_FAMILY, default=None, return_dtype=pl.String()),
     )
-    pairs = t.join_where(
-        e, pl.col("t_start") <= pl.col("end_time"), pl.col("t_end") >= pl.col("start_time")
-    )
+    pairs = t.join_where(e, pl.col("t_start") <= pl.col("end_time"), pl.col("t_end") >= pl.col("start_time"))
     same_link = pl.col("t_link").is_not_null() & (pl.col("t_link") == pl.col("link"))
     same_port = (pl.col("t_device") == pl.col("device")) & (
         pl.col("t_interface").is_null() | (pl.col("t_interface") == pl.col("interface"))

@@ -126,7 +126,10 @@ def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
     value, enter, leave = pl.col("value"), rule.enter(thresholds), rule.exit(thresholds)
     on, off = (value < enter, value >= leave) if rule.low_is_bad else (value >= enter, value < leave)
     decision = pl.when(value.is_null()).then(None).when(on).then(True).when(off).then(False)
-    return decision.forward_fill().over("series").fill_null(False)
+    # Rows are sorted by series: giving every series' first reading a state makes one global forward fill
+    # equal to a per-series one, without a window group-by.
+    first = (pl.col("series") != pl.col("series").shift(1)).fill_null(True)
+    return pl.when(first).then(decision.fill_null(False)).otherwise(decision).forward_fill()
 
 
 def _coverage() -> tuple[pl.Expr, pl.Expr]:
@@ -144,7 +147,7 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
     """Runs of readings of one rule's metrics that are "on", one row per run and series.
 
     Args:
-        signals: ``schemas.SIGNALS`` rows, optionally with a ``bdp_bytes`` column.
+        signals: ``schemas.SIGNALS`` rows sorted by (series, time), optionally with a ``bdp_bytes`` column.
         rule: the rule to apply.
         thresholds: the levels.
 
@@ -152,12 +155,9 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
         Columns ``kind``, ``link``, ``device``, ``interface``, ``metric``, ``start_time``, ``end_time``,
         ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``.
     """
-    frame = signals.filter(pl.col("metric").is_in(list(rule.metrics)))
-    if "bdp_bytes" not in frame.collect_schema().names():
-        frame = frame.with_columns(bdp_bytes=pl.lit(None, pl.Float64()))
-    keyed = frame.with_columns(series=pl.struct(list(schemas.SERIES_KEYS)).hash(seed=7)).sort(
-        "series", "time"
-    )
+    keyed = signals.filter(pl.col("metric").is_in(list(rule.metrics)))  # keeps the (series, time) order
+    if "bdp_bytes" not in keyed.collect_schema().names():
+        keyed = keyed.with_columns(bdp_bytes=pl.lit(None, pl.Float64()))
     staged = keyed.with_columns(_state(rule, thresholds).alias("on"), *_coverage())
     runs = staged.with_columns(run=(pl.col("on") != pl.col("on").shift(1)).fill_null(True).cum_sum())
     sign = -1.0 if rule.low_is_bad else 1.0
@@ -206,7 +206,7 @@ def detect_events(
     """Every congestion and health episode the signals show.
 
     Args:
-        signals: ``schemas.SIGNALS`` rows.
+        signals: ``schemas.SIGNALS`` rows sorted by (series, time), as ``telemetry.signals`` gives them.
         thresholds: the levels, minimum duration and merge gap.
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
 
@@ -215,7 +215,7 @@ def detect_events(
     """
     relevant = signals.filter(pl.col("metric").is_in(sorted(METRICS)))
     if bdp is not None:
-        relevant = relevant.join(bdp, on=["device", "interface"], how="left")
+        relevant = relevant.join(bdp, on=["device", "interface"], how="left", maintain_order="left")
     raw = pl.concat([raw_episodes(relevant, rule, thresholds) for rule in RULES], how="vertical_relaxed")
     merged = merge_episodes(raw, thresholds.merge_gap_seconds)
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)

@@ -204,6 +204,7 @@ TELEMETRY: pl.Schema = pl.Schema({"time": TIME, **_SERIES, "value": pl.Float64()
 
 SIGNALS: pl.Schema = pl.Schema(
     {
+        "series": pl.UInt64(),  # a hash of the series keys: rows are sorted by (series, time)
         **_SERIES,
         "prev_time": TIME,  # the previous reading of the series: the interval a rate or a peak covers
         "time": TIME,

@@ -51,7 +51,7 @@ METRICS = (
     ("dci_interface_speed_bytes_per_second", False),
 )
 RANKS = 8
-PENALTY = 0.05
+PENALTY = 0.3
 DROP_ENTER, DROP_EXIT = 1.0, 0.5
 PFC_ENTER, PFC_EXIT = 0.01, 0.001
 QUEUE_ENTER, QUEUE_EXIT = 1e6, 5e5

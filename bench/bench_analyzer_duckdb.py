@@ -11,7 +11,7 @@ from bench_analyzer import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QU
 SQL = """
 CREATE TEMP TABLE sig AS
 WITH raw AS (
-    SELECT time, device, metric, interface, queue, priority, direction, link, value, counter
+    SELECT time::TIMESTAMP AS time, device, metric, interface, queue, priority, direction, link, value, counter
     FROM read_parquet('{archive}/**/*.parquet', hive_partitioning = true)
     WHERE metric IN ('dci_queue_dropped_packets_total', 'dci_pfc_pause_duration_seconds_total',
                      'dci_queue_watermark_bytes', 'dci_interface_oper_up', 'dci_interface_transmit_bytes_total')
@@ -58,7 +58,7 @@ WITH d AS (
     WINDOW s2 AS (PARTITION BY device, interface, queue, priority, direction, link, metric ORDER BY time)
 ), runs AS (
     SELECT kind, link, device, interface, min(t0) AS start, max(t1) AS "end"
-    FROM ch WHERE on_ GROUP BY ALL, queue, priority, direction, metric, run
+    FROM ch WHERE on_ GROUP BY kind, link, device, interface, queue, priority, direction, metric, run
 ), b AS (
     SELECT *, max("end") OVER (PARTITION BY kind, link, device, interface ORDER BY start
                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
@@ -74,7 +74,7 @@ FROM blk GROUP BY kind, link, device, interface, block;
 CREATE TEMP TABLE totals AS
 SELECT device, interface, link, metric, sum(increase), max(value), min(value) FROM sig GROUP BY ALL;
 
-CREATE TEMP TABLE steps AS SELECT * FROM read_parquet('{steps}');
+CREATE TEMP TABLE steps AS SELECT * REPLACE (start_time::TIMESTAMP AS start_time, end_time::TIMESTAMP AS end_time) FROM read_parquet('{steps}');
 
 CREATE TEMP TABLE pairs AS
 SELECT s.step, s.rank, e.kind, e.link,

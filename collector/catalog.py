@@ -88,7 +88,13 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     _g("dci_queue_watermark_bytes", "bytes", "Peak queue length since the previous sample.", *_IQ),
     _c("dci_pfc_pause_frames_total", "frames", "Priority flow control pause frames.", *_IPD),
     _c("dci_pfc_pause_duration_seconds_total", "seconds", "Time paused by priority flow control.", *_IPD),
-    _c("dci_pfc_watchdog_storms_total", "events", "PFC watchdog storm (stuck queue) detections.", _I, "priority"),
+    _c(
+        "dci_pfc_watchdog_storms_total",
+        "events",
+        "PFC watchdog storm (stuck queue) detections.",
+        _I,
+        "priority",
+    ),
     _g("dci_buffer_pool_occupancy_bytes", "bytes", "Shared buffer pool occupancy.", "pool"),
     _g("dci_buffer_pool_watermark_bytes", "bytes", "Shared buffer pool peak occupancy.", "pool"),
     _g("dci_optics_rx_power_dbm", "dbm", "Optical receive power (no lane: module total).", *_IL, stats=True),
@@ -110,9 +116,7 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
         stats=True,
     ),
     _g("dci_optics_polarization_dependent_loss_db", "db", "Polarization dependent loss.", _I, stats=True),
-    _g(
-        "dci_optics_carrier_frequency_offset_hertz", "hertz", "Carrier frequency offset.", _I, stats=True
-    ),
+    _g("dci_optics_carrier_frequency_offset_hertz", "hertz", "Carrier frequency offset.", _I, stats=True),
     _g("dci_optics_frequency_hertz", "hertz", "Carrier (laser) frequency.", _I),
 )
 
@@ -168,7 +172,10 @@ def _expand(specs: tuple[MetricSpec, ...]) -> dict[str, MetricSpec]:
         out[spec.name] = spec
         for suffix in STAT_SUFFIXES if spec.stats else ():
             variant = MetricSpec(
-                spec.name + suffix, spec.kind, spec.unit, f"{spec.help} ({suffix[1:]} over the interval)",
+                spec.name + suffix,
+                spec.kind,
+                spec.unit,
+                f"{spec.help} ({suffix[1:]} over the interval)",
                 spec.labels,
             )
             out[variant.name] = variant

@@ -21,6 +21,7 @@ from collector import config as configuration
 from collector import shard
 from collector.errors import ConfigError, SpanwatchError
 from collector.shard import Shard
+from collector.sim import commands as sim_commands
 
 log = logging.getLogger("spanwatch")
 
@@ -31,8 +32,10 @@ class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         message = record.getMessage().replace('"', "'")
-        line = f'ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} ' \
-               f'logger={record.name} msg="{message}"'
+        line = (
+            f"ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
+            f'logger={record.name} msg="{message}"'
+        )
         if record.exc_info:
             line += f' exc="{self.formatException(record.exc_info)!r}"'
         return line
@@ -102,6 +105,8 @@ COMMANDS: dict[str, Command] = {
     "check-config": Command(cmd_check_config, "validate a config file and exit", _config_argument),
     "plan": Command(plan_render.run, "latency and traffic budget of a planned run", plan_render.arguments),
     "analyze": Command(analyze_cli.run, "post-run analysis: steps x network events", analyze_cli.arguments),
+    "sim": Command(sim_commands.cmd_sim, "run the simulated two-site fabric", sim_commands.sim_arguments),
+    "demo": Command(sim_commands.cmd_demo, "fabric + collector + training job", sim_commands.demo_arguments),
 }
 
 

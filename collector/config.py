@@ -204,8 +204,20 @@ class GnmiConfig(Strict):
 
 
 _LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-_RESERVED = {"device", "source", "link", "metric", "status", "interface", "queue", "priority", "lane",
-             "direction", "pool", "component"}
+_RESERVED = {
+    "device",
+    "source",
+    "link",
+    "metric",
+    "status",
+    "interface",
+    "queue",
+    "priority",
+    "lane",
+    "direction",
+    "pool",
+    "component",
+}
 
 
 class Target(Strict):
@@ -293,15 +305,31 @@ def parse(raw: Any, base: Path = Path(".")) -> Config:
     return config
 
 
-_PATH_KEYS = {"path", "web_config", "ca_file", "cert_file", "key_file", "community_file", "auth_key_file",
-              "priv_key_file", "username_file", "password_file"}
+_PATH_KEYS = {
+    "path",
+    "web_config",
+    "ca_file",
+    "cert_file",
+    "key_file",
+    "community_file",
+    "auth_key_file",
+    "priv_key_file",
+    "username_file",
+    "password_file",
+}
 
 
 def _rebase(node: Any, base: Path) -> Any:
     """Make every relative path in the document relative to the config file's folder."""
     if isinstance(node, dict):
-        return {k: (str(base / v) if k in _PATH_KEYS and isinstance(v, str) and not os.path.isabs(v)
-                    else _rebase(v, base)) for k, v in node.items()}
+        return {
+            k: (
+                str(base / v)
+                if k in _PATH_KEYS and isinstance(v, str) and not os.path.isabs(v)
+                else _rebase(v, base)
+            )
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_rebase(v, base) for v in node]
     return node
@@ -328,8 +356,10 @@ def cross_check(config: Config) -> list[str]:
         if t.snmp is not None:
             for j, m in enumerate(t.snmp.modules or ()):
                 if m not in modules:
-                    problems.append(f"{where}.snmp.modules[{j}]: unknown module {m!r} "
-                                    f"(known: {', '.join(sorted(modules))})")
+                    problems.append(
+                        f"{where}.snmp.modules[{j}]: unknown module {m!r} "
+                        f"(known: {', '.join(sorted(modules))})"
+                    )
             for field in ("community", "auth_key", "priv_key"):
                 ref = getattr(t.snmp, field)
                 problem = ref.problem() if ref is not None else None
@@ -339,8 +369,10 @@ def cross_check(config: Config) -> list[str]:
         if t.gnmi is not None:
             for j, s in enumerate(t.gnmi.subscriptions):
                 if s not in subscriptions:
-                    problems.append(f"{where}.gnmi.subscriptions[{j}]: unknown subscription set {s!r} "
-                                    f"(known: {', '.join(sorted(subscriptions))})")
+                    problems.append(
+                        f"{where}.gnmi.subscriptions[{j}]: unknown subscription set {s!r} "
+                        f"(known: {', '.join(sorted(subscriptions))})"
+                    )
             for field in ("username", "password"):
                 ref = getattr(t.gnmi, field)
                 problem = ref.problem() if ref is not None else None
@@ -374,5 +406,6 @@ def cross_check(config: Config) -> list[str]:
             other = members.setdefault((member.device, member.interface), link.name)
             if other != link.name:
                 problems.append(
-                    f"{where}: {member.device} {member.interface} is already a member of link {other!r}")
+                    f"{where}: {member.device} {member.interface} is already a member of link {other!r}"
+                )
     return problems

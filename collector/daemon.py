@@ -104,8 +104,10 @@ class Daemon:
                 await self._stop_target(name)
         for target in config.targets:
             ttl = config.defaults.expiry_intervals * _interval(target, config)
-            self.store.set_target(target.name, TargetLabels(tuple(sorted(target.labels.items())), ttl,
-                                                            member_links.get(target.name, {})))
+            self.store.set_target(
+                target.name,
+                TargetLabels(tuple(sorted(target.labels.items())), ttl, member_links.get(target.name, {})),
+            )
             if target.name not in self._targets:
                 self._start_target(target, config)
         links.update(self.store, config)
@@ -237,8 +239,10 @@ def _interval(target: Target, config: Config) -> float:
 
 def _timeout(target: Target, config: Config) -> float:
     snmp = target.snmp
-    return min((snmp.timeout if snmp is not None and snmp.timeout else None) or config.defaults.timeout,
-               _interval(target, config))
+    return min(
+        (snmp.timeout if snmp is not None and snmp.timeout else None) or config.defaults.timeout,
+        _interval(target, config),
+    )
 
 
 def _snmp(target: Target, config: Config, clock: Clock) -> PolledSource:

@@ -1,13 +1,13 @@
 """Errors spanwatch raises on purpose; user errors print a message and exit non-zero, never a traceback.
 
-    SpanwatchError
-    ├── ConfigError          the config (or a file it names) is wrong; carries every problem found
-    ├── MappingError         a mapping table shipped with the package is malformed (a bug, caught at start-up)
-    └── SourceError          talking to one device failed; ``status`` is the spanwatch_polls_total status
-        ├── TimeoutError_    no answer within the deadline                    status="timeout"
-        ├── UnreachableError the transport failed (refused, no route)         status="unreachable"
-        ├── AuthError        wrong community, user or keys                    status="auth_error"
-        └── InvalidResponse  the device answered something unusable           status="invalid_response"
+SpanwatchError
+├── ConfigError          the config (or a file it names) is wrong; carries every problem found
+├── MappingError         a mapping table shipped with the package is malformed (a bug, caught at start-up)
+└── SourceError          talking to one device failed; ``status`` is the spanwatch_polls_total status
+    ├── TimeoutError_    no answer within the deadline                    status="timeout"
+    ├── UnreachableError the transport failed (refused, no route)         status="unreachable"
+    ├── AuthError        wrong community, user or keys                    status="auth_error"
+    └── InvalidResponse  the device answered something unusable           status="invalid_response"
 """
 
 from __future__ import annotations

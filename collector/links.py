@@ -57,5 +57,14 @@ def update(store: Store, config: Config) -> None:
         store.set("dci_link_capacity_bytes_per_second", name, capacity)
         store.set("dci_link_bandwidth_delay_product_bytes", name, capacity * 2 * delay)
         for m in link.members:
-            store.set("dci_link_info", (("link", link.name), ("site_a", link.site_a), ("site_b", link.site_b),
-                                        ("device", m.device), ("interface", m.interface)), 1.0)
+            store.set(
+                "dci_link_info",
+                (
+                    ("link", link.name),
+                    ("site_a", link.site_a),
+                    ("site_b", link.site_b),
+                    ("device", m.device),
+                    ("interface", m.interface),
+                ),
+                1.0,
+            )

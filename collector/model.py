@@ -55,8 +55,15 @@ class Sample:
     scale: float = 1.0
 
 
-def counter(metric: str, lbls: Labels, raw: int, width: int = 64, epoch: Hashable = None,
-            time_ns: int | None = None, scale: float = 1.0) -> Sample:
+def counter(
+    metric: str,
+    lbls: Labels,
+    raw: int,
+    width: int = 64,
+    epoch: Hashable = None,
+    time_ns: int | None = None,
+    scale: float = 1.0,
+) -> Sample:
     """A counter sample from the device's integer reading (``scale``: catalogue units per device unit)."""
     return Sample(metric, lbls, raw * scale, raw, width, epoch, time_ns, scale)
 

@@ -36,8 +36,14 @@ class Schedule:
 class Poller:
     """Polls one target forever, feeding the store and its health series."""
 
-    def __init__(self, source: PolledSource, store: Store, schedule: Schedule, clock: Clock,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        source: PolledSource,
+        store: Store,
+        schedule: Schedule,
+        clock: Clock,
+        rng: random.Random | None = None,
+    ) -> None:
         self.source = source
         self.store = store
         self.schedule = schedule
@@ -79,10 +85,17 @@ class Poller:
         elapsed = self.clock.monotonic() - started
         if status == "success":
             self.store.ingest(self.source.device, self.source.source, samples, self.clock.time_ns())
-            self.store.set("spanwatch_last_success_timestamp_seconds", self._health, self.clock.time_ns() / 1e9)
+            self.store.set(
+                "spanwatch_last_success_timestamp_seconds", self._health, self.clock.time_ns() / 1e9
+            )
         else:
-            log.warning("target=%s source=%s step=poll status=%s cause=%s", self.source.device,
-                        self.source.source, status, cause)
+            log.warning(
+                "target=%s source=%s step=poll status=%s cause=%s",
+                self.source.device,
+                self.source.source,
+                status,
+                cause,
+            )
         self.store.inc("spanwatch_polls_total", (*self._health, ("status", status)))
         self.store.set("spanwatch_target_up", self._health, 1.0 if status == "success" else 0.0)
         self.store.observe("spanwatch_poll_duration_seconds", self._health, elapsed)

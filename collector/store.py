@@ -88,6 +88,7 @@ class Series:
     updated: float
     ttl: float
     owner: str | None = None  # the device it belongs to, so a removed target's series go with it
+    source: str | None = None  # the protocol feeding it, when a device series
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,8 @@ class Store:
         self.archive = archive
         self.families: dict[str, dict[FullLabels, Series]] = {}
         self._targets: dict[str, TargetLabels] = {}
-        self._tracks: dict[tuple[str, str, Labels], counters.CounterTrack] = {}
+        # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
+        self._tracks: dict[str, dict[tuple[str, str, Labels], counters.CounterTrack]] = {}
         # (device, metric, sample labels) -> (full labels, link): composing labels once per series.
         self._keys: dict[tuple[str, str, Labels], tuple[FullLabels, str | None]] = {}
 
@@ -124,12 +126,16 @@ class Store:
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
                 del family[key]
-        self._tracks = {k: v for k, v in self._tracks.items() if k[0] != device}
+        for source, tracks in self._tracks.items():
+            self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
 
     # -- device data ----------------------------------------------------------------------------
     def ingest(self, device: str, source: str, samples: Iterable[Sample], received_ns: int) -> int:
         """Fold readings of ``device`` into the store and the archive.
+
+        When two sources (SNMP and gNMI) feed the same series, the one that feeds it first keeps it while
+        it stays fresh; the other's readings are archived (with their ``source``) but not exported.
 
         Returns:
             how many samples were ingested.
@@ -137,6 +143,7 @@ class Store:
         now = self.clock.monotonic()
         target = self._targets.get(device) or TargetLabels()
         archive = self.archive
+        tracks = self._tracks.setdefault(source, {})
         n = 0
         for s in samples:
             n += 1
@@ -151,26 +158,29 @@ class Store:
                 value = s.value
                 exact = None
             else:
-                track = self._tracks.get(ident)
+                track = tracks.get(ident)
                 if track is None:
-                    self._tracks[ident] = track = counters.start(s.raw, s.epoch)
+                    tracks[ident] = track = counters.start(s.raw, s.epoch)
                 elif counters.advance(track, s.raw, s.width, s.epoch):
                     self.inc("dci_counter_discontinuities_total", (("device", device), ("metric", s.metric)))
                 if s.scale == 1.0:
                     value = exact = track.total
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = track.total * s.scale, None
-            self._put(s.metric, full, value, now, target.ttl, device)
+            self._export(s.metric, full, value, now, target.ttl, device, source)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
-                archive.add(time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact)
+                archive.add(
+                    time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact
+                )
         return n
 
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
         ident = (device, metric, lbls)
         cached = self._keys.pop(ident, None)
-        self._tracks.pop(ident, None)
+        for tracks in self._tracks.values():
+            tracks.pop(ident, None)
         if cached is not None:
             self.families.get(metric, {}).pop(cached[0], None)
 
@@ -227,8 +237,22 @@ class Store:
         series = self.families.get(metric, {}).get(full)
         return None if series is None else series.value
 
-    def _put(self, metric: str, full: FullLabels, value: float, now: float, ttl: float, owner: str | None
-             ) -> None:
+    def _export(
+        self, metric: str, full: FullLabels, value: float, now: float, ttl: float, device: str, source: str
+    ) -> None:
+        family = self.families.get(metric)
+        series = family.get(full) if family is not None else None
+        if series is None:
+            self._put(metric, full, value, now, ttl, device)
+            self.families[metric][full].source = source
+        elif series.source == source or now - series.updated > series.ttl:
+            series.value = value
+            series.updated = now
+            series.source = source
+
+    def _put(
+        self, metric: str, full: FullLabels, value: float, now: float, ttl: float, owner: str | None
+    ) -> None:
         family = self.families.get(metric)
         if family is None:
             if CATALOG.get(metric) is None:

@@ -20,17 +20,44 @@ T0 = 1_764_496_800 * 10**9  # 2025-11-30T10:00:00Z
 
 def _fill(archive: Archive, n: int, start_ns: int = T0) -> None:
     for i in range(n):
-        archive.add(start_ns + i * 10**6, start_ns + i * 10**6 + 500, "sw1", "gnmi",
-                    "dci_interface_receive_bytes_total", (("interface", f"Eth{i % 4}"),), "l1", float(i), i)
-    archive.add(start_ns, start_ns, "sw1", "snmp", "dci_optics_rx_power_dbm",
-                (("interface", "Eth0"), ("lane", "1")), None, -2.25, None)
+        archive.add(
+            start_ns + i * 10**6,
+            start_ns + i * 10**6 + 500,
+            "sw1",
+            "gnmi",
+            "dci_interface_receive_bytes_total",
+            (("interface", f"Eth{i % 4}"),),
+            "l1",
+            float(i),
+            i,
+        )
+    archive.add(
+        start_ns,
+        start_ns,
+        "sw1",
+        "snmp",
+        "dci_optics_rx_power_dbm",
+        (("interface", "Eth0"), ("lane", "1")),
+        None,
+        -2.25,
+        None,
+    )
 
 
 def test_layout_schema_and_values(tmp_path: Path) -> None:
     archive = Archive(tmp_path, FakeClock(), writer="w1")
     _fill(archive, 10)
-    archive.add(T0 + 3600 * 10**9, T0, "sw1", "snmp", "dci_interface_oper_up", (("interface", "Eth0"),), None,
-                1.0, None)
+    archive.add(
+        T0 + 3600 * 10**9,
+        T0,
+        "sw1",
+        "snmp",
+        "dci_interface_oper_up",
+        (("interface", "Eth0"),),
+        None,
+        1.0,
+        None,
+    )
     files = archive.flush()
     assert [f.relative_to(tmp_path).as_posix() for f in files] == [
         "date=2025-11-30/hour=10/w1-000001.parquet",
@@ -42,7 +69,12 @@ def test_layout_schema_and_values(tmp_path: Path) -> None:
     assert df.schema["counter"] == pl.UInt64
     lane = df.filter(pl.col("metric") == "dci_optics_rx_power_dbm").row(0, named=True)
     assert (lane["interface"], lane["lane"], lane["value"], lane["counter"], lane["link"]) == (
-        "Eth0", "1", -2.25, None, None)
+        "Eth0",
+        "1",
+        -2.25,
+        None,
+        None,
+    )
     assert df["counter"].drop_nulls().max() == 9
     assert not list(tmp_path.rglob(".*"))  # no temporary file left behind
 

@@ -25,8 +25,13 @@ def test_series_carry_device_static_labels_and_link() -> None:
     store, _ = _store()
     store.ingest("sw1", "snmp", [gauge("dci_optics_rx_power_dbm", labels(interface="Eth1", lane=2), -3.5)], 0)
     (full,) = store.families["dci_optics_rx_power_dbm"]
-    assert full == (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("lane", "2"),
-                    ("link", "paris-lyon"))
+    assert full == (
+        ("device", "sw1"),
+        ("site", "a"),
+        ("interface", "Eth1"),
+        ("lane", "2"),
+        ("link", "paris-lyon"),
+    )
 
 
 def test_counter32_wrap_gives_no_spike_and_reboot_is_counted() -> None:
@@ -100,11 +105,31 @@ def test_scaled_counters_keep_reset_tracking_and_export_catalogue_units() -> Non
     store, _ = _store()
     metric = "dci_pfc_pause_duration_seconds_total"
     lbl = labels(interface="Eth1", priority=3, direction="rx")
-    key = (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("priority", "3"), ("direction", "rx"),
-           ("link", "paris-lyon"))
+    key = (
+        ("device", "sw1"),
+        ("site", "a"),
+        ("interface", "Eth1"),
+        ("priority", "3"),
+        ("direction", "rx"),
+        ("link", "paris-lyon"),
+    )
     store.ingest("sw1", "gnmi", [counter(metric, lbl, 1_500_000, scale=1e-6)], 0)  # µs on the wire
     store.ingest("sw1", "gnmi", [counter(metric, lbl, 2_000_000, scale=1e-6)], 0)
     assert store.value(metric, key) == pytest.approx(2.0)
     store.ingest("sw1", "gnmi", [counter(metric, lbl, 10, scale=1e-6)], 0)  # cleared on the device
     assert store.value(metric, key) == pytest.approx(1e-5)
     assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", metric))) == 1
+
+
+async def test_two_sources_of_one_series_do_not_fight() -> None:
+    store, clock = _store()
+    lbl = labels(interface="Eth2")
+    key = (("device", "sw1"), ("site", "a"), ("interface", "Eth2"))
+    store.ingest("sw1", "gnmi", [counter(RX, lbl, 1_000)], 0)
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 900)], 0)  # SNMP lags behind: not a reset
+    store.ingest("sw1", "gnmi", [counter(RX, lbl, 2_000)], 0)
+    assert store.value(RX, key) == 2_000
+    assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", RX))) is None
+    await clock.advance(31)  # gNMI went quiet past the TTL: SNMP takes the series over
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 2_500)], 0)
+    assert store.value(RX, key) == 2_500

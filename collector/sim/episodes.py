@@ -75,8 +75,11 @@ class Schedule:
 
     def effects(self, t: float) -> Effects:
         """Extra load and waves down at ``t`` (the same object until something changes)."""
-        key = tuple((i, e.bursting(t) if e.kind == "incast" else True)
-                    for i, e in enumerate(self.episodes) if e.active(t) and e.kind != "optical_degradation")
+        key = tuple(
+            (i, e.bursting(t) if e.kind == "incast" else True)
+            for i, e in enumerate(self.episodes)
+            if e.active(t) and e.kind != "optical_degradation"
+        )
         if key == self._fx.key:
             return self._fx
         load = np.zeros(2 * self.waves)
@@ -116,7 +119,8 @@ def default_episodes(duration_s: float, waves: int, worst_penalty_db: float) -> 
     return [
         Episode("congestion", 0.12 * T, 0.27 * T, device=0, wave=1 % waves, magnitude=0.8),
         Episode("incast", 0.35 * T, 0.45 * T, device=1, wave=2 % waves, magnitude=3.0),
-        Episode("optical_degradation", 0.50 * T, 0.70 * T, device=1, wave=3 % waves,
-                magnitude=worst_penalty_db),
+        Episode(
+            "optical_degradation", 0.50 * T, 0.70 * T, device=1, wave=3 % waves, magnitude=worst_penalty_db
+        ),
         Episode("wave_down", 0.80 * T, 0.88 * T, device=0, wave=0),
     ]

@@ -205,7 +205,7 @@ class Fabric:
         np.maximum(self.peak, qn, out=self.peak)
         np.maximum(self.pool_peak, np.add.reduceat(qn, self._halves), out=self.pool_peak)
         self._deliver(srv_t, srv_o)
-        return srv_t
+        return np.asarray(srv_t)
 
     def _tail_drop(self, share_new: np.ndarray) -> None:
         over = np.maximum(self.q_t + self.q_o - self.buffer_bytes, 0.0)
@@ -249,7 +249,7 @@ class Fabric:
         due = self.retx[slot].copy()
         self.retx[slot] = 0.0
         self.retx_pending = bool(self.retx.any())
-        return due
+        return np.asarray(due)
 
     def _links(self, down: np.ndarray) -> None:
         """Take waves down / up; a wave going down discards its queue and its share of the job moves."""

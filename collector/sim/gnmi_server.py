@@ -44,6 +44,8 @@ class GnmiServer(gnmi_pb2_grpc.gNMIServicer):  # type: ignore[misc]
         stall_after: after this many responses, send nothing more and keep the stream open.
         error: answer every Subscribe with this status code.
         repeat: send the responses this many times per STREAM (benchmarks).
+        encodings: the ``supported_encodings`` Capabilities lists (gnmi_pb2 enum numbers).
+        capabilities_error: answer Capabilities with this status code (UNIMPLEMENTED: a target without it).
     """
 
     def __init__(
@@ -56,6 +58,8 @@ class GnmiServer(gnmi_pb2_grpc.gNMIServicer):  # type: ignore[misc]
         stall_after: int | None = None,
         error: grpc.StatusCode | None = None,
         repeat: int = 1,
+        encodings: Sequence[int] = (gnmi_pb2.JSON, gnmi_pb2.JSON_IETF, gnmi_pb2.PROTO),
+        capabilities_error: grpc.StatusCode | None = None,
     ) -> None:
         self.responses = list(responses)
         self.sync = sync
@@ -64,6 +68,8 @@ class GnmiServer(gnmi_pb2_grpc.gNMIServicer):  # type: ignore[misc]
         self.stall_after = stall_after
         self.error = error
         self.repeat = repeat
+        self.encodings = tuple(encodings)
+        self.capabilities_error = capabilities_error
         self.subscribes = 0
         self.requests: list[Any] = []
         self.metadata: list[dict[str, str]] = []  # call metadata of each Subscribe (credentials tests)
@@ -74,11 +80,13 @@ class GnmiServer(gnmi_pb2_grpc.gNMIServicer):  # type: ignore[misc]
 
     async def Capabilities(self, request: Any, context: Any) -> Any:
         """The models and encodings the target supports."""
+        if self.capabilities_error is not None:
+            await context.abort(self.capabilities_error, "replay server configured to refuse Capabilities")
         return gnmi_pb2.CapabilityResponse(
             supported_models=[
                 gnmi_pb2.ModelData(name="openconfig-interfaces", organization="OpenConfig", version="3.8.1")
             ],
-            supported_encodings=[gnmi_pb2.JSON, gnmi_pb2.JSON_IETF, gnmi_pb2.PROTO],
+            supported_encodings=list(self.encodings),
             gNMI_version=GNMI_VERSION,
         )
 

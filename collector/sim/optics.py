@@ -17,8 +17,20 @@ import numpy as np
 from collector.sim import physics
 from collector.sim.params import FabricParams
 
-QUANTITIES = ("rx_power", "tx_power", "osnr", "esnr", "q", "pre_fec_ber", "post_fec_ber", "cd", "pmd",
-              "pdl", "cfo", "bias")
+QUANTITIES = (
+    "rx_power",
+    "tx_power",
+    "osnr",
+    "esnr",
+    "q",
+    "pre_fec_ber",
+    "post_fec_ber",
+    "cd",
+    "pmd",
+    "pdl",
+    "cfo",
+    "bias",
+)
 INDEX = {name: i for i, name in enumerate(QUANTITIES)}
 UPDATE_S = 0.01
 TX_POWER_DBM = -10.0

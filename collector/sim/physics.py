@@ -85,8 +85,23 @@ def erfc(x: Array) -> Array:
     """Complementary error function, vectorised (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7)."""
     z = np.abs(x)
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
-        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    poly = -1.26551223 + t * (
+        1.00002368
+        + t
+        * (
+            0.37409196
+            + t
+            * (
+                0.09678418
+                + t
+                * (
+                    -0.18628806
+                    + t
+                    * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))
+                )
+            )
+        )
+    )
     ans = t * np.exp(-z * z + poly)
     return np.asarray(np.where(x >= 0, ans, 2.0 - ans))
 
@@ -158,4 +173,8 @@ class Chain:
     def __call__(self, osnr_db: Array) -> tuple[Array, Array, Array]:
         """ESNR (dB), pre-FEC BER and Q (dB) for each OSNR."""
         ber = 10 ** np.interp(osnr_db, self.osnr, self.log_ber)
-        return np.asarray(osnr_db + self.offset), np.asarray(ber), np.asarray(np.interp(osnr_db, self.osnr, self.q))
+        return (
+            np.asarray(osnr_db + self.offset),
+            np.asarray(ber),
+            np.asarray(np.interp(osnr_db, self.osnr, self.q)),
+        )

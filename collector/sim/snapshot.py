@@ -13,15 +13,33 @@ from dataclasses import dataclass
 import numpy as np
 
 from collector.sim import fabric as fab
-from collector.sim.fabric import Fabric
 from collector.sim.fabric import PAUSE_REFRESH_S as REFRESH
+from collector.sim.fabric import Fabric
 from collector.sim.optics import INDEX
 
 COUNTERS = (
-    "in_octets", "in_pkts", "out_octets", "out_pkts", "in_discards", "out_discards", "in_errors",
-    "in_fcs_errors", "fec_corrected", "fec_uncorrectable", "queue_tx_pkts", "queue_tx_bytes",
-    "queue_drop_pkts", "queue_drop_bytes", "queue_ecn_pkts", "pfc_tx_frames", "pfc_rx_frames",
-    "pfc_tx_pause_us", "pfc_rx_pause_us", "pfc_storms", "pause_rx", "pause_tx",
+    "in_octets",
+    "in_pkts",
+    "out_octets",
+    "out_pkts",
+    "in_discards",
+    "out_discards",
+    "in_errors",
+    "in_fcs_errors",
+    "fec_corrected",
+    "fec_uncorrectable",
+    "queue_tx_pkts",
+    "queue_tx_bytes",
+    "queue_drop_pkts",
+    "queue_drop_bytes",
+    "queue_ecn_pkts",
+    "pfc_tx_frames",
+    "pfc_rx_frames",
+    "pfc_tx_pause_us",
+    "pfc_rx_pause_us",
+    "pfc_storms",
+    "pause_rx",
+    "pause_tx",
 )
 
 
@@ -49,7 +67,7 @@ class Snapshot:
 
 
 def _ints(x: np.ndarray, n: int) -> np.ndarray:
-    return np.floor(np.maximum(x, 0.0)).astype(np.int64).reshape(2, n)
+    return np.asarray(np.floor(np.maximum(x, 0.0)).astype(np.int64).reshape(2, n))
 
 
 def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None) -> Snapshot:
@@ -105,8 +123,10 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
     gauges["watermark"] = f.watermark().reshape(2, n).tolist()
     gauges["oper_up"] = f.up2.astype(float).reshape(2, n).tolist()
     lo, hi, avg = o.stats()
-    stats = {name: (lo[i].reshape(2, n).tolist(), hi[i].reshape(2, n).tolist(), avg[i].reshape(2, n).tolist())
-             for name, i in INDEX.items()}
+    stats = {
+        name: (lo[i].reshape(2, n).tolist(), hi[i].reshape(2, n).tolist(), avg[i].reshape(2, n).tolist())
+        for name, i in INDEX.items()
+    }
     occ, wm = f.pool_occupancy(), f.pool_watermark()
     pool = [(int(occ[d]), int(max(occ[d], wm[d]))) for d in (0, 1)]
     return Snapshot(time_ns, int(uptime_s * 100), counters, gauges, stats, pool, o.freq_hz.tolist())

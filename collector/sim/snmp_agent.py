@@ -110,8 +110,13 @@ def _next(table: Table, oid: Oid) -> bytes:
 
 def response(community: bytes, request_id: int, varbinds: list[bytes]) -> bytes:
     """A v2c Response message."""
-    pdu = ber.tlv(RESPONSE, ber.encode_int(request_id) + ber.encode_int(0) + ber.encode_int(0)
-                  + ber.tlv(0x30, b"".join(varbinds)))
+    pdu = ber.tlv(
+        RESPONSE,
+        ber.encode_int(request_id)
+        + ber.encode_int(0)
+        + ber.encode_int(0)
+        + ber.tlv(0x30, b"".join(varbinds)),
+    )
     return ber.tlv(0x30, ber.encode_int(1) + encode_octets(community) + pdu)
 
 
@@ -130,8 +135,7 @@ class Agent(asyncio.DatagramProtocol):
         self.requests = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # a datagram endpoint's transport
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
         try:
@@ -145,13 +149,16 @@ class Agent(asyncio.DatagramProtocol):
         self.transport.sendto(response(community, request_id, answer(self.table(), tag, a, b, oids)), addr)
 
 
-async def serve(community: str, table: Callable[[], Table], host: str = "127.0.0.1", port: int = 0
-                ) -> tuple[asyncio.DatagramTransport, int]:
+async def serve(
+    community: str, table: Callable[[], Table], host: str = "127.0.0.1", port: int = 0
+) -> tuple[asyncio.DatagramTransport, int]:
     """Start an agent on ``host:port`` (0: a free port).
 
     Returns:
         the transport (close it to stop) and the bound port.
     """
     loop = asyncio.get_running_loop()
-    transport, _ = await loop.create_datagram_endpoint(lambda: Agent(community, table), local_addr=(host, port))
+    transport, _ = await loop.create_datagram_endpoint(
+        lambda: Agent(community, table), local_addr=(host, port)
+    )
     return transport, int(transport.get_extra_info("sockname")[1])

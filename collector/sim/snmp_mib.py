@@ -45,7 +45,7 @@ def interface_name(wave: int) -> str:
 
 
 def _int(value: float) -> bytes:
-    return ber.encode_int(int(round(value)))
+    return ber.encode_int(round(value))
 
 
 def _mantissa(ber_value: float) -> tuple[int, int]:
@@ -53,7 +53,7 @@ def _mantissa(ber_value: float) -> tuple[int, int]:
     if ber_value <= 0:
         return 0, 0
     exponent = math.ceil(-math.log10(ber_value)) + 2
-    return int(round(ber_value * 10**exponent)), exponent
+    return round(ber_value * 10**exponent), exponent
 
 
 def build(s: Snapshot, d: int, device: str) -> Table:
@@ -77,24 +77,37 @@ def _rows(s: Snapshot, d: int, device: str) -> Iterator[Row]:
 def _interface(s: Snapshot, d: int, w: int) -> Iterator[Row]:
     c, i, name = s.counters, w + 1, interface_name(w)
     up = s.gauges["oper_up"][d][w] > 0
-    for col, value in ((1, ber.encode_int(i)), (2, encode_octets(name)), (3, ber.encode_int(6)),
-                       (5, encode_unsigned(G32, 2**32 - 1)), (7, ber.encode_int(1)),
-                       (8, ber.encode_int(1 if up else 2)),
-                       (10, encode_unsigned(C32, c["in_octets"][d][w] % 2**32)),
-                       (11, encode_unsigned(C32, c["in_pkts"][d][w] % 2**32)),
-                       (13, encode_unsigned(C32, c["in_discards"][d][w] % 2**32)),
-                       (14, encode_unsigned(C32, c["in_errors"][d][w] % 2**32)),
-                       (16, encode_unsigned(C32, c["out_octets"][d][w] % 2**32)),
-                       (17, encode_unsigned(C32, c["out_pkts"][d][w] % 2**32)),
-                       (19, encode_unsigned(C32, c["out_discards"][d][w] % 2**32)),
-                       (20, encode_unsigned(C32, 0))):
+    for col, value in (
+        (1, ber.encode_int(i)),
+        (2, encode_octets(name)),
+        (3, ber.encode_int(6)),
+        (5, encode_unsigned(G32, 2**32 - 1)),
+        (7, ber.encode_int(1)),
+        (8, ber.encode_int(1 if up else 2)),
+        (10, encode_unsigned(C32, c["in_octets"][d][w] % 2**32)),
+        (11, encode_unsigned(C32, c["in_pkts"][d][w] % 2**32)),
+        (13, encode_unsigned(C32, c["in_discards"][d][w] % 2**32)),
+        (14, encode_unsigned(C32, c["in_errors"][d][w] % 2**32)),
+        (16, encode_unsigned(C32, c["out_octets"][d][w] % 2**32)),
+        (17, encode_unsigned(C32, c["out_pkts"][d][w] % 2**32)),
+        (19, encode_unsigned(C32, c["out_discards"][d][w] % 2**32)),
+        (20, encode_unsigned(C32, 0)),
+    ):
         yield (*IF_TABLE, col, i), value
-    for col, value in ((1, encode_octets(name)), (6, encode_unsigned(C64, c["in_octets"][d][w])),
-                       (7, encode_unsigned(C64, c["in_pkts"][d][w])), (8, encode_unsigned(C64, 0)),
-                       (9, encode_unsigned(C64, 0)), (10, encode_unsigned(C64, c["out_octets"][d][w])),
-                       (11, encode_unsigned(C64, c["out_pkts"][d][w])), (12, encode_unsigned(C64, 0)),
-                       (13, encode_unsigned(C64, 0)), (15, encode_unsigned(G32, 800_000)),
-                       (18, encode_octets(f"dci wave {w + 1}")), (19, encode_unsigned(TT, 0))):
+    for col, value in (
+        (1, encode_octets(name)),
+        (6, encode_unsigned(C64, c["in_octets"][d][w])),
+        (7, encode_unsigned(C64, c["in_pkts"][d][w])),
+        (8, encode_unsigned(C64, 0)),
+        (9, encode_unsigned(C64, 0)),
+        (10, encode_unsigned(C64, c["out_octets"][d][w])),
+        (11, encode_unsigned(C64, c["out_pkts"][d][w])),
+        (12, encode_unsigned(C64, 0)),
+        (13, encode_unsigned(C64, 0)),
+        (15, encode_unsigned(G32, 800_000)),
+        (18, encode_octets(f"dci wave {w + 1}")),
+        (19, encode_unsigned(TT, 0)),
+    ):
         yield (*IF_X, col, i), value
     yield (*DOT3_STATS, 3, i), encode_unsigned(C32, c["in_fcs_errors"][d][w] % 2**32)
     for col, key in ((3, "pause_rx"), (4, "pause_tx")):
@@ -136,8 +149,12 @@ def _optics(s: Snapshot, d: int, w: int) -> Iterator[Row]:
 
 def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
     i, c, q = w + 1, s.counters, int(QUEUE)
-    for col, key in ((4, "queue_tx_pkts"), (5, "queue_tx_bytes"), (6, "queue_drop_pkts"),
-                     (7, "queue_drop_bytes")):
+    for col, key in (
+        (4, "queue_tx_pkts"),
+        (5, "queue_tx_bytes"),
+        (6, "queue_drop_pkts"),
+        (7, "queue_drop_bytes"),
+    ):
         yield (*ARISTA_QUEUE, col, i, q, 1), encode_unsigned(C64, c[key][d][w])
     yield (*ARISTA_ECN, 4, i, q), encode_unsigned(C64, c["queue_ecn_pkts"][d][w])
     for prio in range(8):
@@ -145,8 +162,12 @@ def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
         for col, key in ((3, "pfc_tx_frames"), (4, "pfc_rx_frames")):
             yield (*ARISTA_PFC, col, i, prio), encode_unsigned(C64, c[key][d][w] if ours else 0)
         yield (*ARISTA_PFC_WD, 4, i, prio), encode_unsigned(C64, c["pfc_storms"][d][w] if ours else 0)
-    for col, key in ((7, "queue_tx_pkts"), (9, "queue_tx_bytes"), (53, "queue_drop_pkts"),
-                     (55, "queue_drop_bytes")):
+    for col, key in (
+        (7, "queue_tx_pkts"),
+        (9, "queue_tx_bytes"),
+        (53, "queue_drop_pkts"),
+        (55, "queue_drop_bytes"),
+    ):
         yield (*JNX_COS, col, i, q), encode_unsigned(C64, c[key][d][w])
     yield (*JNX_COS, 58, i, q), encode_unsigned(C64, int(s.gauges["occupancy"][d][w]))
     yield (*JNX_COS, 59, i, q), encode_unsigned(C64, int(s.gauges["watermark"][d][w]))

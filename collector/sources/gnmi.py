@@ -12,7 +12,18 @@ subscription sets say), feeds the store one notification batch at a time, and re
 - a stream that delivers nothing for ``max(stall_factor * sample_interval, stall_floor)`` is stalled: it is
   cancelled and redialled (keepalive alone cannot see a target that acknowledges pings but sends nothing).
 
-Health: ``spanwatch_target_up``, ``spanwatch_gnmi_updates_total`` (gNMI Update messages received),
+At each dial the target's Capabilities are checked against the configured encoding: an unsupported one falls
+back to the best supported (proto > json_ietf > json) with a warning; a target that does not implement
+Capabilities (UNIMPLEMENTED), or lists no encodings, is taken at its word and gets the configured one.
+
+ON_CHANGE / TARGET_DEFINED paths ask for a heartbeat of half the stall timeout. This is what keeps the stall
+detector honest on a quiet on-change subscription (no change, no update, yet a healthy stream), and it is
+cheap: the device resends the current value of those paths at most twice per stall timeout (at least 5 s
+apart with the default 10 s floor), far below the SAMPLE traffic of the same stream.
+
+Health: ``spanwatch_target_up`` is 1 only while every stream of the target delivers (a target whose sets
+use two prefix targets has two streams; one failing stream makes the target down),
+``spanwatch_gnmi_updates_total`` (gNMI Update messages received),
 ``spanwatch_gnmi_reconnects_total`` and ``spanwatch_gnmi_clock_offset_seconds`` (see ``gnmi_timing``); a
 clock skew above ``skew_warning`` seconds is logged once per excursion. ``spanwatch_polls_total`` is not used
 by streams: a stream has no polls, and its state is ``target_up`` plus the logged cause.
@@ -27,11 +38,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
+from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.clock import Clock, SystemClock
 from collector.config import GnmiConfig
 from collector.errors import ConfigError, MappingError
-from collector.sources.gnmi_client import GnmiClient, call_metadata, open_channel, subscribe_request
+from collector.sources.gnmi_client import (
+    ENCODINGS,
+    GnmiClient,
+    call_metadata,
+    open_channel,
+    subscribe_request,
+)
 from collector.sources.gnmi_decode import Decoder
 from collector.sources.gnmi_paths import SubscriptionSet, SubscriptionSpec, combined_table, load_set
 from collector.sources.gnmi_timing import Backoff, ClockOffset
@@ -49,6 +68,8 @@ PERMANENT = frozenset(
 )
 
 SOURCE = "gnmi"
+PREFERRED_ENCODINGS = ("proto", "json_ietf", "json")
+_parse = gnmi_pb2.SubscribeResponse.FromString
 
 
 class Stalled(Exception):
@@ -105,6 +126,7 @@ class GnmiSource:
         self.status = "idle"
         self.responses = 0  # SubscribeResponses handled (tests wait on it)
         self._skewed = False
+        self._up: dict[str | None, bool] = {}  # prefix target -> its stream is delivering
         self._dev = (("device", device),)
         self._ds = (("device", device), ("source", SOURCE))
 
@@ -117,29 +139,27 @@ class GnmiSource:
         groups: dict[str | None, list[SubscriptionSpec]] = {}
         for s in self.sets:
             groups.setdefault(s.target, []).extend(s.subscriptions)
+        self._up = dict.fromkeys(groups, False)
         async with asyncio.TaskGroup() as tg:
             for target, subs in groups.items():
                 tg.create_task(self._supervise(store, target, subs))
 
+    def _stream_up(self, store: Store, target: str | None, up: bool) -> None:
+        """Record one stream's state; the target is up only while all of its streams are."""
+        self._up[target] = up
+        store.set("spanwatch_target_up", self._ds, int(all(self._up.values())))
+
     async def _supervise(self, store: Store, target: str | None, subs: list[SubscriptionSpec]) -> None:
-        request = subscribe_request(
-            subs,
-            mode="stream",
-            sample_interval_s=self.cfg.sample_interval,
-            heartbeat_s=self.stall_timeout / 2,
-            encoding=self.cfg.encoding,
-            target=target,
-        )
         first = True
         while True:
             if not first:
                 store.inc("spanwatch_gnmi_reconnects_total", self._dev)
             first = False
             try:
-                await self._stream(store, request)
+                await self._stream(store, target, subs)
                 cause = "the target ended the stream"
             except PermanentFailure as e:
-                self._down(store, f"failed: {e}")
+                self._down(store, target, f"failed: {e}")
                 log.error("gnmi %s (%s): %s; not retrying", self.device, self.cfg.address, e)
                 if self.permanent_retry is None:
                     return
@@ -150,16 +170,31 @@ class GnmiSource:
             except grpc.aio.AioRpcError as e:
                 cause = f"{e.code().name}: {e.details()}"
             delay = self.backoff.next()
-            self._down(store, f"backoff: {cause}")
+            self._down(store, target, f"backoff: {cause}")
             log.warning("gnmi %s (%s): %s; redial in %.2fs", self.device, self.cfg.address, cause, delay)
             await self.clock.sleep(delay)
 
-    def _down(self, store: Store, status: str) -> None:
+    def _down(self, store: Store, target: str | None, status: str) -> None:
         self.status = status
-        store.set("spanwatch_target_up", self._ds, 0)
+        self._stream_up(store, target, False)
 
-    async def _stream(self, store: Store, request: Any) -> None:
-        """One dial: subscribe and read until the stream ends.
+    async def _encoding(self, client: GnmiClient) -> str:
+        """The encoding to subscribe with: the configured one if the target supports it, else the best it does.
+
+        Raises:
+            grpc.aio.AioRpcError: Capabilities failed other than UNIMPLEMENTED.
+        """
+        wanted = self.cfg.encoding
+        try:
+            caps = await client.capabilities(deadline_s=max(self.stall_timeout, 5.0))
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            return wanted  # not every target implements Capabilities: unknown, go on
+        return choose_encoding(wanted, caps.supported_encodings, self.device)
+
+    async def _stream(self, store: Store, target: str | None, subs: list[SubscriptionSpec]) -> None:
+        """One dial: check capabilities, subscribe and read until the stream ends.
 
         Raises:
             PermanentFailure: retrying will not help.
@@ -175,10 +210,19 @@ class GnmiSource:
         call = None
         watchdog = None
         try:
-            call = await GnmiClient(channel, metadata).subscribe(request)
+            client = GnmiClient(channel, metadata)
+            request = subscribe_request(
+                subs,
+                mode="stream",
+                sample_interval_s=self.cfg.sample_interval,
+                heartbeat_s=self.stall_timeout / 2,
+                encoding=await self._encoding(client),
+                target=target,
+            )
+            call = await client.subscribe(request, raw=True)
             last_rx = [self.clock.monotonic()]  # per stream: a target may have two (prefix targets)
             watchdog = asyncio.create_task(self._watchdog(call, last_rx))
-            await self._read(store, call, last_rx)
+            await self._read(store, target, call, last_rx)
         except grpc.aio.AioRpcError as e:
             if e.code() in PERMANENT:
                 raise PermanentFailure(f"{e.code().name}: {e.details()}") from None
@@ -203,19 +247,26 @@ class GnmiSource:
                 call.cancel()
                 return
 
-    async def _read(self, store: Store, call: Any, last_rx: list[float]) -> None:
+    async def _read(self, store: Store, target: str | None, call: Any, last_rx: list[float]) -> None:
+        """Handle every response of ``call`` (serialised bytes) until it ends."""
         healthy_after = 30.0
         up = False
         started = self.clock.monotonic()
-        async for resp in call:
+        async for raw in call:
             now = self.clock.monotonic()
             last_rx[0] = now
             if not up:
                 up = True
                 self.status = "streaming"
-                store.set("spanwatch_target_up", self._ds, 1)
+                self._stream_up(store, target, True)
             if self.backoff.attempt and now - started >= healthy_after:
                 self.backoff.reset()
+            try:
+                resp = _parse(raw)
+            except DecodeError:
+                # gRPC framed it, so the stream itself is fine: drop the one message, keep the stream.
+                log.warning("gnmi %s: dropped a SubscribeResponse that does not parse", self.device)
+                continue
             self.handle(store, resp)
 
     # -- one response ------------------------------------------------------------------------------
@@ -248,3 +299,26 @@ class GnmiSource:
                 offset,
             )
         self._skewed = skewed
+
+
+def choose_encoding(wanted: str, supported: Sequence[int], device: str = "") -> str:
+    """The encoding to use given the target's ``supported_encodings``.
+
+    Args:
+        wanted: the configured encoding name.
+        supported: ``CapabilityResponse.supported_encodings`` (enum numbers); empty means unknown.
+        device: for the log line.
+
+    Returns:
+        ``wanted`` when supported (or when nothing is listed), else the first supported of
+        ``PREFERRED_ENCODINGS``; ``wanted`` again when none of ours is listed (let the target say no).
+    """
+    names = {ENCODINGS[n]: n for n in ENCODINGS}
+    offered = {names[e] for e in supported if e in names}
+    if not supported or wanted in offered:
+        return wanted
+    for name in PREFERRED_ENCODINGS:
+        if name in offered:
+            log.warning("gnmi %s: target does not support %s encoding; using %s", device, wanted, name)
+            return name
+    return wanted

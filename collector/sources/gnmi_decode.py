@@ -8,6 +8,13 @@ Path normalisation (``normalise``): prefix and path elements are joined; origins
 ``openconfig`` origin, none, or a module name all address the same tree); RFC 7951 module prefixes on
 element names (``openconfig-interfaces:interfaces``) are stripped; a nameless element that only carries
 keys is merged into the element before it (Junos JTI sends ``qmon-sw/{key name=xe-0/0/0:0}``).
+
+Reset markers (``last-clear``): a counter's ``Sample.epoch`` is not the marker's value but how many times the
+marker *changed* while we watched it (None before the first change). The first marker value seen is the
+baseline: a device that sends its counters and their ``last-clear`` in separate notifications would
+otherwise show one false discontinuity at start-up (epoch None, then the marker). A clear the collector did
+not witness (before start-up) needs no epoch: the store restarts from the first reading anyway, and a
+counter that went down is a reset by itself.
 """
 
 from __future__ import annotations
@@ -203,7 +210,8 @@ class Decoder:
         # prefix bytes -> path bytes -> decision (_Leaf, a base path for JSON values, or _NOMATCH)
         self._cache: dict[bytes, dict[bytes, Any]] = {}
         self._size = 0
-        self._epochs: dict[Any, object] = {}
+        self._markers: dict[Any, object] = {}  # epoch key -> the reset marker's last value
+        self._epochs: dict[Any, int] = {}  # epoch key -> how many times that marker changed
         self._live: dict[tuple[str, Labels], list[Elem]] = {}  # series seen -> path, for deletes
 
     def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
@@ -228,7 +236,7 @@ class Decoder:
             epochs = self._epochs
             for leaf, value in deferred:
                 if leaf.rule.is_epoch:
-                    epochs[leaf.epoch_key] = value
+                    self._marker(leaf.epoch_key, value)
             for leaf, value in deferred:
                 sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs)
                 if sample is not None:
@@ -268,15 +276,28 @@ class Decoder:
                 out.append(Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts))
                 continue
             if leaf.rule.is_epoch:
-                value = _scalar(val)
-                if epochs.get(leaf.epoch_key, _NOMATCH) != value:
-                    epochs[leaf.epoch_key] = value
+                if self._marker(leaf.epoch_key, _scalar(val)):
                     late = late or bool(out)
                 continue
             sample = _sample(leaf, _scalar(val), ts, epochs)
             if sample is not None:
                 out.append(sample)
         return out, deferred, late
+
+    def _marker(self, key: Any, value: Any) -> bool:
+        """Record a reset marker's value.
+
+        Returns:
+            whether the counters it governs entered a new epoch (the marker changed after its first value).
+        """
+        old = self._markers.get(key, _NOMATCH)
+        if old == value:
+            return False
+        self._markers[key] = value
+        if old is _NOMATCH:
+            return False  # the baseline (see the module docstring)
+        self._epochs[key] = self._epochs.get(key, 0) + 1
+        return True
 
     def _resolve(self, prefix: Any, path: Any) -> Any:
         self._size += 1
@@ -339,7 +360,7 @@ def _scalar(val: Any) -> Any:
     return decode_value(val)
 
 
-def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, object]) -> Sample | None:
+def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> Sample | None:
     rule = leaf.rule
     x = number(value, rule.values)
     if x is None:

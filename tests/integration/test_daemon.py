@@ -37,19 +37,37 @@ def agent(tmp_path: Path) -> Iterator[int]:
 def _config(tmp_path: Path, agent: int, listen: int, **live_labels: str) -> dict[str, object]:
     (tmp_path / "community").write_text("arista_eos\n")
     return {
-        "collector": {"listen": f"127.0.0.1:{listen}",
-                      "archive": {"path": str(tmp_path / "archive"), "flush_interval": "500ms"}},
+        "collector": {
+            "listen": f"127.0.0.1:{listen}",
+            "archive": {"path": str(tmp_path / "archive"), "flush_interval": "500ms"},
+        },
         "defaults": {"interval": "1s", "timeout": "1s"},
         "targets": [
-            {"name": "live", "labels": {"site": "a", **live_labels},
-             "snmp": {"address": f"127.0.0.1:{agent}", "community_file": "community",
-                      "modules": ["if_mib"]}},
+            {
+                "name": "live",
+                "labels": {"site": "a", **live_labels},
+                "snmp": {
+                    "address": f"127.0.0.1:{agent}",
+                    "community_file": "community",
+                    "modules": ["if_mib"],
+                },
+            },
             # Nothing listens there: every poll fails, and must not slow "live" down.
-            {"name": "dead", "labels": {"site": "b"},
-             "snmp": {"address": f"127.0.0.1:{free_udp_port()}", "community_file": "community"}},
+            {
+                "name": "dead",
+                "labels": {"site": "b"},
+                "snmp": {"address": f"127.0.0.1:{free_udp_port()}", "community_file": "community"},
+            },
         ],
-        "links": [{"name": "l1", "site_a": "a", "site_b": "b", "distance_km": 100,
-                   "members": [{"device": "live", "interface": "Ethernet1"}]}],
+        "links": [
+            {
+                "name": "l1",
+                "site_a": "a",
+                "site_b": "b",
+                "distance_km": 100,
+                "members": [{"device": "live", "interface": "Ethernet1"}],
+            }
+        ],
     }
 
 
@@ -76,15 +94,22 @@ def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
     cfg_path = tmp_path / "spanwatch.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(tmp_path, agent, listen)))
     log = (tmp_path / "collector.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "collector.cli", "collect", "--config", str(cfg_path)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collector.cli", "collect", "--config", str(cfg_path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
-        text = _wait_for(listen, 'dci_interface_receive_bytes_total{device="live",site="a",interface="Ethernet1",'
-                                 'link="l1"}')
+        text = _wait_for(
+            listen,
+            'dci_interface_receive_bytes_total{device="live",site="a",interface="Ethernet1",link="l1"}',
+        )
         assert 'dci_link_propagation_delay_seconds{link="l1"} 0.00049' in text
         text = _wait_for(listen, 'spanwatch_polls_total{device="dead",source="snmp",status="unreachable"} 3')
         # The dead target fails every second, yet the live one keeps answering on time.
-        successes = re.search(r'spanwatch_polls_total\{device="live",source="snmp",status="success"\} (\d+)', text)
+        successes = re.search(
+            r'spanwatch_polls_total\{device="live",source="snmp",status="success"\} (\d+)', text
+        )
         assert successes is not None and int(successes.group(1)) >= 2
         assert 'spanwatch_target_up{device="dead",source="snmp"} 0' in text
 
@@ -109,7 +134,9 @@ def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
     assert "reload rejected, keeping the running config" in output
     assert "Traceback" not in output
     archive = pl.read_parquet(tmp_path / "archive", hive_partitioning=True)
-    live = archive.filter((pl.col("device") == "live") & (pl.col("metric") == "dci_interface_receive_bytes_total"))
+    live = archive.filter(
+        (pl.col("device") == "live") & (pl.col("metric") == "dci_interface_receive_bytes_total")
+    )
     assert live.height > 0 and set(live["source"]) == {"snmp"}
     assert not list((tmp_path / "archive").rglob(".*.tmp"))
 
@@ -120,8 +147,12 @@ def test_check_config_names_every_problem(tmp_path: Path) -> None:
     cfg["links"][0]["members"][0]["device"] = "ghost"  # type: ignore[index]
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    run = subprocess.run([sys.executable, "-m", "collector.cli", "check-config", "--config", str(path)],
-                         capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "collector.cli", "check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 1
     assert "targets[0].snmp.community_file: file not found" in run.stderr
     assert "links[0].members[0].device: no target named 'ghost'" in run.stderr

@@ -139,8 +139,16 @@ def test_interface_counters_with_module_prefixes_and_reset_marker() -> None:
         ts=5,
     )
     s = by_metric(d.notification(n)[0])[("dci_interface_receive_bytes_total", (("interface", "Et1"),))]
-    # last-clear arrived after the counter in the same notification: still its epoch
-    assert (s.raw, s.epoch, s.time_ns, s.width) == (100, 777, 5, 64)
+    # the first last-clear seen is the baseline epoch (None), wherever it sits in the notification
+    assert (s.raw, s.epoch, s.time_ns, s.width) == (100, None, 5, 64)
+    n = notif(
+        "/openconfig-interfaces:interfaces/interface[name=Et1]/state/counters",
+        {"in-octets": tv(uint_val=5), "last-clear": tv(uint_val=900)},
+        ts=6,
+    )
+    s = by_metric(d.notification(n)[0])[("dci_interface_receive_bytes_total", (("interface", "Et1"),))]
+    # a changed last-clear after the counter in the same notification: the counter is in the new epoch
+    assert (s.raw, s.epoch) == (5, 1)
 
 
 def test_stat_container_leaves_map_to_variants_and_scale() -> None:
