@@ -94,13 +94,66 @@ def overlaps(steps: pl.LazyFrame, events: pl.LazyFrame, skew_seconds: float) -> 
         ev_end=pl.col("end_time") + skew,
     )
     timed = steps.filter(pl.col("start_time").is_not_null()).select([*_STEP, "start_time", "end_time"])
-    pairs = timed.join_where(
-        widened, pl.col("start_time") <= pl.col("ev_end"), pl.col("end_time") >= pl.col("ev_start")
-    )
+    pairs = sweep_pairs(*pl.collect_all([timed, widened])).lazy()
     overlap = _seconds(
         pl.min_horizontal("end_time", "ev_end") - pl.max_horizontal("start_time", "ev_start")
     ).clip(lower_bound=1e-9)
     return pairs.select(*_STEP, "event_id", "link", "device", "interface", "kind", overlap_seconds=overlap)
+
+
+def _int_ns(column: str, origin: int) -> pl.Expr:
+    return pl.col(column).dt.epoch("ns") - origin
+
+
+def sweep_pairs(timed: pl.DataFrame, widened: pl.DataFrame) -> pl.DataFrame:
+    """Every (step, event) pair with ``start_time <= ev_end`` and ``end_time >= ev_start``, by binary search.
+
+    Steps are sorted by (rank, start) on one integer axis (``rank index x span + time``), so for each
+    (event, rank) two ``search_sorted`` calls bound the candidate steps; the candidates are gathered and the
+    exact condition checked. O((events x ranks) log steps + pairs): far cheaper than a general inequality
+    join when a few thousand events meet a million steps. Ends are searched through their running maximum,
+    so steps that overlap within a rank (a faulty log) are still found.
+
+    Args:
+        timed: ``step``, ``rank``, ``start_time``, ``end_time``.
+        widened: ``event_id``, ``link``, ``device``, ``interface``, ``kind``, ``ev_start``, ``ev_end``.
+
+    Returns:
+        The columns of both, one row per meeting pair.
+    """
+    if timed.is_empty() or widened.is_empty():
+        return timed.clear().join(widened.clear(), how="cross")
+    times = pl.concat(
+        [
+            timed.select(t="start_time"),
+            timed.select(t="end_time"),
+            widened.select(t="ev_start"),
+            widened.select(t="ev_end"),
+        ]
+    )
+    origin = int(times["t"].min().timestamp() * 1e9) - 1  # type: ignore[union-attr]
+    span = int(times["t"].max().timestamp() * 1e9) - origin + 2  # type: ignore[union-attr]
+    ranks = timed.select(pl.col("rank").unique().sort()).with_row_index("rank_index")
+    if span * (ranks.height + 1) >= 2**62:  # the axis would overflow: fall back to the general join
+        return timed.join_where(
+            widened, pl.col("start_time") <= pl.col("ev_end"), pl.col("end_time") >= pl.col("ev_start")
+        )
+    offset = pl.col("rank_index").cast(pl.Int64) * span
+    ordered = timed.join(ranks, on="rank").sort("rank_index", "start_time")
+    ordered = ordered.with_columns(
+        start_key=offset + _int_ns("start_time", origin),
+        reach=(offset + _int_ns("end_time", origin)).cum_max(),
+    )
+    probes = widened.join(ranks, how="cross").with_columns(
+        lo_key=offset + _int_ns("ev_start", origin), hi_key=offset + _int_ns("ev_end", origin)
+    )
+    lo = ordered["reach"].search_sorted(probes["lo_key"], side="left")
+    hi = ordered["start_key"].search_sorted(probes["hi_key"], side="right")
+    probes = probes.with_columns(lo=lo, hi=hi).filter(pl.col("hi") > pl.col("lo"))
+    candidates = probes.with_columns(index=pl.int_ranges("lo", "hi")).explode("index")
+    steps = ordered.select(*_STEP, "start_time", "end_time")[candidates["index"]]
+    joined = pl.concat([steps, candidates.select(widened.columns)], how="horizontal")
+    return joined.filter(pl.col("end_time") >= pl.col("ev_start"), pl.col("start_time") <= pl.col("ev_end"))
 
 
 def baselines(steps: pl.LazyFrame, pairs: pl.LazyFrame) -> pl.LazyFrame:
@@ -146,7 +199,10 @@ def step_table(
     Returns:
         ``(steps, attribution)``: ``schemas.STEP_ANALYSIS`` and ``schemas.ATTRIBUTION`` rows.
     """
-    base = baselines(steps, pairs)
+    # Collected at each stage: the plan uses pairs and attribution twice, and re-running them costs more
+    # than holding them.
+    pairs = pairs.collect().lazy()
+    base = baselines(steps, pairs).collect().lazy()
     inflation = (pl.col("duration_seconds") - pl.col("baseline_seconds")).clip(lower_bound=0.0)
     floor = pl.max_horizontal(
         pl.col("baseline_seconds") * thresholds.inflated_min_ratio,
@@ -154,7 +210,8 @@ def step_table(
     )
     rows = steps.join(base, on="rank", how="left").with_columns(inflation_seconds=inflation)
     rows = rows.with_columns(inflated=pl.col("inflation_seconds") > floor)
-    attribution = _attribute(rows, pairs)
+    rows = rows.collect().lazy()
+    attribution = _attribute(rows, pairs).collect().lazy()
     top = _top(attribution)
     rows = rows.join(top, on=_STEP, how="left").with_columns(pl.col("events").fill_null(0))
     if kineto is not None and kineto.height:
@@ -167,24 +224,21 @@ def step_table(
 
 
 def _top(attribution: pl.LazyFrame) -> pl.LazyFrame:
-    """Per step: the link with the largest summed share, the kind of its largest event, the event count."""
-    per_link = attribution.group_by(*_STEP, "link").agg(
-        link_share=pl.col("share").sum(), kind=pl.col("kind").sort_by("share", descending=True).first()
+    """Per step: the link with the largest summed share (and the kind of its largest event), the interface
+    with the largest summed share (the finest place: a wave, for simulators that blame waves), the count."""
+    # Ties between links are broken by the larger single event; shares are at most 1, so the small factor
+    # keeps the link's total in charge.
+    scored = attribution.with_columns(
+        link_score=pl.col("share").sum().over([*_STEP, "link"]) + pl.col("share") * 1e-6,
+        port_score=pl.col("share").sum().over([*_STEP, "device", "interface"]),
     )
-    best = (
-        per_link.sort("link_share", "link", descending=[True, False], nulls_last=True)
-        .group_by(_STEP)
-        .agg(top_link=pl.col("link").first(), top_kind=pl.col("kind").first())
+    return scored.group_by(_STEP).agg(
+        top_link=pl.col("link").get(pl.col("link_score").arg_max()),
+        top_kind=pl.col("kind").get(pl.col("link_score").arg_max()),
+        top_device=pl.col("device").get(pl.col("port_score").arg_max()),
+        top_interface=pl.col("interface").get(pl.col("port_score").arg_max()),
+        events=pl.len().cast(pl.Int64),
     )
-    # The finest place: a wave (device and interface) of the link, for simulators that blame waves.
-    per_port = attribution.group_by(*_STEP, "device", "interface").agg(port_share=pl.col("share").sum())
-    port = (
-        per_port.sort("port_share", "device", "interface", descending=[True, False, False], nulls_last=True)
-        .group_by(_STEP)
-        .agg(top_device=pl.col("device").first(), top_interface=pl.col("interface").first())
-    )
-    counts = attribution.group_by(_STEP).agg(events=pl.len().cast(pl.Int64))
-    return best.join(port, on=_STEP).join(counts, on=_STEP)
 
 
 def _attribute(rows: pl.LazyFrame, pairs: pl.LazyFrame) -> pl.LazyFrame:

@@ -108,7 +108,10 @@ def analyse_frame(
     Returns:
         ``(events, totals, samples, rows)``; event ids are per batch (renumbered by the caller).
     """
-    sig = telemetry.signals(frame).collect(engine="streaming").lazy()
+    # One contiguous chunk first: the archive gives one chunk per file, and hashing and sorting many small
+    # chunks is several times slower than one large one.
+    readings = frame.collect(engine="streaming").rechunk()
+    sig = telemetry.signals(readings.lazy()).collect().lazy()
     bdp = topology.interface_bdp(sig, members) if members.height else None
     events, tot, smp = pl.collect_all([detect_events(sig, thresholds, bdp), totals(sig), samples(sig)])
     rows = sig.select(pl.len()).collect().item()

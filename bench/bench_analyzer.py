@@ -56,6 +56,7 @@ DROP_ENTER, DROP_EXIT = 1.0, 0.5
 PFC_ENTER, PFC_EXIT = 0.01, 0.001
 QUEUE_ENTER, QUEUE_EXIT = 1e6, 5e5
 GAP_S = 2.0
+BATCH_ROWS = 2_000_000
 
 
 # -- data -------------------------------------------------------------------------------------------------
@@ -68,8 +69,8 @@ def shape(rows: int) -> tuple[int, int]:
 
 
 def episodes(devices: int, seconds: int, rng: np.random.Generator) -> list[tuple[int, int, int, int]]:
-    """(device, interface, start, end) congestion episodes: about one per device per 10 minutes."""
-    count = max(4, devices * seconds // 600)
+    """(device, interface, start, end) congestion episodes: about one per 5 minutes of run, ~7% of the time."""
+    count = max(4, seconds // 300)
     dev = rng.integers(0, devices, count)
     iface = rng.integers(0, INTERFACES, count)
     start = rng.integers(0, max(1, seconds - 60), count)
@@ -177,7 +178,7 @@ def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
     thresholds = Thresholds(merge_gap_seconds=GAP_S)
     members = pl.DataFrame(schema={"link": pl.String(), "device": pl.String(), "interface": pl.String(),
                                    "rtt_seconds": pl.Float64()})
-    net = network.analyse_archive(archive, thresholds, members, max_rows=4_000_000)
+    net = network.analyse_archive(archive, thresholds, members, max_rows=BATCH_ROWS)
     steps = correlate.prepare_steps(
         pl.read_parquet(steps_path).with_columns(source_file=pl.lit("bench"), interval_average=pl.lit(False))
     )

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -76,17 +76,28 @@ def _scrape(port: int) -> str:
         return str(r.read().decode())
 
 
-def _wait_for(port: int, needle: str, seconds: float = 20) -> str:
+def _wait_until(port: int, ready: Callable[[str], bool], what: str, seconds: float = 30) -> str:
     deadline, text = time.monotonic() + seconds, ""
     while time.monotonic() < deadline:
         try:
             text = _scrape(port)
         except OSError:
             text = ""
-        if needle in text:
+        if ready(text):
             return text
         time.sleep(0.2)
-    raise AssertionError(f"{needle!r} not in /metrics after {seconds}s:\n{text[:3000]}")
+    raise AssertionError(f"{what} not in /metrics after {seconds}s:\n{text[:3000]}")
+
+
+def _wait_for(port: int, needle: str) -> str:
+    return _wait_until(port, lambda text: needle in text, repr(needle))
+
+
+def _polls(text: str, device: str, status: str) -> int:
+    m = re.search(
+        rf'spanwatch_polls_total\{{device="{device}",source="snmp",status="{status}"\}} (\d+)', text
+    )
+    return int(m.group(1)) if m else 0
 
 
 def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
@@ -105,12 +116,12 @@ def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
             'dci_interface_receive_bytes_total{device="live",site="a",interface="Ethernet1",link="l1"}',
         )
         assert 'dci_link_propagation_delay_seconds{link="l1"} 0.00049' in text
-        text = _wait_for(listen, 'spanwatch_polls_total{device="dead",source="snmp",status="unreachable"} 3')
-        # The dead target fails every second, yet the live one keeps answering on time.
-        successes = re.search(
-            r'spanwatch_polls_total\{device="live",source="snmp",status="success"\} (\d+)', text
+        # The dead target fails every second, yet the live one keeps being polled and answering.
+        text = _wait_until(
+            listen,
+            lambda t: _polls(t, "dead", "unreachable") >= 3 and _polls(t, "live", "success") >= 3,
+            "three failed polls of dead and three good ones of live",
         )
-        assert successes is not None and int(successes.group(1)) >= 2
         assert 'spanwatch_target_up{device="dead",source="snmp"} 0' in text
 
         cfg_path.write_text("targets: [oops\n")  # a broken config: the running one stays
