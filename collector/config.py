@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from collector.errors import ConfigError
+from collector.errors import ConfigError, SpanwatchError
 from collector.mappings import gnmi_subscription_names, snmp_module_names
 
 _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -272,18 +272,18 @@ def load(path: str | Path) -> Config:
     return parse(read_yaml(path), base=path.parent)
 
 
-def read_yaml(path: Path) -> Any:
+def read_yaml(path: Path, error: type[SpanwatchError] = ConfigError) -> Any:
     """A YAML file's document ({} when empty).
 
     Raises:
-        ConfigError: the file cannot be read or is not YAML.
+        SpanwatchError: of type ``error``, when the file cannot be read or is not YAML.
     """
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as e:
-        raise ConfigError(f"{path}: {e.strerror}") from None
+        raise error(f"{path}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise error(f"{path}: not valid YAML: {e}") from None
     return raw if raw is not None else {}
 
 

@@ -19,10 +19,10 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from collector.catalog import CATALOG, SERIES_LABELS, STAT_SUFFIXES, Kind
+from collector.config import read_yaml
 from collector.errors import MappingError
 from collector.mappings import HERE as MAPPINGS_DIR
 
@@ -396,13 +396,7 @@ def load_set(name: str, directory: Path = GNMI_DIR) -> SubscriptionSet:
         MappingError: unknown set or malformed table.
     """
     path = directory / f"{name}.yaml"
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise MappingError(f"{path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise MappingError(f"{path}: not valid YAML: {e}") from None
-    return parse_set(name, raw)
+    return parse_set(name, read_yaml(path, MappingError))
 
 
 def combined_table(sets: Iterable[SubscriptionSet]) -> PathTable:
