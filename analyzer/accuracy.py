@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -21,6 +22,7 @@ def _matches(truth: pl.DataFrame, events: pl.DataFrame, tolerance_seconds: float
         t_end=pl.col("end_time") + tol,
         t_link="link",
         t_device="device",
+        t_peer="peer",
         t_interface="interface",
     )
     e = events.select(
@@ -37,7 +39,11 @@ def _matches(truth: pl.DataFrame, events: pl.DataFrame, tolerance_seconds: float
     same_port = (pl.col("t_device") == pl.col("device")) & (
         pl.col("t_interface").is_null() | (pl.col("t_interface") == pl.col("interface"))
     )
-    place = same_link | (pl.col("t_link").is_null() & same_port.fill_null(False))
+    # An event on a series with no link (a device-level optics component) is placed by its device.
+    unlinked = pl.col("link").is_null() & (
+        (pl.col("t_device") == pl.col("device")) | (pl.col("t_peer") == pl.col("device")).fill_null(False)
+    )
+    place = same_link | (pl.col("t_link").is_null() & same_port.fill_null(False)) | unlinked
     # A wave going down also shows as drops and FCS errors on its link; an optical fault as FCS errors
     # and drops; an unknown truth kind matches any detection.
     kind = (
@@ -49,17 +55,26 @@ def _matches(truth: pl.DataFrame, events: pl.DataFrame, tolerance_seconds: float
     return pairs.filter(place.fill_null(False) & kind.fill_null(False)).select("truth_id", "event_id")
 
 
-def event_scores(truth: pl.DataFrame, events: pl.DataFrame, tolerance_seconds: float) -> dict[str, Any]:
+def event_scores(
+    truth: pl.DataFrame,
+    events: pl.DataFrame,
+    tolerance_seconds: float,
+    window: tuple[datetime, datetime] | None = None,
+) -> dict[str, Any]:
     """Recall and precision of event detection.
 
     Args:
         truth: episodes from ``read_truth``.
         events: ``schemas.EVENTS`` rows.
         tolerance_seconds: how far apart in time a truth episode and an event may be and still meet.
+        window: only events meeting this time range are judged (the run the truth describes; an archive
+            may hold other runs), or None for all.
 
     Returns:
         ``event_recall``, ``event_precision`` (None when undefined), and the counts.
     """
+    if window is not None:
+        events = events.filter(pl.col("end_time") >= window[0], pl.col("start_time") <= window[1])
     pairs = _matches(truth, events, tolerance_seconds)
     found = pairs["truth_id"].n_unique()
     right = pairs["event_id"].n_unique()
@@ -71,14 +86,29 @@ def event_scores(truth: pl.DataFrame, events: pl.DataFrame, tolerance_seconds: f
     }
 
 
-def _cause_links(truth_steps: pl.DataFrame, episodes: pl.DataFrame, links: list[str]) -> pl.DataFrame:
-    """Each step's true causes as link names (a wave or interface is mapped through the episodes)."""
+def places(members: pl.DataFrame, links: list[str]) -> pl.DataFrame:
+    """What a truth cause may name, mapped to its link: link names and link member ``device/interface``.
+
+    Args:
+        members: ``topology.link_members`` output.
+        links: link names.
+
+    Returns:
+        Columns ``cause`` and ``cause_link``.
+    """
+    ports = members.select(cause=pl.col("device") + "/" + pl.col("interface"), cause_link="link")
+    return pl.concat([ports, pl.DataFrame({"cause": links, "cause_link": links})], how="vertical_relaxed")
+
+
+def _cause_links(truth_steps: pl.DataFrame, episodes: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
+    """Each step's true causes as link names (through ``known`` places, else the episodes)."""
     lookup = (
         pl.concat(
             [
                 episodes.select(cause="wave", cause_link="link"),
                 episodes.select(cause="interface", cause_link="link"),
-                pl.DataFrame({"cause": links, "cause_link": links}),
+                episodes.select(cause=pl.col("device") + "/" + pl.col("interface"), cause_link="link"),
+                known,
             ],
             how="vertical_relaxed",
         )
@@ -92,7 +122,7 @@ def _cause_links(truth_steps: pl.DataFrame, episodes: pl.DataFrame, links: list[
 
 
 def exposure_error(
-    truth_steps: pl.DataFrame, episodes: pl.DataFrame, link_exposure: pl.DataFrame
+    truth_steps: pl.DataFrame, episodes: pl.DataFrame, link_exposure: pl.DataFrame, known: pl.DataFrame
 ) -> dict[str, Any]:
     """Relative error of the total exposed seconds per link.
 
@@ -100,12 +130,13 @@ def exposure_error(
         truth_steps: steps from ``read_truth``.
         episodes: episodes from ``read_truth``.
         link_exposure: ``schemas.LINK_EXPOSURE`` rows.
+        known: ``places`` output.
 
     Returns:
         ``exposed_latency_relative_error`` (the largest over links with true exposure) and ``per_link``
         with the true and estimated totals.
     """
-    causes = _cause_links(truth_steps, episodes, link_exposure["link"].to_list())
+    causes = _cause_links(truth_steps, episodes, known)
     per_rank = causes.filter(pl.col("cause_link").is_not_null()).with_columns(
         share=pl.col("exposed_seconds") / pl.len().over("step", "rank")
     )
@@ -134,38 +165,51 @@ def exposure_error(
 
 
 def attribution_accuracy(
-    truth_steps: pl.DataFrame, episodes: pl.DataFrame, steps: pl.DataFrame, links: list[str]
-) -> float | None:
-    """Share of truly inflated steps whose most-attributed link is one of the true causes.
+    truth_steps: pl.DataFrame,
+    episodes: pl.DataFrame,
+    steps: pl.DataFrame,
+    known: pl.DataFrame,
+    min_exposed_seconds: float = 0.0,
+) -> dict[str, float | int | None]:
+    """Share of truly inflated steps whose most-attributed place is a true cause.
 
     Args:
         truth_steps: steps from ``read_truth``.
         episodes: episodes from ``read_truth``.
         steps: ``schemas.STEP_ANALYSIS`` rows.
-        links: known link names.
+        known: ``places`` output.
+        min_exposed_seconds: a step is truly inflated when the truth says it exposed more than this (the
+            analysis's own criterion: ``inflated_min_ratio`` x the baseline step time).
 
     Returns:
-        The share, or None when the truth has no inflated step with a cause.
+        ``attribution_accuracy`` (the top link is a true cause's link), ``attribution_accuracy_wave`` (the
+        top interface is a true culprit's, where the truth names device/interface culprits) and
+        ``inflated_steps``; None when undefined.
     """
-    causes = _cause_links(truth_steps.filter(pl.col("exposed_seconds") > 0), episodes, links)
+    inflated = truth_steps.filter(pl.col("exposed_seconds") > min_exposed_seconds)
+    causes = _cause_links(inflated, episodes, known)
     truth = causes.group_by("step").agg(
-        true_links=pl.col("cause_link").drop_nulls().unique(), true_causes=pl.col("cause").drop_nulls()
+        true_links=pl.col("cause_link").drop_nulls().unique(),
+        # the wave: the interface of a culprit "device/interface" (both ends of a wave share its name)
+        true_waves=pl.col("cause").drop_nulls().str.split("/").list.slice(1).list.join("/"),
     )
     truth = truth.filter(pl.col("true_links").list.len() > 0)
     if truth.height == 0:
-        return None
-    # The step's link: the one most ranks name (ranks of one synchronous step agree but for noise).
+        return {"attribution_accuracy": None, "attribution_accuracy_wave": None, "inflated_steps": 0}
+    # The step's place: the one most ranks name (ranks of one synchronous step agree but for noise).
     ours = (
         steps.filter(pl.col("top_link").is_not_null())
         .group_by("step")
-        .agg(
-            top_link=pl.col("top_link").mode().first(),
-            top_interface=pl.col("top_interface").mode().first(),
-        )
+        .agg(top_link=pl.col("top_link").mode().first(), top_interface=pl.col("top_interface").mode().first())
     )
     joined = truth.join(ours, on="step", how="left")
-    # Right when the top link is a true cause, or the top interface is (a truth that blames waves).
-    right = pl.col("true_links").list.contains(pl.col("top_link")) | pl.col("true_causes").list.contains(
-        pl.col("top_interface")
-    )
-    return float(joined.select(right.fill_null(False).sum()).item()) / truth.height
+    link_right = pl.col("true_links").list.contains(pl.col("top_link")).fill_null(False)
+    wave_right = pl.col("true_waves").list.contains(pl.col("top_interface")).fill_null(False)
+    waves = joined.filter(pl.col("true_waves").list.eval(pl.element() != "").list.any())
+    return {
+        "attribution_accuracy": float(joined.select(link_right.sum()).item()) / truth.height,
+        "attribution_accuracy_wave": (
+            float(waves.select(wave_right.sum()).item()) / waves.height if waves.height else None
+        ),
+        "inflated_steps": truth.height,
+    }

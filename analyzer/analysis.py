@@ -143,6 +143,7 @@ class Analysis:
         parsed = parse_files(i.logs, i.log_format) if i.logs else ParseResult(Path())
         progress("logs", 1, 1)
         net = self._network(config, progress)
+        net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
         steps, attribution, links = self._correlate(parsed, net.events, skew)
@@ -151,7 +152,7 @@ class Analysis:
         table = self._measures(net, steps, attribution, labels)
         summary = _summary(i, parsed, net, steps, links, table, skew, claims)
         if i.truth is not None:
-            summary["accuracy"] = self._accuracy(i.truth, net.events, steps, links, skew)
+            summary["accuracy"] = self._accuracy(i.truth, config, net.events, steps, links, skew)
         return AnalysisResult(steps, net.events, attribution, links, table, summary)
 
     def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
@@ -215,16 +216,25 @@ class Analysis:
         return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
 
     def _accuracy(
-        self, path: Path, events: pl.DataFrame, steps: pl.DataFrame, links: pl.DataFrame, skew: float
+        self,
+        truth: Path,
+        config: Config | None,
+        events: pl.DataFrame,
+        steps: pl.DataFrame,
+        links: pl.DataFrame,
+        skew: float,
     ) -> dict[str, Any]:
-        episodes, truth_steps = read_truth(path)
+        episodes, truth_steps = read_truth(truth)
         # An episode's edges are seen one sample interval late at worst, and merged within the merge gap.
         tolerance = skew + self.inputs.thresholds.merge_gap_seconds
-        scores = accuracy.event_scores(episodes, events, tolerance)
-        exposure = accuracy.exposure_error(truth_steps, episodes, links)
-        known = links["link"].to_list()
-        scores |= exposure
-        scores["attribution_accuracy"] = accuracy.attribution_accuracy(truth_steps, episodes, steps, known)
+        run = steps.select(pl.col("start_time").min(), pl.col("end_time").max()).row(0)
+        window = (run[0], run[1]) if run[0] is not None else None
+        known = accuracy.places(topology.link_members(config), links["link"].to_list())
+        scores = accuracy.event_scores(episodes, events, tolerance, window)
+        scores |= accuracy.exposure_error(truth_steps, episodes, links, known)
+        baseline = steps["baseline_seconds"].median()
+        floor = self.inputs.thresholds.inflated_min_ratio * float(baseline) if baseline is not None else 0.0  # type: ignore[arg-type]
+        scores |= accuracy.attribution_accuracy(truth_steps, episodes, steps, known, floor)
         return scores
 
 

@@ -19,6 +19,7 @@ from analyzer.analysis import MALFORMED_SHOWN, Analysis, AnalysisInputs, Analysi
 from analyzer.errors import InputError
 from analyzer.ingest import FORMATS
 from analyzer.ingest._common import parse_wallclock
+from analyzer.report import command as report_command
 from analyzer.thresholds import load_thresholds
 from collector.config import parse_duration
 
@@ -36,7 +37,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--logs", type=Path, nargs="+", default=[], metavar="FILE", help="training logs, traces")
     p.add_argument("--log-format", choices=sorted(FORMATS), help="force a log format (default: detect)")
     p.add_argument("--config", type=Path, help="the collector config (device labels, link fibre)")
-    p.add_argument("--claims", type=Path, help="a vendor claims file (validated)")
+    p.add_argument("--claims", type=Path, help="a vendor claims file: writes report.html/.md/.json")
     p.add_argument(
         "--truth", type=Path, help="a simulated fabric's truth.json: adds accuracy to summary.json"
     )
@@ -162,7 +163,11 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: the collector config is invalid.
     """
     inputs = inputs_from(args)
+    if inputs.claims is not None:
+        report_command.check_claims(inputs.claims, inputs.config)
     with _progress() as progress:
         result = Analysis(inputs).run(progress)
     report(result, result.write(args.out))
+    if inputs.claims is not None:
+        print(f"report: {report_command.write_report(args.out, inputs.config, inputs.claims)[0]}")
     return 0

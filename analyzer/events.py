@@ -65,6 +65,12 @@ def _osnr(margin: str) -> Level:
     return lambda t: pl.lit(t.osnr_required_db + float(getattr(t, margin)))
 
 
+ECN = "dci_queue_ecn_marked_packets_total"
+QUEUE_SENT = "dci_queue_transmit_packets_total"
+# Derived: ECN-marked / transmitted packets of one queue over a sample interval. DCQCN marks a percent or
+# so of packets in normal operation on a busy shallow buffer, so the share, not the rate, tells congestion.
+ECN_FRACTION = "ecn_marked_fraction"
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "drops",
@@ -72,9 +78,9 @@ RULES: tuple[Rule, ...] = (
         _lit("drop_rate_enter_pps"),
         _lit("drop_rate_exit_pps"),
     ),
-    Rule(
-        "ecn", ("dci_queue_ecn_marked_packets_total",), _lit("ecn_rate_enter_pps"), _lit("ecn_rate_exit_pps")
-    ),
+    Rule("ecn", (ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
+    # Only for queues whose transmitted packets are not reported (no fraction can be formed).
+    Rule("ecn", (ECN,), _lit("ecn_rate_enter_pps"), _lit("ecn_rate_exit_pps")),
     Rule(
         "pfc",
         ("dci_pfc_pause_duration_seconds_total",),
@@ -118,7 +124,33 @@ RULES: tuple[Rule, ...] = (
 
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
 LOW_IS_BAD: frozenset[str] = frozenset(rule.kind for rule in RULES if rule.low_is_bad)
-METRICS: frozenset[str] = frozenset(m for rule in RULES for m in rule.metrics)
+METRICS: frozenset[str] = frozenset(m for rule in RULES for m in rule.metrics) - {ECN_FRACTION} | {QUEUE_SENT}
+"""The catalogue metrics detection reads."""
+
+
+def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
+    """Replace ECN-mark rates by the marked share of the queue's transmitted packets, where both are there.
+
+    Args:
+        signals: ``schemas.SIGNALS`` rows sorted by (series, time).
+        labels: ``schemas.SERIES`` rows.
+
+    Returns:
+        The signals with paired ECN rows as ``ECN_FRACTION`` rows (same series id), unpaired ones unchanged,
+        transmitted-packet rows removed; each metric's rows still sorted by (series, time).
+    """
+    queue = labels.select("series", "device", "interface", "queue")
+    on = ["device", "interface", "queue", "time"]
+    marks = signals.filter(pl.col("metric") == ECN).join(queue, on="series")
+    sent = signals.filter(pl.col("metric") == QUEUE_SENT).join(queue, on="series").select(*on, sent="value")
+    paired = marks.join(sent, on=on, how="inner")
+    share = pl.when(pl.col("sent") > 0).then(pl.col("value") / pl.col("sent")).otherwise(0.0)
+    fraction = paired.with_columns(metric=pl.lit(ECN_FRACTION), value=share).select(list(schemas.SIGNALS))
+    unpaired = marks.join(paired.select("series").unique(), on="series", how="anti").select(
+        list(schemas.SIGNALS)
+    )
+    rest = signals.filter(~pl.col("metric").is_in([ECN, QUEUE_SENT]))
+    return pl.concat([rest, unpaired.sort("series", "time"), fraction.sort("series", "time")])
 
 
 def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
@@ -134,7 +166,7 @@ def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
 
 def _coverage() -> tuple[pl.Expr, pl.Expr]:
     """The interval each reading describes: (previous, reading] for rates and peaks, else mid-points."""
-    interval = pl.col("metric").is_in(sorted(COUNTERS | INTERVAL_GAUGES))
+    interval = pl.col("metric").is_in(sorted(COUNTERS | INTERVAL_GAUGES | {ECN_FRACTION}))
     time, prev, nxt = pl.col("time"), pl.col("prev_time"), pl.col("next_time")
     start = (
         pl.when(interval).then(pl.coalesce(prev, time)).otherwise(pl.coalesce(prev + (time - prev) / 2, time))
@@ -152,7 +184,7 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
         thresholds: the levels.
 
     Returns:
-        Columns ``kind``, ``link``, ``device``, ``interface``, ``metric``, ``start_time``, ``end_time``,
+        Columns ``kind``, ``series``, ``metric``, ``start_time``, ``end_time``,
         ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``.
     """
     keyed = signals.filter(pl.col("metric").is_in(list(rule.metrics)))  # keeps the (series, time) order
@@ -165,13 +197,13 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
         runs.filter("on")
         .group_by("series", "run")
         .agg(
-            pl.col("link", "device", "interface", "metric").first(),
+            pl.col("metric").first(),
             pl.col("start_time").min(),
             pl.col("end_time").max(),
             score=(pl.col("value") * sign).max(),
             samples=pl.len().cast(pl.Int64),
         )
-        .select(pl.lit(rule.kind).alias("kind"), pl.exclude("series", "run"))
+        .select(pl.lit(rule.kind).alias("kind"), pl.exclude("run"))
     )
 
 
@@ -201,23 +233,29 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
 
 
 def detect_events(
-    signals: pl.LazyFrame, thresholds: Thresholds, bdp: pl.LazyFrame | None = None
+    signals: pl.LazyFrame, thresholds: Thresholds, labels: pl.LazyFrame, bdp: pl.LazyFrame | None = None
 ) -> pl.LazyFrame:
     """Every congestion and health episode the signals show.
 
     Args:
         signals: ``schemas.SIGNALS`` rows sorted by (series, time), as ``telemetry.signals`` gives them.
         thresholds: the levels, minimum duration and merge gap.
+        labels: ``schemas.SERIES`` rows (``telemetry.series_labels``) naming each series' place.
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
 
     Returns:
         ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
     """
-    relevant = signals.filter(pl.col("metric").is_in(sorted(METRICS)))
+    relevant = ecn_fraction(signals.filter(pl.col("metric").is_in(sorted(METRICS))), labels)
     if bdp is not None:
-        relevant = relevant.join(bdp, on=["device", "interface"], how="left", maintain_order="left")
+        per_series = labels.join(bdp, on=["device", "interface"]).select("series", "bdp_bytes")
+        relevant = relevant.join(per_series, on="series", how="left", maintain_order="left")
     raw = pl.concat([raw_episodes(relevant, rule, thresholds) for rule in RULES], how="vertical_relaxed")
-    merged = merge_episodes(raw, thresholds.merge_gap_seconds)
+    # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
+    # component names the place then.
+    place = labels.select("series", "link", "device", interface=pl.coalesce("interface", "component"))
+    placed = raw.join(place, on="series", how="left")
+    merged = merge_episodes(placed.drop("series"), thresholds.merge_gap_seconds)
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)
     duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
     events = (

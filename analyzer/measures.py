@@ -31,6 +31,8 @@ FCS = "dci_interface_receive_fcs_errors_total"
 PFC_SECONDS = "dci_pfc_pause_duration_seconds_total"
 WATERMARK = "dci_queue_watermark_bytes"
 OCCUPANCY = "dci_queue_occupancy_bytes"
+SPEED = "dci_interface_speed_bytes_per_second"
+OPER_UP = "dci_interface_oper_up"
 UTILIZATION = "utilization"  # pseudo-metric in ``samples``: transmit rate / interface speed
 PRE_FEC = ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max")
 POST_FEC = ("dci_optics_post_fec_ber", "dci_optics_post_fec_ber_max")
@@ -62,11 +64,19 @@ class Measure:
         unit: the unit of the value.
         doc: what it is, for the report and the claims-file documentation.
         compute: ``(inputs, key) -> DataFrame[key, value]``.
+        reads: the catalogue metrics the value comes from (the report counts their readings as evidence);
+            empty for measures of the whole telemetry or of the steps.
+        kinds: the event kinds behind the value (the report lists them as evidence); empty for all kinds.
+        from_steps: the value comes from the training steps (their attributed network time), so a device
+            with telemetry but nothing attributed measured zero rather than nothing.
     """
 
     unit: str
     doc: str
     compute: Compute
+    reads: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    from_steps: bool = False
 
 
 def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
@@ -174,53 +184,104 @@ MEASURES: dict[str, Measure] = {
         "packets/TB",
         "Queue drops per 10^12 bytes transmitted on the same interfaces.",
         _per_terabyte(DROPPED, TX_BYTES),
+        reads=(DROPPED, TX_BYTES),
+        kinds=("drops",),
     ),
     "ecn_marked_packets_per_terabyte": Measure(
-        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", _per_terabyte(ECN, TX_BYTES)
+        "packets/TB",
+        "ECN-marked packets per 10^12 bytes transmitted.",
+        _per_terabyte(ECN, TX_BYTES),
+        reads=(ECN, TX_BYTES),
+        kinds=("ecn",),
     ),
     "fcs_errors_per_terabyte": Measure(
-        "frames/TB", "Frames received with a bad FCS per 10^12 bytes received.", _per_terabyte(FCS, RX_BYTES)
+        "frames/TB",
+        "Frames received with a bad FCS per 10^12 bytes received.",
+        _per_terabyte(FCS, RX_BYTES),
+        reads=(FCS, RX_BYTES),
+        kinds=("fcs",),
     ),
     "pfc_pause_seconds_per_hour": Measure(
         "s/h",
         "PFC pause time (all priorities and directions summed) per hour of observation.",
         _pfc_per_hour,
+        reads=(PFC_SECONDS,),
+        kinds=("pfc",),
     ),
     "queue_watermark_p99_bytes": Measure(
         "bytes",
         "99th percentile of queue watermark readings (occupancy where no watermark is reported).",
         _sample_quantile(SAMPLE_METRICS, 0.99),
+        reads=SAMPLE_METRICS,
+        kinds=("queue",),
     ),
     "link_utilization_p99": Measure(
         "ratio",
         "99th percentile of transmit rate / interface speed over sample intervals.",
         _sample_quantile((UTILIZATION,), 0.99),
+        reads=(TX_BYTES, SPEED),
     ),
-    "pre_fec_ber_max": Measure("ratio", "Largest pre-FEC bit error ratio reported.", _extreme(PRE_FEC, True)),
+    "pre_fec_ber_max": Measure(
+        "ratio",
+        "Largest pre-FEC bit error ratio reported.",
+        _extreme(PRE_FEC, True),
+        reads=PRE_FEC,
+        kinds=("ber",),
+    ),
     "post_fec_ber_max": Measure(
-        "ratio", "Largest post-FEC bit error ratio reported.", _extreme(POST_FEC, True)
+        "ratio",
+        "Largest post-FEC bit error ratio reported.",
+        _extreme(POST_FEC, True),
+        reads=POST_FEC,
+        kinds=("ber", "fec_uncorrectable"),
     ),
-    "osnr_min_db": Measure("dB", "Smallest optical signal-to-noise ratio reported.", _extreme(OSNR, False)),
+    "osnr_min_db": Measure(
+        "dB",
+        "Smallest optical signal-to-noise ratio reported.",
+        _extreme(OSNR, False),
+        reads=OSNR,
+        kinds=("osnr",),
+    ),
     "exposed_latency_total_seconds": Measure(
-        "s", "Step time attributed to the network, summed over steps (mean over ranks).", _exposure(None)
+        "s",
+        "Step time attributed to the network, summed over steps (mean over ranks).",
+        _exposure(None),
+        from_steps=True,
     ),
     "exposed_latency_p50_seconds": Measure(
-        "s", "Median over all steps of the step time attributed to the network.", _exposure(0.5)
+        "s",
+        "Median over all steps of the step time attributed to the network.",
+        _exposure(0.5),
+        from_steps=True,
     ),
     "exposed_latency_p99_seconds": Measure(
-        "s", "99th percentile over all steps of the step time attributed to the network.", _exposure(0.99)
+        "s",
+        "99th percentile over all steps of the step time attributed to the network.",
+        _exposure(0.99),
+        from_steps=True,
     ),
     "step_time_inflation_ratio": Measure(
-        "ratio", "1 + attributed step time / baseline step time, over every step and rank.", _inflation_ratio
+        "ratio",
+        "1 + attributed step time / baseline step time, over every step and rank.",
+        _inflation_ratio,
+        from_steps=True,
     ),
-    "gpu_hours_lost": Measure("GPU-h", "Exposed latency total x the job's GPU count (--gpus).", _gpu_hours),
+    "gpu_hours_lost": Measure(
+        "GPU-h", "Exposed latency total x the job's GPU count (--gpus).", _gpu_hours, from_steps=True
+    ),
     "congestion_seconds_per_hour": Measure(
         "s/h",
         "Duration of drop, ECN, PFC and queue episodes (summed) per hour of observation.",
         _event_seconds(CONGESTION, True),
+        reads=(DROPPED, ECN, PFC_SECONDS, WATERMARK),
+        kinds=CONGESTION,
     ),
     "wave_down_seconds": Measure(
-        "s", "Time interfaces were operationally down.", _event_seconds(("wave_down",), False)
+        "s",
+        "Time interfaces were operationally down.",
+        _event_seconds(("wave_down",), False),
+        reads=(OPER_UP,),
+        kinds=("wave_down",),
     ),
     "event_count": Measure("events", "Congestion and health episodes detected.", _event_count),
 }

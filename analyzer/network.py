@@ -68,28 +68,45 @@ def batches(counts: pl.DataFrame, max_rows: int) -> Iterator[list[str]]:
         yield batch
 
 
-def totals(signals: pl.LazyFrame) -> pl.LazyFrame:
+def totals(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     """Per series group (device, interface, link, metric): increase, extremes and observed span."""
-    return signals.group_by(_TOTAL_KEYS).agg(
+    per_series = signals.group_by("series").agg(
         increase=pl.col("increase").sum(),
         max=pl.col("value").max(),
         min=pl.col("value").min(),
         first=pl.col("time").min(),
         last=pl.col("time").max(),
     )
+    return (
+        per_series.join(labels, on="series")
+        .group_by(_TOTAL_KEYS)
+        .agg(
+            pl.col("increase").sum(),
+            pl.col("max").max(),
+            pl.col("min").min(),
+            pl.col("first").min(),
+            pl.col("last").max(),
+        )
+    )
 
 
-def samples(signals: pl.LazyFrame) -> pl.LazyFrame:
+def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     """The readings quantile measures need: queue depths, and utilization (transmit rate / speed)."""
-    depth = signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS)))
+    place = labels.select("series", "device", "interface", "link")
+    depth = signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS))).join(place, on="series")
     speed = (
         signals.filter(pl.col("metric") == topology.SPEED)
-        .group_by("device", "interface")
+        .group_by("series")
         .agg(speed=pl.col("value").median())
+        .join(place, on="series")
+        .group_by("device", "interface")
+        .agg(pl.col("speed").median())
     )
     rate = signals.filter((pl.col("metric") == measures.TX_BYTES) & pl.col("value").is_not_null())
-    utilization = rate.join(speed.filter(pl.col("speed") > 0), on=["device", "interface"]).with_columns(
-        metric=pl.lit(measures.UTILIZATION), value=pl.col("value") / pl.col("speed")
+    utilization = (
+        rate.join(place, on="series")
+        .join(speed.filter(pl.col("speed") > 0), on=["device", "interface"])
+        .with_columns(metric=pl.lit(measures.UTILIZATION), value=pl.col("value") / pl.col("speed"))
     )
     columns = [*_TOTAL_KEYS, "value"]
     return pl.concat([depth.select(columns), utilization.select(columns)])
@@ -110,12 +127,18 @@ def analyse_frame(
     """
     # One contiguous chunk first: the archive gives one chunk per file, and hashing and sorting many small
     # chunks is several times slower than one large one.
-    readings = frame.collect(engine="streaming").rechunk()
-    sig = telemetry.signals(readings.lazy()).collect().lazy()
-    bdp = topology.interface_bdp(sig, members) if members.height else None
-    events, tot, smp = pl.collect_all([detect_events(sig, thresholds, bdp), totals(sig), samples(sig)])
-    rows = sig.select(pl.len()).collect().item()
-    return events, tot, smp, int(rows)
+    readings = telemetry.with_series(frame).collect(engine="streaming").rechunk().lazy()
+    sig, labels = pl.collect_all([telemetry.signals(readings), telemetry.series_labels(readings)])
+    del readings
+    bdp = topology.interface_bdp(sig.lazy(), labels.lazy(), members) if members.height else None
+    events, tot, smp = pl.collect_all(
+        [
+            detect_events(sig.lazy(), thresholds, labels.lazy(), bdp),
+            totals(sig.lazy(), labels.lazy()),
+            samples(sig.lazy(), labels.lazy()),
+        ]
+    )
+    return events, tot, smp, sig.height
 
 
 def empty_result() -> NetworkResult:

@@ -204,8 +204,8 @@ TELEMETRY: pl.Schema = pl.Schema({"time": TIME, **_SERIES, "value": pl.Float64()
 
 SIGNALS: pl.Schema = pl.Schema(
     {
-        "series": pl.UInt64(),  # a hash of the series keys: rows are sorted by (series, time)
-        **_SERIES,
+        "series": pl.UInt64(),  # ``telemetry.series_id``: rows are sorted by (series, time)
+        "metric": pl.String(),
         "prev_time": TIME,  # the previous reading of the series: the interval a rate or a peak covers
         "time": TIME,
         "next_time": TIME,
@@ -214,7 +214,14 @@ SIGNALS: pl.Schema = pl.Schema(
         "seconds": pl.Float64(),  # length of the interval (prev_time, time]
     }
 )
-"""One row per reading turned into a signal: counters become reset-aware rates."""
+"""One row per reading turned into a signal: counters become reset-aware rates.
+
+Narrow on purpose (the labels live once per series in ``SERIES``): sorting and filtering tens of millions of
+rows costs in proportion to their width.
+"""
+
+SERIES: pl.Schema = pl.Schema({"series": pl.UInt64(), **_SERIES})
+"""One row per series: its id and its labels."""
 
 EVENTS: pl.Schema = pl.Schema(
     {
@@ -297,6 +304,7 @@ MEASURES: pl.Schema = pl.Schema(
 ANALYSIS_TABLES: Mapping[str, pl.Schema] = {
     "telemetry": TELEMETRY,
     "signals": SIGNALS,
+    "series": SERIES,
     "events": EVENTS,
     "step_analysis": STEP_ANALYSIS,
     "attribution": ATTRIBUTION,

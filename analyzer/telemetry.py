@@ -132,6 +132,33 @@ def series_id() -> pl.Expr:
     return reduce(lambda left, right: left.xor(right), hashes)
 
 
+def with_series(telemetry: pl.LazyFrame) -> pl.LazyFrame:
+    """Add the ``series`` column (``series_id``) unless it is already there.
+
+    Args:
+        telemetry: ``schemas.TELEMETRY`` rows.
+
+    Returns:
+        The rows with ``series``.
+    """
+    if "series" in telemetry.collect_schema().names():
+        return telemetry
+    return telemetry.with_columns(series=series_id())
+
+
+def series_labels(telemetry: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per series with its labels.
+
+    Args:
+        telemetry: ``schemas.TELEMETRY`` rows, with or without ``series``.
+
+    Returns:
+        ``schemas.SERIES`` rows.
+    """
+    keyed = with_series(telemetry).select("series", *_SERIES)
+    return schemas.conform_lazy(schemas.SERIES, keyed.unique("series", keep="any"))
+
+
 def signals(telemetry: pl.LazyFrame) -> pl.LazyFrame:
     """Turn readings into signals: counters become reset-aware per-second rates, gauges stay as they are.
 
@@ -139,12 +166,13 @@ def signals(telemetry: pl.LazyFrame) -> pl.LazyFrame:
     Readings with the same time as the previous one of their series are dropped (a duplicate delivery).
 
     Args:
-        telemetry: ``schemas.TELEMETRY`` rows.
+        telemetry: ``schemas.TELEMETRY`` rows, with or without ``series``.
 
     Returns:
-        ``schemas.SIGNALS`` rows, sorted by series and time.
+        ``schemas.SIGNALS`` rows, sorted by series and time; ``series_labels`` gives each series' labels.
     """
-    keyed = telemetry.with_columns(series=series_id()).sort(["series", "time"])
+    narrow = with_series(telemetry).select("series", "metric", "time", "value", "counter")
+    keyed = narrow.sort(["series", "time"])
     same = pl.col("series") == pl.col("series").shift(1)
     deduped = keyed.filter(~(same & (pl.col("time") == pl.col("time").shift(1))).fill_null(False))
     is_counter = pl.col("metric").is_in(sorted(COUNTERS))

@@ -75,23 +75,42 @@ def link_members(config: configuration.Config | None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def interface_bdp(signals: pl.LazyFrame, members: pl.DataFrame) -> pl.LazyFrame:
+def interface_bdp(signals: pl.LazyFrame, labels: pl.LazyFrame, members: pl.DataFrame) -> pl.LazyFrame:
     """Bandwidth-delay product per link member interface: its reported speed x the link's round trip.
 
     Args:
         signals: ``schemas.SIGNALS`` rows (the speed gauge is read from them).
+        labels: ``schemas.SERIES`` rows.
         members: ``link_members`` output.
 
     Returns:
         Columns ``device``, ``interface``, ``bdp_bytes`` (members whose speed is never reported are absent).
     """
+    per_series = (
+        signals.filter(pl.col("metric") == SPEED).group_by("series").agg(speed=pl.col("value").median())
+    )
     speeds = (
-        signals.filter(pl.col("metric") == SPEED)
-        .group_by("device", "interface")
-        .agg(speed=pl.col("value").median())
+        per_series.join(labels, on="series").group_by("device", "interface").agg(pl.col("speed").median())
     )
     return (
         members.lazy()
         .join(speeds, on=["device", "interface"], how="inner")
         .select("device", "interface", bdp_bytes=pl.col("speed") * pl.col("rtt_seconds"))
     )
+
+
+def place_unlinked(events: pl.DataFrame, members: pl.DataFrame) -> pl.DataFrame:
+    """Give events on series without a link label (an optical-channel component, a device-wide reading)
+    the link of their device, where the device is a member of exactly one link.
+
+    Args:
+        events: ``schemas.EVENTS`` rows.
+        members: ``link_members`` output.
+
+    Returns:
+        The events, ``link`` filled where it is unambiguous.
+    """
+    unique = members.group_by("device").agg(pl.col("link").unique()).filter(pl.col("link").list.len() == 1)
+    owner = unique.select("device", device_link=pl.col("link").list.first())
+    filled = events.join(owner, on="device", how="left", maintain_order="left")
+    return filled.with_columns(link=pl.coalesce("link", "device_link")).drop("device_link")

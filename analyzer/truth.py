@@ -1,16 +1,19 @@
 """Ground truth from the simulated fabric (``truth.json``) and how well the analysis recovers it.
 
-The reader is tolerant, because the simulator's format is defined in parallel. It expects a JSON object::
+The simulated fabric (``collector/sim/runtime.py``, ``SimulatedFabric.truth``) writes::
 
-    {"episodes": [{"kind": "congestion", "start": "...Z", "end": "...Z", "link": "paris-lyon-1",
-                   "device": "dci1.site-a", "interface": "Ethernet1/1", "wave": "..."}, ...],
-     "steps":    [{"step": 12, "rank": 0, "exposed_seconds": 0.004, "links": ["paris-lyon-1"],
-                   "waves": ["..."]}, ...]}
+    {"link": "site-a-site-b",
+     "episodes": [{"kind": "congestion" | "incast" | "optical_degradation" | "wave_down",
+                   "start": "...Z", "end": "...Z", "link": ..., "device": ..., "interface": ..., "wave": 1}],
+     "steps":    [{"step": 12, "start": ..., "end": ..., "excess_s": 0.0012,
+                   "culprits": [{"device": ..., "interface": ..., "wave": 1, "causes": [...]}]}]}
 
-and accepts aliases: ``events``/``injections`` for episodes; ``start_time``/``end_time``; epoch seconds or
-RFC 3339 times; ``exposed``/``exposed_network_seconds``/``true_exposed_seconds``/``network_seconds`` for the
-exposed time; ``link``/``links``/``cause``/``causes``/``wave``/``waves`` for the cause (a wave or interface
-is mapped to its link through the episodes). ``steps`` may also be an object keyed by step number.
+The reader relies on ``episodes[].kind/start/end/link/device/interface`` (and ``peer``, the other end of a wave that goes down) and ``steps[].step/excess_s/
+culprits[].device/interface``, and is tolerant of other spellings: ``events``/``injections`` for episodes,
+``start_time``/``end_time``, epoch seconds or RFC 3339 times, ``exposed_seconds``/``exposed`` for the
+exposed time, ``links``/``link``/``causes``/``waves`` for the causes, a ``rank`` per step, and ``steps`` as an
+object keyed by step number. A culprit ``{device, interface}`` is the wave end ``device/interface``, mapped to
+its link through the config's link members (or the episodes).
 
 Accuracy:
 
@@ -19,7 +22,8 @@ Accuracy:
 * ``event_precision``: detected events that meet some truth episode that way;
 * ``exposed_latency_relative_error``: per link |estimated - true| / true of the total exposed seconds
   (the largest over links is the headline);
-* ``attribution_accuracy``: share of truly inflated steps whose top attributed link is a true cause.
+* ``attribution_accuracy``: share of truly inflated steps whose top attributed link is a true cause's
+  link; ``attribution_accuracy_wave`` the same for the top device/interface (the wave end).
 """
 
 from __future__ import annotations
@@ -47,14 +51,8 @@ _TRUTH_WORDS: dict[str, tuple[str, ...]] = {
     "congestion": ("congest", "incast", "drop", "ecn", "pfc", "pause", "queue", "buffer", "burst", "loss"),
 }
 _EPISODES = ("episodes", "events", "injections", "faults")
-_EXPOSED = (
-    "exposed_seconds",
-    "exposed",
-    "exposed_network_seconds",
-    "true_exposed_seconds",
-    "network_seconds",
-)
-_CAUSES = ("links", "link", "causes", "cause", "waves", "wave")
+_EXPOSED = ("exposed_seconds", "excess_s", "exposed", "exposed_network_seconds", "true_exposed_seconds")
+_CAUSES = ("links", "link", "culprits", "causes", "cause", "waves", "wave")
 
 TIME = schemas.TIME
 
@@ -103,20 +101,29 @@ def _episodes(raw: list[Any], path: Path) -> pl.DataFrame:
                 "end_time": _time(end, where),
                 "link": _text(item.get("link")),
                 "device": _text(item.get("device")),
+                "peer": _text(item.get("peer")),  # the other end, for episodes that hit both (wave_down)
                 "interface": _text(item.get("interface")),
                 "wave": None if wave is None else str(wave),
             }
         )
     schema = {"kind": pl.String(), "family": pl.String(), "start_time": TIME, "end_time": TIME}
-    schema |= {c: pl.String() for c in ("link", "device", "interface", "wave")}
+    schema |= {c: pl.String() for c in ("link", "device", "peer", "interface", "wave")}
     return pl.DataFrame(rows, schema=schema)
 
 
 def _cause(value: Any) -> str | None:
-    # A cause may be a name or an object such as {"device": ..., "wave": ..., "link": ...}.
+    # A cause may be a name or an object: {"device": ..., "interface": ...} (a wave's end, written
+    # "device/interface" to match ``port``), or {"link": ...}.
     if isinstance(value, dict):
+        if value.get("device") is not None and value.get("interface") is not None:
+            return port(str(value["device"]), str(value["interface"]))
         value = _first(value, ("link", "interface", "wave"))
     return None if value is None else str(value)
+
+
+def port(device: str, interface: str) -> str:
+    """How a wave's end (one device's interface) is named in causes."""
+    return f"{device}/{interface}"
 
 
 def _causes(item: dict[str, Any]) -> list[str]:

@@ -63,7 +63,7 @@ BATCH_ROWS = 2_000_000
 def shape(rows: int) -> tuple[int, int]:
     """(devices, seconds) giving about ``rows`` readings."""
     per_second_per_device = INTERFACES * len(METRICS)
-    devices = max(2, min(64, int(round((rows / per_second_per_device / 3600) ** 0.5 * 4))))
+    devices = max(2, min(64, round((rows / per_second_per_device / 3600) ** 0.5 * 4)))
     seconds = max(60, rows // (devices * per_second_per_device))
     return devices, seconds
 
@@ -74,7 +74,10 @@ def episodes(devices: int, seconds: int, rng: np.random.Generator) -> list[tuple
     dev = rng.integers(0, devices, count)
     iface = rng.integers(0, INTERFACES, count)
     start = rng.integers(0, max(1, seconds - 60), count)
-    return [(int(d), int(i), int(s), int(s + rng.integers(5, 40))) for d, i, s in zip(dev, iface, start, strict=True)]
+    return [
+        (int(d), int(i), int(s), int(s + rng.integers(5, 40)))
+        for d, i, s in zip(dev, iface, start, strict=True)
+    ]
 
 
 def write_archive(root: Path, devices: int, seconds: int, eps: list[tuple[int, int, int, int]]) -> int:
@@ -124,7 +127,10 @@ def _write_hour(root: Path, d: int, t: np.ndarray, mask: np.ndarray) -> int:
             "source": pa.array(np.full(rows, "gnmi", dtype=object), pa.string()),
             "metric": pa.array(np.concatenate(columns["metric"]), pa.string()),
             "interface": pa.array(np.concatenate(columns["interface"]), pa.string()),
-            **{c: pa.nulls(rows, pa.string()) for c in ("queue", "priority", "lane", "direction", "pool", "component")},
+            **{
+                c: pa.nulls(rows, pa.string())
+                for c in ("queue", "priority", "lane", "direction", "pool", "component")
+            },
             "link": pa.array(np.repeat(link, n * len(METRICS)), pa.string()),
             "value": pa.array(np.concatenate(columns["value"]), pa.float64()),
             "counter": pa.array(np.concatenate(columns["counter"]), pa.uint64()),
@@ -153,12 +159,21 @@ def write_steps(path: Path, steps: int, seconds: int, eps: list[tuple[int, int, 
         duration = base + np.where(hit, PENALTY * step_s, 0.0)
         start = np.concatenate([[0.5], 0.5 + np.cumsum(duration)[:-1]])
         frames.append(
-            pl.DataFrame({"step": np.arange(per_rank), "rank": rank, "start_s": start, "duration_seconds": duration})
+            pl.DataFrame(
+                {"step": np.arange(per_rank), "rank": rank, "start_s": start, "duration_seconds": duration}
+            )
         )
-    steps_df = pl.concat(frames).with_columns(
-        start_time=(pl.lit(T0_NS) + (pl.col("start_s") * 1e9).cast(pl.Int64)).cast(pl.Datetime("ns", "UTC")),
-    ).with_columns(
-        end_time=pl.col("start_time") + pl.duration(nanoseconds=(pl.col("duration_seconds") * 1e9).cast(pl.Int64))
+    steps_df = (
+        pl.concat(frames)
+        .with_columns(
+            start_time=(pl.lit(T0_NS) + (pl.col("start_s") * 1e9).cast(pl.Int64)).cast(
+                pl.Datetime("ns", "UTC")
+            ),
+        )
+        .with_columns(
+            end_time=pl.col("start_time")
+            + pl.duration(nanoseconds=(pl.col("duration_seconds") * 1e9).cast(pl.Int64))
+        )
     )
     steps_df.drop("start_s").write_parquet(path)
 
@@ -176,8 +191,14 @@ def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
     from analyzer.thresholds import Thresholds
 
     thresholds = Thresholds(merge_gap_seconds=GAP_S)
-    members = pl.DataFrame(schema={"link": pl.String(), "device": pl.String(), "interface": pl.String(),
-                                   "rtt_seconds": pl.Float64()})
+    members = pl.DataFrame(
+        schema={
+            "link": pl.String(),
+            "device": pl.String(),
+            "interface": pl.String(),
+            "rtt_seconds": pl.Float64(),
+        }
+    )
     net = network.analyse_archive(archive, thresholds, members, max_rows=BATCH_ROWS)
     steps = correlate.prepare_steps(
         pl.read_parquet(steps_path).with_columns(source_file=pl.lit("bench"), interval_average=pl.lit(False))
@@ -233,26 +254,36 @@ def main() -> None:
             eps = episodes(devices, seconds, np.random.default_rng(1))
             rows = write_archive(archive, devices, seconds, eps)
             write_steps(steps_path, args.steps, seconds, eps)
-            print(f"generated {rows:,} readings ({devices} devices x {seconds:,} s), {args.steps:,} steps, "
-                  f"{len(eps)} episodes in {time.perf_counter() - begin:.1f}s", flush=True)
+            print(
+                f"generated {rows:,} readings ({devices} devices x {seconds:,} s), {args.steps:,} steps, "
+                f"{len(eps)} episodes in {time.perf_counter() - begin:.1f}s",
+                flush=True,
+            )
         results = []
         for engine in args.engines:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", engine, str(archive), str(steps_path)],
-                capture_output=True, text=True, check=False,
+                capture_output=True,
+                text=True,
+                check=False,
             )
             if out.returncode:
                 print(f"{engine}: failed\n{out.stderr[-3000:]}", flush=True)
                 continue
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = results[-1]
-            print(f"{engine:>9}: {r['seconds']:8.2f} s  peak {r['peak_mb']:8.0f} MB  "
-                  f"events {r['events']:>6}  exposed {r['exposed']:.3f} s", flush=True)
+            print(
+                f"{engine:>9}: {r['seconds']:8.2f} s  peak {r['peak_mb']:8.0f} MB  "
+                f"events {r['events']:>6}  exposed {r['exposed']:.3f} s",
+                flush=True,
+            )
         by = {r["engine"]: r for r in results}
         if "spanwatch" in by:
             for other in ("pandas", "duckdb"):
                 if other in by:
-                    print(f"spanwatch vs {other}: {by[other]['seconds'] / by['spanwatch']['seconds']:.2f}x faster")
+                    print(
+                        f"spanwatch vs {other}: {by[other]['seconds'] / by['spanwatch']['seconds']:.2f}x faster"
+                    )
 
 
 if __name__ == "__main__":

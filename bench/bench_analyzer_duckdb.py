@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-
 from bench_analyzer import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QUEUE_ENTER, QUEUE_EXIT
 
 SQL = """
@@ -88,8 +87,8 @@ dev AS (SELECT m.*, b.baseline, abs(duration_seconds - baseline) AS dev FROM m J
 mad AS (SELECT rank, median(dev) FILTER (WHERE NOT touched) AS mad FROM dev GROUP BY rank),
 inf AS (
     SELECT step, rank,
-        CASE WHEN greatest(duration_seconds - baseline, 0) > greatest(baseline * 0.05, mad * 1.4826 * 3)
-             THEN greatest(duration_seconds - baseline, 0) ELSE 0 END AS given
+        greatest(duration_seconds - baseline, 0) > greatest(baseline * 0.05, mad * 1.4826 * 3) AS inflated,
+        greatest(duration_seconds - baseline, 0) AS given
     FROM dev JOIN mad USING (rank)
 ),
 w AS (
@@ -108,8 +107,15 @@ def analyse(archive: Path, steps_path: Path) -> dict[str, float]:
     con = duckdb.connect()
     con.execute("SET threads = 2")
     statements = SQL.format(
-        archive=archive, steps=steps_path, drop_enter=DROP_ENTER, drop_exit=DROP_EXIT, pfc_enter=PFC_ENTER,
-        pfc_exit=PFC_EXIT, queue_enter=QUEUE_ENTER, queue_exit=QUEUE_EXIT, gap=GAP_S,
+        archive=archive,
+        steps=steps_path,
+        drop_enter=DROP_ENTER,
+        drop_exit=DROP_EXIT,
+        pfc_enter=PFC_ENTER,
+        pfc_exit=PFC_EXIT,
+        queue_enter=QUEUE_ENTER,
+        queue_exit=QUEUE_EXIT,
+        gap=GAP_S,
     )
     *setup, final = [s for s in statements.split(";") if s.strip()]
     for statement in setup:

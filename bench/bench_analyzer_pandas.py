@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
-
 from bench_analyzer import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QUEUE_ENTER, QUEUE_EXIT
 
 RULES = {  # metric -> (kind, enter, exit, low_is_bad, interval semantics)
@@ -21,14 +20,17 @@ RULES = {  # metric -> (kind, enter, exit, low_is_bad, interval semantics)
     "dci_queue_watermark_bytes": ("queue", QUEUE_ENTER, QUEUE_EXIT, False, True),
     "dci_interface_oper_up": ("wave_down", 0.5, 0.5, True, False),
 }
-COUNTERS = {"dci_interface_transmit_bytes_total", "dci_queue_dropped_packets_total",
-            "dci_pfc_pause_duration_seconds_total"}
+COUNTERS = {
+    "dci_interface_transmit_bytes_total",
+    "dci_queue_dropped_packets_total",
+    "dci_pfc_pause_duration_seconds_total",
+}
 WEIGHTS = {"drops": 1.0, "pfc": 1.0, "wave_down": 1.0, "queue": 0.5}
 KEYS = ["device", "interface", "queue", "priority", "direction", "link", "metric"]
 
 
 def signals(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.sort_values(KEYS + ["time"], kind="stable").reset_index(drop=True)
+    df = df.sort_values([*KEYS, "time"], kind="stable").reset_index(drop=True)
     g = df.groupby(KEYS, sort=False, dropna=False)
     df["prev_time"] = g["time"].shift(1)
     df["next_time"] = g["time"].shift(-1)
@@ -53,7 +55,9 @@ def events(sig: pd.DataFrame) -> pd.DataFrame:
             continue
         v = s["value"]
         on, off = (v < enter, v >= leave) if low else (v >= enter, v < leave)
-        state = pd.Series(np.where(v.isna(), np.nan, np.where(on, 1.0, np.where(off, 0.0, np.nan))), index=s.index)
+        state = pd.Series(
+            np.where(v.isna(), np.nan, np.where(on, 1.0, np.where(off, 0.0, np.nan))), index=s.index
+        )
         s["on"] = state.groupby([s[k] for k in KEYS], sort=False, dropna=False).ffill().fillna(0).astype(bool)
         if interval:
             s["start"] = s["prev_time"].fillna(s["time"])
@@ -62,18 +66,23 @@ def events(sig: pd.DataFrame) -> pd.DataFrame:
             s["start"] = (s["prev_time"] + (s["time"] - s["prev_time"]) / 2).fillna(s["time"])
             s["end"] = (s["time"] + (s["next_time"] - s["time"]) / 2).fillna(s["time"])
         s["run"] = (s["on"] != s["on"].shift(1)).cumsum()
-        runs = s[s["on"]].groupby(KEYS + ["run"], sort=False, dropna=False).agg(
-            start=("start", "min"), end=("end", "max")
-        ).reset_index()
+        runs = (
+            s[s["on"]]
+            .groupby([*KEYS, "run"], sort=False, dropna=False)
+            .agg(start=("start", "min"), end=("end", "max"))
+            .reset_index()
+        )
         runs["kind"] = kind
         parts.append(runs[["kind", "link", "device", "interface", "start", "end"]])
     raw = pd.concat(parts, ignore_index=True)
     group = ["kind", "link", "device", "interface"]
-    raw = raw.sort_values(group + ["start"]).reset_index(drop=True)
+    raw = raw.sort_values([*group, "start"]).reset_index(drop=True)
     reach = raw.groupby(group, sort=False, dropna=False)["end"].transform(lambda x: x.cummax().shift(1))
     raw["block"] = ((raw["start"] > reach + pd.Timedelta(seconds=GAP_S)) | reach.isna()).astype(int)
     raw["block"] = raw.groupby(group, sort=False, dropna=False)["block"].cumsum()
-    merged = raw.groupby(group + ["block"], sort=False, dropna=False).agg(start=("start", "min"), end=("end", "max"))
+    merged = raw.groupby([*group, "block"], sort=False, dropna=False).agg(
+        start=("start", "min"), end=("end", "max")
+    )
     return merged.reset_index().drop(columns="block").sort_values("start").reset_index(drop=True)
 
 
@@ -90,7 +99,9 @@ def overlaps(steps: pd.DataFrame, ev: pd.DataFrame) -> pd.DataFrame:
         hi = np.searchsorted(starts, ev_end, side="right")
         counts = np.clip(hi - lo, 0, None)
         ev_index = np.repeat(np.arange(len(ev)), counts)
-        step_index = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True) if b > a] or [np.array([], int)])
+        step_index = np.concatenate(
+            [np.arange(a, b) for a, b in zip(lo, hi, strict=True) if b > a] or [np.array([], int)]
+        )
         pair = pd.DataFrame({"step": s["step"].to_numpy()[step_index], "rank": rank})
         o_end = np.minimum(ends[step_index], ev_end[ev_index])
         o_start = np.maximum(starts[step_index], ev_start[ev_index])
@@ -112,7 +123,8 @@ def correlate(steps: pd.DataFrame, pairs: pd.DataFrame) -> float:
     s = s.join(mad, on="rank")
     s["inflation"] = (s["duration_seconds"] - s["baseline"]).clip(lower=0)
     floor = np.maximum(s["baseline"] * 0.05, s["mad"] * 1.4826 * 3)
-    s["given"] = np.where(s["inflation"] > floor, s["inflation"], 0.0)
+    s["inflated"] = s["inflation"] > floor
+    s["given"] = s["inflation"]  # every overlapping step gives its inflation (as spanwatch does)
     pairs = pairs.copy()
     pairs["w"] = pairs["overlap"] * pairs["kind"].map(WEIGHTS).fillna(0.5)
     pairs["share"] = pairs["w"] / pairs.groupby(["step", "rank"])["w"].transform("sum")
@@ -125,9 +137,20 @@ def correlate(steps: pd.DataFrame, pairs: pd.DataFrame) -> float:
 
 
 def analyse(archive: Path, steps_path: Path) -> dict[str, float]:
-    metrics = list(RULES) + ["dci_interface_transmit_bytes_total"]
+    metrics = [*list(RULES), "dci_interface_transmit_bytes_total"]
     table = ds.dataset(archive, format="parquet", partitioning="hive").to_table(
-        columns=["time", "device", "metric", "interface", "queue", "priority", "direction", "link", "value", "counter"],
+        columns=[
+            "time",
+            "device",
+            "metric",
+            "interface",
+            "queue",
+            "priority",
+            "direction",
+            "link",
+            "value",
+            "counter",
+        ],
         filter=ds.field("metric").isin(metrics),
     )
     df = table.to_pandas()

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from analyzer import cli as analyze_cli
 from analyzer import plan_render
+from analyzer.report import command as report_command
 from collector import config as configuration
 from collector import shard
 from collector.errors import ConfigError, SpanwatchError
@@ -105,6 +106,9 @@ COMMANDS: dict[str, Command] = {
     "check-config": Command(cmd_check_config, "validate a config file and exit", _config_argument),
     "plan": Command(plan_render.run, "latency and traffic budget of a planned run", plan_render.arguments),
     "analyze": Command(analyze_cli.run, "post-run analysis: steps x network events", analyze_cli.arguments),
+    "report": Command(
+        report_command.run, "re-render the vendor report from an analysis folder", report_command.arguments
+    ),
     "sim": Command(sim_commands.cmd_sim, "run the simulated two-site fabric", sim_commands.sim_arguments),
     "demo": Command(sim_commands.cmd_demo, "fabric + collector + training job", sim_commands.demo_arguments),
 }

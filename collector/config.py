@@ -237,8 +237,12 @@ class Target(Strict):
 
 
 class LinkMember(Strict):
+    """One interface of a link; ``component`` names the optics component (optical channel or transceiver)
+    carrying it, for devices that report line-side optics per component rather than per interface."""
+
     device: str
     interface: str
+    component: str | None = None
 
 
 class Link(Strict):

@@ -97,7 +97,7 @@ class Daemon:
         if old is None or old.collector.archive != config.collector.archive:
             await self._restart_archive(config)
         self.config = config
-        member_links = links.interface_links(config)
+        member_links = links.member_links(config)
         wanted = {t.name: t for t in config.targets}
         for name in list(self._targets):
             if wanted.get(name) != self._targets[name][0] or old is None or old.defaults != config.defaults:

@@ -21,12 +21,14 @@ def one_way_delay_seconds(distance_km: float, us_per_km: float) -> float:
     return distance_km * us_per_km * 1e-6
 
 
-def interface_links(config: Config) -> dict[str, dict[str, str]]:
-    """device -> interface -> link name, for the store's ``link`` label."""
-    out: dict[str, dict[str, str]] = defaultdict(dict)
+def member_links(config: Config) -> dict[str, dict[tuple[str, str], str]]:
+    """device -> ("interface" or "component", name) -> link name, for the store's ``link`` label."""
+    out: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
     for link in config.links:
         for m in link.members:
-            out[m.device][m.interface] = link.name
+            out[m.device][("interface", m.interface)] = link.name
+            if m.component is not None:
+                out[m.device][("component", m.component)] = link.name
     return dict(out)
 
 

@@ -97,7 +97,8 @@ class TargetLabels:
 
     static: FullLabels = ()
     ttl: float = math.inf
-    links: Mapping[str, str] = field(default_factory=dict)  # interface -> link name
+    # ("interface", name) or ("component", name) -> the link that member belongs to
+    links: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 class Store:
@@ -187,8 +188,9 @@ class Store:
     def _compose(self, device: str, target: TargetLabels, s: Sample) -> tuple[FullLabels, str | None]:
         if s.metric not in CATALOG:
             raise KeyError(f"{s.metric} is not in the metric catalogue")
-        interface = dict(s.labels).get("interface")
-        link = target.links.get(interface) if interface is not None else None
+        link = None
+        if target.links:
+            link = next((target.links[kv] for kv in s.labels if kv in target.links), None)
         full = (("device", device), *target.static, *s.labels)
         if link is not None:
             full = (*full, ("link", link))

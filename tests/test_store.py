@@ -17,7 +17,14 @@ RX = "dci_interface_receive_bytes_total"
 def _store(tmp_path=None) -> tuple[Store, FakeClock]:
     clock = FakeClock()
     store = Store(clock, Archive(tmp_path, clock) if tmp_path else None)
-    store.set_target("sw1", TargetLabels(static=(("site", "a"),), ttl=30.0, links={"Eth1": "paris-lyon"}))
+    store.set_target(
+        "sw1",
+        TargetLabels(
+            static=(("site", "a"),),
+            ttl=30.0,
+            links={("interface", "Eth1"): "paris-lyon", ("component", "OpticalChannel1/1"): "paris-lyon"},
+        ),
+    )
     return store, clock
 
 
@@ -133,3 +140,15 @@ async def test_two_sources_of_one_series_do_not_fight() -> None:
     await clock.advance(31)  # gNMI went quiet past the TTL: SNMP takes the series over
     store.ingest("sw1", "snmp", [counter(RX, lbl, 2_500)], 0)
     assert store.value(RX, key) == 2_500
+
+
+def test_optics_reported_per_component_get_the_link_of_the_member_they_carry() -> None:
+    store, _ = _store()
+    store.ingest("sw1", "gnmi", [gauge("dci_optics_osnr_db", labels(component="OpticalChannel1/1"), 31.5)], 0)
+    (full,) = store.families["dci_optics_osnr_db"]
+    assert full == (
+        ("device", "sw1"),
+        ("site", "a"),
+        ("component", "OpticalChannel1/1"),
+        ("link", "paris-lyon"),
+    )

@@ -4,8 +4,9 @@ the training job, on loopback only and free ports, cleaning up everything they s
 ``demo`` runs the fabric, the collector (``collector.daemon.Daemon`` in-process) and the job for
 ``--duration`` seconds, then writes into ``--out``: ``config.yaml`` (the collector config it used, with the
 community in ``community``), ``archive/``, ``steps.jsonl`` (the plain step log), ``truth.json`` (episodes and
-each step's exposed network time and culprits) and ``metrics.txt`` (the last ``/metrics`` scrape), and
-prints a summary of what was collected.
+each step's exposed network time and culprits) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
+a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
+into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import socket
 import sys
 import time
@@ -28,6 +30,7 @@ from collector.sim.runtime import SimulatedFabric
 from collector.sim.training import StepRecord
 
 log = logging.getLogger("spanwatch.sim")
+CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
 
 
 def fabric_arguments(p: argparse.ArgumentParser) -> None:
@@ -113,8 +116,33 @@ async def _sim(args: argparse.Namespace) -> int:
 
 # -- spanwatch demo --------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Fabric + collector + training job for ``--duration`` seconds, then a summary of what was collected."""
-    return asyncio.run(Demo(args).run())
+    """Fabric + collector + training job for ``--duration`` seconds, a summary of what was collected, then
+    the analysis and the vendor report (ending with the report's path)."""
+    status = asyncio.run(Demo(args).run())
+    print(f"report: {analyse(args.out)}")
+    return status
+
+
+def analyse(out: Path) -> Path:
+    """Analyse a finished demo folder with the shipped example claims; returns the HTML report's path.
+
+    The claims file is copied into ``out`` first, so the folder holds everything the report came from and
+    ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it after an edit.
+    """
+    from analyzer.analysis import Analysis, AnalysisInputs
+    from analyzer.report.command import write_report
+
+    claims = out / "claims.yaml"
+    shutil.copyfile(CLAIMS, claims)
+    inputs = AnalysisInputs(
+        archive=out / "archive",
+        logs=(out / "steps.jsonl",),
+        config=out / "config.yaml",
+        claims=claims,
+        truth=out / "truth.json",
+    )
+    Analysis(inputs).run().write(out)
+    return write_report(out, inputs.config, claims)[0]
 
 
 class Demo:

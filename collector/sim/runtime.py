@@ -191,7 +191,7 @@ class SimulatedFabric:
                 }
             )
         members = [
-            {"device": name, "interface": snmp_mib.interface_name(w)}
+            {"device": name, "interface": snmp_mib.interface_name(w), "component": f"OpticalChannel1/{w + 1}"}
             for name in DEVICES
             for w in range(self.params.waves)
         ]

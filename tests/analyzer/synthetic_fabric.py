@@ -77,7 +77,9 @@ def write_archive(
             totals["pfc"].total += 200_000 if on["pfc"] else 0  # microseconds paused this second
             ns = T0_NS + t * 10**9
 
-            def add(metric: str, labels: tuple[tuple[str, str], ...], value: float, counter: int | None) -> None:
+            def add(
+                metric: str, labels: tuple[tuple[str, str], ...], value: float, counter: int | None
+            ) -> None:
                 archive.add(ns, ns, device, "gnmi", metric, labels, link, value, counter)  # noqa: B023
 
             for metric, name in (
@@ -97,7 +99,7 @@ def write_archive(
             add("dci_queue_watermark_bytes", q, 9e6 if on["queue"] else 2e4, None)
             add("dci_interface_speed_bytes_per_second", lbl, SPEED, None)
             add("dci_interface_oper_up", lbl, 0.0 if _active(episodes, device, "wave_down", t) else 1.0, None)
-            ber = 2e-4 if _active(episodes, device, "ber", t) else 1e-7
+            ber = 5e-3 if _active(episodes, device, "ber", t) else 1e-7
             add("dci_optics_pre_fec_ber", lbl, ber, None)
             osnr = 25.0 if _active(episodes, device, "osnr", t) else 33.0
             add("dci_optics_osnr_db", lbl, osnr, None)

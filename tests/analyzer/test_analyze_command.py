@@ -28,13 +28,23 @@ def _stamp(seconds: float) -> str:
 def write_truth(path: Path, rows: list[dict[str, object]]) -> Path:
     """The keys the analyzer expects from the simulated fabric's truth.json."""
     episodes = [
-        {"kind": KIND[e.kind], "start": _stamp(e.start), "end": _stamp(e.end), "link": DEVICE_LINK[e.device],
-         "device": e.device, "interface": "Ethernet1"}
+        {
+            "kind": KIND[e.kind],
+            "start": _stamp(e.start),
+            "end": _stamp(e.end),
+            "link": DEVICE_LINK[e.device],
+            "device": e.device,
+            "interface": "Ethernet1",
+        }
         for e in EPISODES
     ]
     steps = [
-        {"step": r["step"], "rank": r["rank"], "exposed_seconds": r["penalty"],
-         "links": [r["true_link"]] if r["true_link"] else []}
+        {
+            "step": r["step"],
+            "rank": r["rank"],
+            "exposed_seconds": r["penalty"],
+            "links": [r["true_link"]] if r["true_link"] else [],
+        }
         for r in rows
     ]
     path.write_text(json.dumps({"episodes": episodes, "steps": steps}))
@@ -60,11 +70,27 @@ def test_analyze_writes_every_output_and_reports_accuracy(
     run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    status = main([
-        "analyze", "--archive", str(run_dir / "archive"), "--logs", str(run_dir / "steps.jsonl"),
-        "--config", str(run_dir / "config.yml"), "--claims", str(run_dir / "claims.yml"),
-        "--truth", str(run_dir / "truth.json"), "--skew", "50ms", "--gpus", "32", "--out", str(out),
-    ])
+    status = main(
+        [
+            "analyze",
+            "--archive",
+            str(run_dir / "archive"),
+            "--logs",
+            str(run_dir / "steps.jsonl"),
+            "--config",
+            str(run_dir / "config.yml"),
+            "--claims",
+            str(run_dir / "claims.yml"),
+            "--truth",
+            str(run_dir / "truth.json"),
+            "--skew",
+            "50ms",
+            "--gpus",
+            "32",
+            "--out",
+            str(out),
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 0, captured.err
     for name in ("steps", "events", "attribution"):
@@ -93,7 +119,9 @@ def test_analyze_real_training_logs(training_data: Path, run_dir: Path, tmp_path
         training_data / "hta" / "sampled_rank-1.json.gz",
     ]
     out = tmp_path / "out"
-    status = main(["analyze", "--archive", str(run_dir / "archive"), "--logs", *map(str, logs), "--out", str(out)])
+    status = main(
+        ["analyze", "--archive", str(run_dir / "archive"), "--logs", *map(str, logs), "--out", str(out)]
+    )
     assert status == 0
     steps = pl.read_parquet(out / "steps.parquet")
     assert steps.height > 20

@@ -75,12 +75,25 @@ def test_per_link_exposed_latency_matches_the_injected_slowdown(result, fabric) 
 
 def test_skew_tolerance_widens_the_overlap() -> None:
     steps = pl.LazyFrame(
-        {"step": [1], "rank": [0], "start_time": [T0], "end_time": [T0 + timedelta(seconds=1)],
-         "duration_seconds": [1.0], "source_file": ["x"]}
+        {
+            "step": [1],
+            "rank": [0],
+            "start_time": [T0],
+            "end_time": [T0 + timedelta(seconds=1)],
+            "duration_seconds": [1.0],
+            "source_file": ["x"],
+        }
     )
     events = pl.LazyFrame(
-        {"event_id": [0], "link": ["l1"], "device": ["a1"], "interface": ["e1"], "kind": ["drops"],
-         "start_time": [T0 + timedelta(seconds=1.03)], "end_time": [T0 + timedelta(seconds=2)]}
+        {
+            "event_id": [0],
+            "link": ["l1"],
+            "device": ["a1"],
+            "interface": ["e1"],
+            "kind": ["drops"],
+            "start_time": [T0 + timedelta(seconds=1.03)],
+            "end_time": [T0 + timedelta(seconds=2)],
+        }
     )
     assert correlate.overlaps(steps, events, 0.0).collect().height == 0
     assert correlate.overlaps(steps, events, 0.05).collect().height == 1

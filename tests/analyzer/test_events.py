@@ -13,24 +13,38 @@ from analyzer import events, schemas, telemetry
 from analyzer.thresholds import Thresholds
 
 
-def detect(root: Path, thresholds: Thresholds | None = None) -> pl.DataFrame:
-    sig = telemetry.signals(telemetry.scan_archive(root))
-    return events.detect_events(sig, thresholds or Thresholds()).collect()
+def detect(root: Path, thresholds: Thresholds | None = None, bdp: pl.LazyFrame | None = None) -> pl.DataFrame:
+    readings = telemetry.scan_archive(root)
+    sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
+    return events.detect_events(sig, thresholds or Thresholds(), labels, bdp).collect()
 
 
 # Counter rates and watermarks describe (t-1, t]: an episode over [start, end) seconds shows exactly there.
 # Instant gauges (oper-status, BER, OSNR) are placed half a sample early at each edge.
 @pytest.mark.parametrize(
     ("kind", "offset"),
-    [("drops", 0.0), ("ecn", 0.0), ("pfc", 0.0), ("queue", 0.0), ("fcs", 0.0),
-     ("wave_down", -0.5), ("ber", -0.5), ("osnr", -0.5)],
+    [
+        ("drops", 0.0),
+        ("ecn", 0.0),
+        ("pfc", 0.0),
+        ("queue", 0.0),
+        ("fcs", 0.0),
+        ("wave_down", -0.5),
+        ("ber", -0.5),
+        ("osnr", -0.5),
+    ],
 )
 def test_each_kind_is_detected_with_its_boundaries(tmp_path: Path, kind: str, offset: float) -> None:
     write_archive(tmp_path, 120, [Episode(kind, "a1", 40, 60)])
     found = detect(tmp_path)
     assert found.height == 1, found
     event = found.row(0, named=True)
-    assert (event["kind"], event["link"], event["device"], event["interface"]) == (kind, "l1", "a1", "Ethernet1")
+    assert (event["kind"], event["link"], event["device"], event["interface"]) == (
+        kind,
+        "l1",
+        "a1",
+        "Ethernet1",
+    )
     assert event["start_time"] == T0 + timedelta(seconds=40 + offset)
     assert event["end_time"] == T0 + timedelta(seconds=60 + offset)
     assert event["duration_seconds"] == pytest.approx(20.0)
@@ -70,19 +84,23 @@ def test_hysteresis_keeps_an_episode_through_a_dip_between_levels() -> None:
             "value": totals,
         }
     )
-    sig = telemetry.signals(schemas.conform_lazy(schemas.TELEMETRY, frame.lazy()))
-    found = events.detect_events(sig, Thresholds(drop_rate_exit_pps=0.5, merge_gap_seconds=0)).collect()
+    readings = schemas.conform_lazy(schemas.TELEMETRY, frame.lazy())
+    sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
+    found = events.detect_events(
+        sig, Thresholds(drop_rate_exit_pps=0.5, merge_gap_seconds=0), labels
+    ).collect()
     assert found.height == 1
     assert found["duration_seconds"].item() == 4.0
-    strict = events.detect_events(sig, Thresholds(drop_rate_exit_pps=1.0, merge_gap_seconds=0)).collect()
+    strict = events.detect_events(
+        sig, Thresholds(drop_rate_exit_pps=1.0, merge_gap_seconds=0), labels
+    ).collect()
     assert strict.height == 2
 
 
 def test_queue_threshold_follows_the_bandwidth_delay_product(tmp_path: Path) -> None:
-    # 100G over 100 km: BDP = 12.5e9 B/s x 0.98 ms = 12.25 MB; a 9 MB watermark is over half of it.
+    # Enter at 1.5 x BDP: a 9 MB watermark is a congestion episode on a 5 MB-BDP interface, not on 40 MB.
     write_archive(tmp_path, 60, [Episode("queue", "a1", 10, 20)])
-    sig = telemetry.signals(telemetry.scan_archive(tmp_path))
-    bdp = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [12.25e6]})
-    assert events.detect_events(sig, Thresholds(), bdp).collect().height == 1
+    bdp = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [5e6]})
+    assert detect(tmp_path, bdp=bdp).height == 1
     deep = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [40e6]})
-    assert events.detect_events(sig, Thresholds(), deep).collect().height == 0
+    assert detect(tmp_path, bdp=deep).height == 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from synthetic_fabric import SPEED, T0, T0_NS, Episode, write_archive
+from synthetic_fabric import SPEED, T0, T0_NS, write_archive
 
 from analyzer import prometheus, telemetry
 from analyzer.errors import InputError
@@ -41,8 +41,17 @@ def test_exact_counter_column_is_used_beyond_float_precision(tmp_path: Path) -> 
     base = 2**60  # float64 cannot tell base from base + 1
     for i, total in enumerate([base, base + 1, base + 3]):
         ns = T0_NS + i * 10**9
-        archive.add(ns, ns, "a1", "gnmi", "dci_queue_dropped_packets_total", (("interface", "e1"),), None,
-                    float(total), total)
+        archive.add(
+            ns,
+            ns,
+            "a1",
+            "gnmi",
+            "dci_queue_dropped_packets_total",
+            (("interface", "e1"),),
+            None,
+            float(total),
+            total,
+        )
     archive.flush()
     sig = telemetry.signals(telemetry.scan_archive(tmp_path)).collect()
     assert sig["increase"].to_list() == [None, 1.0, 2.0]
@@ -58,8 +67,14 @@ def test_missing_archive_is_a_clear_error(tmp_path: Path) -> None:
 def test_prometheus_series_become_archive_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     result: list[dict[str, Any]] = [
         {
-            "metric": {"__name__": "dci_queue_dropped_packets_total", "device": "a1", "interface": "e1",
-                       "queue": "3", "link": "l1", "vendor": "x"},
+            "metric": {
+                "__name__": "dci_queue_dropped_packets_total",
+                "device": "a1",
+                "interface": "e1",
+                "queue": "3",
+                "link": "l1",
+                "vendor": "x",
+            },
             "values": [[T0.timestamp(), "10"], [T0.timestamp() + 1, "4"]],
         }
     ]

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +63,8 @@ def known(name: str, recorded: set[str]) -> bool:
     )
 
 
-def substitute(expr: str) -> str:
-    for variable, value in VARIABLES.items():
+def substitute(expr: str, variables: Mapping[str, str] = VARIABLES) -> str:
+    for variable, value in variables.items():
         expr = expr.replace(variable, value)
     return expr
 
@@ -80,19 +81,22 @@ def board_files() -> list[Path]:
     return sorted(DASHBOARDS.glob("*.json"))
 
 
-def dashboard_expressions(substituted: bool = True) -> list[Expression]:
-    """Every panel query and every variable query (``label_values(sel, label)`` as ``count by``)."""
+def dashboard_expressions(
+    substituted: bool = True, variables: Mapping[str, str] = VARIABLES
+) -> list[Expression]:
+    """Every panel query and every variable query (``label_values(sel, label)`` as ``count by``), with
+    ``variables`` substituted unless ``substituted`` is false."""
     out: list[Expression] = []
     for path in board_files():
         board = json.loads(path.read_text())
         for p in _panels(board):
-            for t in p.get("targets", []) or []:  # type: ignore[union-attr]
+            for t in p.get("targets", []) or []:  # type: ignore[attr-defined]
                 out.append(Expression(f"{path.name}: {p.get('title')} {t['refId']}", t["expr"]))
         for v in board["templating"]["list"]:
             m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", str(v.get("query", "")))
             if v["type"] == "query" and m:
                 out.append(Expression(f"{path.name}: variable {v['name']}", f"count by ({m[2]}) ({m[1]})"))
-    return [Expression(e.where, substitute(e.expr)) for e in out] if substituted else out
+    return [Expression(e.where, substitute(e.expr, variables)) for e in out] if substituted else out
 
 
 def rule_groups() -> list[dict[str, object]]:
@@ -108,6 +112,48 @@ def rule_expressions() -> list[Expression]:
         for g in rule_groups()
         for r in g["rules"]  # type: ignore[attr-defined]
     ]
+
+
+def alert_rules() -> list[dict[str, str]]:
+    """Every alerting rule (``alert``, ``expr``, ``for`` ...) of every group."""
+    return [r for g in rule_groups() for r in g["rules"] if "alert" in r]  # type: ignore[attr-defined]
+
+
+_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)(\s*bool)?")
+
+
+def _top_level(expr: str) -> str:
+    """``expr`` with everything inside brackets, braces, parentheses and strings blanked out."""
+    out: list[str] = []
+    depth, quote, escaped = 0, "", False
+    for c in expr:
+        top = depth == 0 and not quote
+        if quote:
+            escaped, quote = (not escaped and c == "\\"), ("" if c == quote and not escaped else quote)
+        elif c in "\"'`":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        out.append(c if top and depth == 0 and not quote else " ")
+    return "".join(out)
+
+
+def strip_threshold(expr: str) -> str:
+    """An alert expression without its final threshold comparison, in each top-level ``or`` branch.
+
+    ``a / (b > 0) > 0.05 or c > 0`` becomes ``a / (b > 0) or c``: the series the alert compares, which
+    exist whether or not the alert fires (comparisons inside brackets are kept).
+    """
+    flat = _top_level(expr)
+    cuts = [m.start() for m in re.finditer(r"(?<![\w:])or(?![\w:])", flat)]
+    branches, start = [], 0
+    for cut in [*cuts, len(expr)]:
+        matches = list(_COMPARISON.finditer(flat, start, cut))
+        branches.append(expr[start : matches[-1].start() if matches else cut].strip())
+        start = cut + 2
+    return " or ".join(branches)
 
 
 def recorded_names() -> set[str]:

@@ -4,21 +4,16 @@ A store fed with one series of every catalogue metric (a link in trouble: drops,
 a wave down, high BER, low OSNR, a dead target) is served by the real exporter; Debian's Prometheus
 scrapes it every second with the rules loaded (evaluated every second), and each expression, with the
 boards' variables substituted, must return at least one series. Alert expressions are queried directly
-(``for:`` does not apply), so each must fire on this fabric. The simulated fabric (collector/sim/) can
-replace the fake feed once it lands. Skipped when Prometheus is not installed.
+(``for:`` does not apply), so each must fire on this fabric. test_boards_on_sim.py runs the same check
+against the simulated fabric (collector/sim/) and the real collector. Skipped when Prometheus is not
+installed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
-import socket
-import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -28,10 +23,11 @@ from collector.exporters.http import serve
 from collector.links import update as update_links
 from collector.model import Sample, counter, gauge, labels
 from collector.store import Store, TargetLabels
-from tests.deploy.promql import RULES, Expression, dashboard_expressions, rule_expressions
+from tests.deploy.promql import Expression, dashboard_expressions, rule_expressions
+from tests.integration.prometheus_support import PROMETHEUS, SKIP_REASON, free_port, query
+from tests.integration.prometheus_support import prometheus as run_prometheus
 
 pytestmark = pytest.mark.integration
-PROMETHEUS = shutil.which("prometheus")
 LIVE, DEAD = "dci1.site-a", "dci9.site-b"
 # Counter rates per second (ECN marks 20% of sent packets, paused half the time) and gauge values.
 RATES = {"dci_interface_transmit_packets_total": 1000, "dci_queue_ecn_marked_packets_total": 200,
@@ -95,7 +91,7 @@ class Fabric(threading.Thread):
                 {"device": LIVE, "interface": "Ethernet1/1"}, {"device": LIVE, "interface": "Ethernet1/2"}]}]})  # fmt: skip
         store = Store()
         store.set_target(
-            LIVE, TargetLabels((("site", "a"),), links={"Ethernet1/1": "l1", "Ethernet1/2": "l1"})
+            LIVE, TargetLabels((("site", "a"),), links={("interface", "Ethernet1/1"): "l1", ("interface", "Ethernet1/2"): "l1"})
         )
         server = await serve(store, "127.0.0.1:0", None)
         self.port = server.address[1]
@@ -109,52 +105,20 @@ class Fabric(threading.Thread):
         await server.wait_closed()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if PROMETHEUS is None:
-        pytest.skip("prometheus is not installed (apt-get install prometheus)")
-    tmp = tmp_path_factory.mktemp("prometheus")
+        pytest.skip(SKIP_REASON)
     fabric = Fabric()
     fabric.start()
     assert fabric.ready.wait(10)
-    rules = tmp / "spanwatch.rules.yml"  # evaluated every second instead of every 30 s
-    rules.write_text((RULES / "spanwatch.rules.yml").read_text().replace("interval: 30s", "interval: 1s"))
-    config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
-        "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "spanwatch", "honor_labels": True, "static_configs": [
-            {"targets": [f"127.0.0.1:{fabric.port}", f"127.0.0.1:{_free_port()}"]}]}],  # the second is down
-    }  # fmt: skip
-    (tmp / "prometheus.yml").write_text(json.dumps(config))
-    address = f"127.0.0.1:{_free_port()}"
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-         f"--web.listen-address={address}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    targets = [f"127.0.0.1:{fabric.port}", f"127.0.0.1:{free_port()}"]  # the second is down
     try:
-        yield f"http://{address}"
+        with run_prometheus(tmp_path_factory.mktemp("prometheus"), targets) as url:
+            yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
         fabric.halt.set()
         fabric.join(10)
-
-
-def _query(url: str, promql: str) -> list[object] | None:
-    try:
-        with urllib.request.urlopen(
-            f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=5
-        ) as r:
-            return list(json.loads(r.read())["data"]["result"])
-    except OSError:
-        return None
 
 
 def test_every_expression_returns_data(prometheus: str) -> None:
@@ -163,5 +127,5 @@ def test_every_expression_returns_data(prometheus: str) -> None:
     empty = expressions
     while empty and time.monotonic() < deadline:
         time.sleep(2)
-        empty = [e for e in empty if not _query(prometheus, e.expr)]
+        empty = [e for e in empty if not query(prometheus, e.expr)]
     assert not empty, "\n".join(f"{e.where}: {e.expr}" for e in empty)

@@ -1,0 +1,319 @@
+"""``build_report``: every number the report shows, computed from an analysis directory (pure; no rendering).
+
+Reads what ``spanwatch analyze`` wrote (``steps``, ``events``, ``attribution``, ``links``, ``measures``
+Parquet files and ``summary.json``), the archive it analysed (for reading counts, watermarks and optics;
+see ``readings``), the collector config (device labels for vendor matching, links) and the claims file, and
+returns a ``ReportData``. Nothing here recomputes the analysis: the report re-renders from its outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analyzer.claims import Claims, match_vendors
+from analyzer.correlate import exposure_per_step
+from analyzer.errors import InputError
+from analyzer.plan import PlanInput
+from analyzer.report import optics as optics_section
+from analyzer.report import planned
+from analyzer.report.model import (
+    SCHEMA_VERSION,
+    Band,
+    Cdf,
+    Glance,
+    LinkExposure,
+    LinkInfo,
+    ReportData,
+    Timeline,
+    VendorDistributions,
+)
+from analyzer.report.readings import Readings, read_archive
+from analyzer.report.units import iso, span_seconds
+from analyzer.report.verdicts import Tables, vendor_reports
+from analyzer.thresholds import Thresholds
+from collector.config import Config
+from collector.links import one_way_delay_seconds
+
+TABLES = ("steps", "events", "attribution", "links", "measures")
+CATEGORIES = {
+    "wave_down": "down",
+    "ber": "optical",
+    "osnr": "optical",
+    "fcs": "optical",
+    "fec_uncorrectable": "optical",
+}
+QUANTILES = np.linspace(0.0, 1.0, 101)
+
+
+@dataclass(frozen=True)
+class AnalysisFiles:
+    """What ``spanwatch analyze`` wrote into its ``--out`` folder."""
+
+    folder: Path
+    steps: pl.DataFrame
+    events: pl.DataFrame
+    attribution: pl.DataFrame
+    links: pl.DataFrame
+    measures: pl.DataFrame
+    summary: dict[str, Any]
+
+    def input_path(self, name: str) -> Path | None:
+        """A path the analysis recorded in ``summary.json`` (``archive``, ``config``, ``claims``), or None."""
+        value = self.summary.get("inputs", {}).get(name)
+        return None if value is None else Path(value)
+
+
+def load_analysis(folder: Path) -> AnalysisFiles:
+    """Read an analysis directory.
+
+    Args:
+        folder: ``spanwatch analyze``'s ``--out``.
+
+    Returns:
+        Its tables and summary.
+
+    Raises:
+        InputError: a file is missing or unreadable.
+    """
+    missing = [f"{n}.parquet" for n in TABLES if not (folder / f"{n}.parquet").is_file()]
+    if not (folder / "summary.json").is_file():
+        missing.append("summary.json")
+    if missing:
+        raise InputError(
+            folder, f"not an analysis directory (missing {', '.join(missing)}): run spanwatch analyze"
+        )
+    try:
+        frames = {n: pl.read_parquet(folder / f"{n}.parquet") for n in TABLES}
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise InputError(folder, f"cannot read the analysis: {exc}") from None
+    return AnalysisFiles(folder, summary=summary, **frames)
+
+
+def build_report(
+    analysis: AnalysisFiles,
+    config: Config | None,
+    claims: Claims | None,
+    plan: PlanInput | None = None,
+    archive: Path | None = None,
+) -> ReportData:
+    """Compute the report's content.
+
+    Args:
+        analysis: the analysis directory's files (``load_analysis``).
+        config: the collector config the run used, or None (no vendor matching, links or plan).
+        claims: the claims file, or None (no vendor section).
+        plan: the plan to set beside the run; None derives it from the config.
+        archive: the archive to read raw readings from; None takes the one ``summary.json`` names.
+
+    Returns:
+        The report's data.
+
+    Raises:
+        InputError: a vendor matches no device, or claims are given without a config.
+    """
+    devices = match_vendors(claims, config) if claims is not None else {}
+    readings = read_archive(archive or _existing(analysis.input_path("archive")))
+    thresholds = Thresholds.model_validate(analysis.summary.get("thresholds", {}))
+    gpus = analysis.summary.get("gpus")
+    tables = Tables(analysis.steps, analysis.events, analysis.attribution, analysis.measures, readings, gpus)
+    glance = _glance(analysis, config, readings, gpus)
+    start = _start(analysis, readings)
+    vendor_of = {d: name for name, names in devices.items() for d in names}
+    run = _run_measures(analysis.measures)
+    if plan is None and config is not None:
+        plan = planned.plan_input(config, readings.link_speed_bytes, _bytes_per_step(analysis, readings))
+    return ReportData(
+        schema_version=SCHEMA_VERSION,
+        title=f"spanwatch vendor comparison: {analysis.folder.name}",
+        sources=_sources(analysis, config is not None, claims),
+        glance=glance,
+        vendors=vendor_reports(claims, devices, tables) if claims is not None else [],
+        timeline=_timeline(analysis, start),
+        link_exposure=_link_exposure(analysis),
+        distributions=[_distributions(n, list(d), analysis, readings) for n, d in devices.items()],
+        optics=optics_section.optics(readings.optics, start, thresholds, vendor_of),
+        plan=planned.compare(plan, run) if plan is not None else None,
+        notes=[readings.note] if readings.note else [],
+    )
+
+
+def _bytes_per_step(analysis: AnalysisFiles, readings: Readings) -> float | None:
+    steps = analysis.steps["step"].n_unique()
+    if readings.link_transmit_bytes is None or not steps:
+        return None
+    # Both ends of the link transmit: half of what was sent went each way.
+    return readings.link_transmit_bytes / 2 / steps
+
+
+def _existing(path: Path | None) -> Path | None:
+    return path if path is not None and path.exists() else None
+
+
+def _sources(analysis: AnalysisFiles, has_config: bool, claims: Claims | None) -> dict[str, str | None]:
+    # File names only: the report travels (to a vendor), the analyst's folder layout need not.
+    def name(path: Path | None) -> str | None:
+        return None if path is None else path.name
+
+    return {
+        "analysis": analysis.folder.name,
+        "archive": name(analysis.input_path("archive")),
+        "config": name(analysis.input_path("config")) if has_config else None,
+        "claims": None if claims is None else claims.path.name,
+        "logs": ", ".join(Path(p).name for p in analysis.summary.get("inputs", {}).get("logs", [])) or None,
+    }
+
+
+def _run_measures(measures: pl.DataFrame) -> dict[str, float | None]:
+    run = measures.filter(pl.col("scope") == "run")
+    return dict(zip(run["measure"].to_list(), run["value"].to_list(), strict=True))
+
+
+def _start(analysis: AnalysisFiles, readings: Readings) -> Any:
+    """Time zero of the charts: the first step, else the first event, else the first reading."""
+    for value in (
+        analysis.steps["start_time"].min(),
+        analysis.events["start_time"].min(),
+        readings.counts["first"].min(),
+    ):
+        if value is not None:
+            return value
+    return None
+
+
+def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, gpus: int | None) -> Glance:
+    steps = analysis.steps
+    start, end = steps["start_time"].min(), steps["end_time"].max()
+    if start is None:
+        start, end = readings.counts["first"].min(), readings.counts["last"].max()
+    links = _links(config)
+    exposed = float(analysis.links["exposed_total_seconds"].sum())
+    per_step = float(steps.group_by("step").agg(pl.col("duration_seconds").mean())["duration_seconds"].sum())
+    median = steps["duration_seconds"].median()
+    gpu_hours = analysis.links["gpu_hours_lost"].sum() if gpus else None
+    return Glance(
+        start=iso(start),
+        end=iso(end),
+        duration_seconds=span_seconds(start, end),
+        steps=steps["step"].n_unique(),
+        ranks=steps["rank"].n_unique(),
+        gpus=gpus,
+        step_median_seconds=None if median is None else float(median),  # type: ignore[arg-type]
+        inflated_steps=int(steps["inflated"].sum()),
+        links=links,
+        distance_km=max((link.distance_km for link in links), default=None),
+        events=analysis.events.height,
+        exposed_total_seconds=exposed,
+        exposed_share=exposed / per_step if per_step else None,
+        gpu_hours_lost=None if gpu_hours is None else float(gpu_hours),
+    )
+
+
+def _links(config: Config | None) -> list[LinkInfo]:
+    if config is None:
+        return []
+    out = []
+    for link in config.links:
+        us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
+        rtt = 2 * one_way_delay_seconds(link.distance_km, us_per_km)
+        out.append(LinkInfo(link.name, link.site_a, link.site_b, link.distance_km, len(link.members), rtt))
+    return out
+
+
+def _seconds_since(column: str, start: Any) -> pl.Expr:
+    return ((pl.col(column) - pl.lit(start)).dt.total_nanoseconds() / 1e9).round(3)
+
+
+def _timeline(analysis: AnalysisFiles, start: Any) -> Timeline:
+    if start is None:
+        return Timeline(None, [], [], [], [], [])
+    per_step = (
+        analysis.steps.group_by("step")
+        .agg(
+            pl.col("start_time").min(),
+            pl.col("duration_seconds").mean(),
+            pl.col("baseline_seconds").mean(),
+        )
+        .sort("step")
+        .with_columns(t=_seconds_since("start_time", start))
+    )
+    events = analysis.events.sort("start_time", "event_id").with_columns(
+        start_s=_seconds_since("start_time", start), end_s=_seconds_since("end_time", start)
+    )
+    bands = [
+        Band(
+            e["link"] or "(no link)",
+            CATEGORIES.get(e["kind"], "congestion"),  # type: ignore[arg-type]
+            e["kind"],
+            e["device"],
+            e["interface"],
+            e["start_s"],
+            e["end_s"],
+        )
+        for e in events.iter_rows(named=True)
+    ]
+    return Timeline(
+        iso(start),
+        per_step["step"].to_list(),
+        per_step["t"].to_list(),
+        per_step["duration_seconds"].to_list(),
+        per_step["baseline_seconds"].to_list(),
+        bands,
+    )
+
+
+def _link_exposure(analysis: AnalysisFiles) -> list[LinkExposure]:
+    ranks = max(analysis.steps["rank"].n_unique(), 1)
+    # Mean over ranks, as the per-link totals are: each rank's attributed time counts 1/ranks.
+    kinds = analysis.attribution.group_by("link", "kind").agg(
+        seconds=pl.col("attributed_seconds").sum() / ranks
+    )
+    out = []
+    for row in analysis.links.sort("exposed_total_seconds", descending=True).iter_rows(named=True):
+        mine = kinds.filter(pl.col("link") == row["link"]).sort("seconds", descending=True)
+        out.append(
+            LinkExposure(
+                row["link"],
+                row["steps_affected"],
+                row["exposed_total_seconds"],
+                row["exposed_p50_seconds"],
+                row["exposed_p99_seconds"],
+                row["share_of_run"],
+                row["gpu_hours_lost"],
+                dict(zip(mine["kind"].to_list(), mine["seconds"].to_list(), strict=True)),
+            )
+        )
+    return out
+
+
+def cdf(values: list[float]) -> Cdf:
+    """An empirical distribution's quantiles at every percent.
+
+    Args:
+        values: the sample.
+
+    Returns:
+        ``n`` and 101 quantiles (linear interpolation), or no quantiles for an empty sample.
+    """
+    if not values:
+        return Cdf(0, [])
+    return Cdf(len(values), [float(v) for v in np.quantile(np.asarray(values, dtype=float), QUANTILES)])
+
+
+def _distributions(
+    vendor: str, devices: list[str], analysis: AnalysisFiles, readings: Readings
+) -> VendorDistributions:
+    mine = analysis.attribution.filter(pl.col("device").is_in(devices)).with_columns(vendor=pl.lit(vendor))
+    # Every step counts, zero where nothing was attributed to this vendor's devices.
+    per_step = exposure_per_step(mine.lazy(), analysis.steps.lazy(), "vendor").collect()
+    inflation = per_step["exposed_seconds"].to_list()
+    if not inflation and analysis.steps.height:
+        inflation = [0.0] * analysis.steps["step"].n_unique()
+    marks = readings.watermarks.filter(pl.col("device").is_in(devices))["value"].to_list()
+    return VendorDistributions(vendor, cdf(inflation), cdf(marks))

@@ -1,0 +1,230 @@
+"""The report as Markdown (``report.md``): the same content as the HTML, tables instead of charts.
+
+Deterministic for given data (golden-tested: ``tests/golden/report.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from analyzer.report.model import ClaimResult, Glance, ReportData, VendorReport
+from analyzer.report.units import data_bytes, format_value, number, seconds
+
+VERDICT = {"pass": "PASS", "fail": "FAIL", "no data": "NO DATA"}
+OPTICS_STATUS = {"ok": "ok", "warning": "warning", "over limit": "**over limit**", "no data": "no data"}
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    cells = list(header)
+    out = ["| " + " | ".join(cells) + " |", "|" + "---|" * len(cells)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return [*out, ""]
+
+
+def _maybe(value: float | None, render: object) -> str:
+    return "-" if value is None else render(value)  # type: ignore[operator]
+
+
+def glance_rows(g: Glance) -> list[tuple[str, str]]:
+    """The run-at-a-glance figures as (label, text), shared with the HTML.
+
+    Args:
+        g: the glance section.
+
+    Returns:
+        The rows, in reading order.
+    """
+    links = ", ".join(
+        f"{link.name} ({link.distance_km:g} km, {link.members} member interfaces)" for link in g.links
+    )
+    share = "" if g.exposed_share is None else f" ({g.exposed_share:.1%} of step time)"
+    return [
+        ("Run", f"{g.start or '-'} to {g.end or '-'} ({_maybe(g.duration_seconds, seconds)})"),
+        (
+            "Steps",
+            f"{g.steps} steps x {g.ranks} rank(s); median step {_maybe(g.step_median_seconds, seconds)}",
+        ),
+        ("GPUs", "-" if g.gpus is None else str(g.gpus)),
+        ("Links", links or "-"),
+        ("Distance", "-" if g.distance_km is None else f"{g.distance_km:g} km"),
+        ("Events detected", str(g.events)),
+        ("Inflated steps", str(g.inflated_steps)),
+        ("Exposed network time", f"{seconds(g.exposed_total_seconds)}{share}"),
+        ("GPU-hours lost", _maybe(g.gpu_hours_lost, lambda v: f"{v:.3g}")),
+    ]
+
+
+def claim_cells(c: ClaimResult) -> list[str]:
+    """One claim as table cells: claim, measure, claimed, measured, verdict, why, evidence."""
+    e = c.evidence
+    span = "" if e.span_seconds is None else f" over {seconds(e.span_seconds)}"
+    evidence = f"{e.samples} {e.basis}{span}; {e.event_count} event(s)"
+    if e.events:
+        evidence += ": " + ", ".join(
+            f"#{r.event_id} {r.kind} {r.device} {r.interface or ''}".rstrip() for r in e.events[:3]
+        )
+    return [
+        f"{c.id}: {c.text}",
+        c.measure,
+        f"{c.op} {format_value(c.claimed, c.unit)}",
+        format_value(c.measured, c.unit),
+        VERDICT[c.verdict],
+        c.reason,
+        evidence,
+    ]
+
+
+def _vendor(v: VendorReport) -> list[str]:
+    match = ", ".join(f"{k}={val}" for k, val in v.match.items())
+    out = [
+        f"### {v.name}",
+        "",
+        f"Matched by {match}: {', '.join(v.devices)}. {v.passed} pass, {v.failed} fail, {v.no_data} no data.",
+        "",
+    ]
+    header = ("Claim", "Measure", "Claimed", "Measured (worst device)", "Verdict", "Why", "Evidence")
+    return out + _table(header, (claim_cells(c) for c in v.claims))
+
+
+def render(data: ReportData) -> str:
+    """The whole report as Markdown.
+
+    Args:
+        data: the report's data.
+
+    Returns:
+        The document, ending with a newline.
+    """
+    lines = [f"# {data.title}", ""]
+    lines += [f"Sources: {', '.join(f'{k} `{v}`' for k, v in data.sources.items() if v)}.", ""]
+    lines += [f"> {note}" for note in data.notes] + ([""] if data.notes else [])
+    lines += ["## The run at a glance", "", *_table(("", ""), glance_rows(data.glance))]
+    lines += ["## Vendor claims", ""]
+    for vendor in data.vendors:
+        lines += _vendor(vendor)
+    if not data.vendors:
+        lines += ["No claims file was given.", ""]
+    lines += _exposure(data) + _distributions(data) + _optics(data) + _plan(data) + _timeline(data)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _exposure(data: ReportData) -> list[str]:
+    rows = (
+        (
+            r.link,
+            str(r.steps_affected),
+            seconds(r.exposed_total_seconds),
+            seconds(r.exposed_p50_seconds),
+            seconds(r.exposed_p99_seconds),
+            _maybe(r.share_of_run, lambda v: f"{v:.1%}"),
+            ", ".join(f"{k} {seconds(v)}" for k, v in r.by_kind.items() if v > 0) or "-",
+        )
+        for r in data.link_exposure
+    )
+    header = (
+        "Link",
+        "Steps affected",
+        "Exposed total",
+        "p50 per step",
+        "p99 per step",
+        "Share of run",
+        "By kind",
+    )
+    return ["## Exposed latency per link", "", *_table(header, rows)]
+
+
+def _distributions(data: ReportData) -> list[str]:
+    def q(values: list[float], p: int, render: object) -> str:
+        return render(values[p]) if values else "-"  # type: ignore[operator]
+
+    rows = []
+    for d in data.distributions:
+        s, w = d.step_inflation_seconds, d.queue_watermark_bytes
+        rows.append(
+            (
+                d.vendor,
+                str(s.n),
+                q(s.values, 50, seconds),
+                q(s.values, 99, seconds),
+                str(w.n),
+                q(w.values, 50, data_bytes),
+                q(w.values, 99, data_bytes),
+            )
+        )
+    header = (
+        "Vendor",
+        "Steps",
+        "Inflation p50",
+        "Inflation p99",
+        "Watermarks",
+        "Watermark p50",
+        "Watermark p99",
+    )
+    return ["## Distributions per vendor", "", *_table(header, rows)]
+
+
+def _optics(data: ReportData) -> list[str]:
+    o = data.optics
+    lines = [
+        "## Optical health",
+        "",
+        f"FEC limit (pre-FEC BER) {number(o.fec_limit_ber)}, event level {number(o.ber_event_level)}; "
+        f"required OSNR {o.osnr_required_db:g} dB, event level {o.osnr_event_level_db:g} dB.",
+        "",
+    ]
+    rows = (
+        (
+            r.device,
+            r.interface,
+            r.vendor or "-",
+            _maybe(r.pre_fec_ber_max, number),
+            _maybe(r.ber_margin_decades, lambda v: f"{v:.2f}"),
+            _maybe(r.osnr_min_db, lambda v: f"{v:.1f}"),
+            _maybe(r.osnr_margin_db, lambda v: f"{v:+.1f}"),
+            OPTICS_STATUS[r.status],
+        )
+        for r in o.rows
+        if r.status != "no data"
+    )
+    header = (
+        "Device",
+        "Interface",
+        "Vendor",
+        "Worst pre-FEC BER",
+        "Margin (decades)",
+        "Worst OSNR (dB)",
+        "OSNR margin (dB)",
+        "Status",
+    )
+    return lines + _table(header, rows)
+
+
+def _plan(data: ReportData) -> list[str]:
+    p = data.plan
+    if p is None:
+        return ["## Planned versus measured", "", "No collector config with links: nothing to plan.", ""]
+    intro = (
+        f"`spanwatch plan` for {p.distance_km:g} km, {p.links} x {p.link_gbps:g} Gb/s waves, "
+        f"{data_bytes(p.bytes_per_step)} per step and direction (what the run moved)."
+    )
+    rows = (
+        (r.quantity, format_value(r.planned, r.unit), format_value(r.measured, r.unit), r.note)
+        for r in p.rows
+    )
+    return [
+        "## Planned versus measured",
+        "",
+        intro,
+        "",
+        *_table(("Quantity", "Planned", "Measured", "Note"), rows),
+    ]
+
+
+def _timeline(data: ReportData) -> list[str]:
+    t = data.timeline
+    header = ("Link", "Kind", "Device", "Interface", "From (s)", "To (s)")
+    rows = (
+        (b.link, b.kind, b.device, b.interface or "-", f"{b.start_s:.1f}", f"{b.end_s:.1f}") for b in t.bands
+    )
+    intro = f"Events over the run, in seconds since {t.start or 'the start'} ({len(t.step)} steps plotted in the HTML)."
+    return ["## Timeline of events", "", intro, "", *_table(header, rows)]

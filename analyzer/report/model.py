@@ -1,0 +1,287 @@
+"""The typed content of the vendor-comparison report: every number the report shows, and nothing rendered.
+
+``analyzer.report.data.build_report`` fills a ``ReportData``; ``markdown`` and ``html`` only format it, and
+``report.json`` is ``to_json(data)`` (validated by ``schema.json``). Times are RFC 3339 strings; plotted
+series are columns (``t`` seconds since the run's start, ``y`` values) so the JSON stays compact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+Verdict = Literal["pass", "fail", "no data"]
+Status = Literal["ok", "warning", "over limit", "no data"]
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """An inter-DC link of the collector config."""
+
+    name: str
+    site_a: str
+    site_b: str
+    distance_km: float
+    members: int
+    rtt_seconds: float
+
+
+@dataclass(frozen=True)
+class Glance:
+    """The run at a glance.
+
+    Attributes:
+        start / end: first step start and last step end (else the telemetry's span), or None.
+        duration_seconds: end - start.
+        steps / ranks: distinct step numbers and ranks in the step logs.
+        gpus: the job's GPU count (``--gpus``), or None.
+        step_median_seconds: median step duration.
+        inflated_steps: (step, rank) rows the analysis marked inflated.
+        links: the config's inter-DC links.
+        distance_km: the longest link's fibre route, or None without a config.
+        events: congestion and health episodes detected.
+        exposed_total_seconds: step time attributed to the network (mean over ranks), summed over steps.
+        exposed_share: that over the summed step time.
+        gpu_hours_lost: exposed time x GPUs, or None without ``--gpus``.
+    """
+
+    start: str | None
+    end: str | None
+    duration_seconds: float | None
+    steps: int
+    ranks: int
+    gpus: int | None
+    step_median_seconds: float | None
+    inflated_steps: int
+    links: list[LinkInfo]
+    distance_km: float | None
+    events: int
+    exposed_total_seconds: float
+    exposed_share: float | None
+    gpu_hours_lost: float | None
+
+
+@dataclass(frozen=True)
+class EventRef:
+    """A detected event cited as evidence."""
+
+    event_id: int
+    kind: str
+    link: str | None
+    device: str
+    interface: str | None
+    start: str
+    duration_seconds: float
+    worst: float | None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a measured value rests on.
+
+    Attributes:
+        basis: what ``samples`` counts (``"steps"`` or ``"readings of dci_..."``).
+        samples: how many of them.
+        start / end / span_seconds: the time they cover, or None when there are none.
+        event_count: the events of the measure's kinds on the vendor's devices.
+        events: the first of them (at most ``EVIDENCE_EVENTS``), longest first.
+    """
+
+    basis: str
+    samples: int
+    start: str | None
+    end: str | None
+    span_seconds: float | None
+    event_count: int
+    events: list[EventRef]
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim beside its measurement.
+
+    Attributes:
+        measured: the worst value over the vendor's devices (the claim must hold on each), or None.
+        verdict: pass, fail, or no data.
+        reason: why, in words (for no data: what was missing).
+        worst_device: the device ``measured`` comes from.
+        per_device: every matched device's value (None where it has no data).
+    """
+
+    id: str
+    text: str
+    measure: str
+    unit: str
+    op: str
+    claimed: float
+    measured: float | None
+    verdict: Verdict
+    reason: str
+    worst_device: str | None
+    per_device: dict[str, float | None]
+    evidence: Evidence
+
+
+@dataclass(frozen=True)
+class VendorReport:
+    """A vendor, its devices and its claims' verdicts."""
+
+    name: str
+    match: dict[str, str]
+    devices: list[str]
+    claims: list[ClaimResult]
+    passed: int
+    failed: int
+    no_data: int
+
+
+@dataclass(frozen=True)
+class Band:
+    """An event as a shaded span of the timeline (seconds since the run's start)."""
+
+    link: str
+    category: Literal["congestion", "optical", "down"]
+    kind: str
+    device: str
+    interface: str | None
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Step time over the run, with events shaded per link.
+
+    Attributes:
+        start: time zero of ``t`` and of the bands.
+        t: each step's start (seconds since ``start``); ``step_seconds`` its duration (mean over ranks);
+            ``baseline_seconds`` the analysis's clean-step baseline.
+        bands: events, per link.
+    """
+
+    start: str | None
+    step: list[int]
+    t: list[float]
+    step_seconds: list[float]
+    baseline_seconds: list[float]
+    bands: list[Band]
+
+
+@dataclass(frozen=True)
+class LinkExposure:
+    """Per link: what it exposed to the job, and by which kind of event."""
+
+    link: str
+    steps_affected: int
+    exposed_total_seconds: float
+    exposed_p50_seconds: float
+    exposed_p99_seconds: float
+    share_of_run: float | None
+    gpu_hours_lost: float | None
+    by_kind: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Cdf:
+    """An empirical distribution as its quantiles at 0, 1, ..., 100 % (``values``), from ``n`` values."""
+
+    n: int
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class VendorDistributions:
+    """Per vendor: per-step network time attributed to its devices, and its queue watermark readings."""
+
+    vendor: str
+    step_inflation_seconds: Cdf
+    queue_watermark_bytes: Cdf
+
+
+@dataclass(frozen=True)
+class OpticsRow:
+    """One optical interface against its thresholds."""
+
+    device: str
+    interface: str
+    vendor: str | None
+    pre_fec_ber_max: float | None
+    ber_margin_decades: float | None
+    osnr_min_db: float | None
+    osnr_margin_db: float | None
+    status: Status
+
+
+@dataclass(frozen=True)
+class OpticsSeries:
+    """One interface's readings of one optical metric over time (downsampled)."""
+
+    device: str
+    interface: str
+    metric: str
+    t: list[float]
+    y: list[float]
+
+
+@dataclass(frozen=True)
+class Optics:
+    """Optical health: pre-FEC BER against the FEC limit, OSNR against the required OSNR."""
+
+    fec_limit_ber: float
+    ber_event_level: float
+    osnr_required_db: float
+    osnr_event_level_db: float
+    rows: list[OpticsRow]
+    series: list[OpticsSeries]
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """A planned figure beside the measured one."""
+
+    quantity: str
+    unit: str
+    planned: float | None
+    measured: float | None
+    note: str
+
+
+@dataclass(frozen=True)
+class PlanComparison:
+    """``spanwatch plan``'s figures for the run's distance and links, beside the measured ones."""
+
+    distance_km: float
+    links: int
+    link_gbps: float
+    bytes_per_step: float
+    rows: list[PlanRow]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows (``report.json``)."""
+
+    schema_version: int
+    title: str
+    sources: dict[str, str | None]
+    glance: Glance
+    vendors: list[VendorReport]
+    timeline: Timeline
+    link_exposure: list[LinkExposure]
+    distributions: list[VendorDistributions]
+    optics: Optics
+    plan: PlanComparison | None
+    notes: list[str]
+
+
+def to_json(data: ReportData) -> dict[str, Any]:
+    """The report's data as JSON-ready dicts and lists.
+
+    Args:
+        data: the report.
+
+    Returns:
+        ``asdict(data)``: only str, int, float, bool, None, list and dict inside.
+    """
+    return asdict(data)

@@ -1,0 +1,146 @@
+"""The few raw readings the report needs beyond the analysis tables, read from the archive once.
+
+The analysis directory holds per-step and per-event results but not raw readings; the report also shows how
+many readings a claim rests on, queue watermark distributions and optical series over time. They come from
+the archive the analysis named (``summary.json``), filtered to the metrics concerned, and the series are
+downsampled to at most ``MAX_POINTS`` per interface: a chart does not need more, and the HTML stays small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from analyzer import schemas, telemetry
+from analyzer.errors import AnalyzerError
+from analyzer.measures import OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
+
+MAX_POINTS = 240
+OPTICS = {**dict.fromkeys(PRE_FEC, PRE_FEC[0]), **dict.fromkeys(OSNR, OSNR[0])}
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the report reads from the archive.
+
+    Attributes:
+        counts: ``device``, ``metric``, ``n``, ``first``, ``last``: readings per device and metric.
+        watermarks: ``device``, ``value``: queue watermark readings on link member interfaces (occupancy
+            for devices without watermarks).
+        optics: ``device``, ``interface``, ``metric`` (``dci_optics_pre_fec_ber`` or ``dci_optics_osnr_db``,
+            their min/max variants folded in), ``time``, ``value``: downsampled.
+        link_speed_bytes: the median speed of link member interfaces, or None.
+        link_transmit_bytes: bytes transmitted by link member interfaces over the run (both directions),
+            or None.
+        note: why the archive could not be read, or None.
+    """
+
+    counts: pl.DataFrame
+    watermarks: pl.DataFrame
+    optics: pl.DataFrame
+    link_speed_bytes: float | None
+    link_transmit_bytes: float | None = None
+    note: str | None = None
+
+
+def empty(note: str | None) -> Readings:
+    """Readings with no rows (no archive), carrying why."""
+    return Readings(
+        pl.DataFrame(
+            schema={
+                "device": pl.String(),
+                "metric": pl.String(),
+                "n": pl.UInt32(),
+                "first": pl.Datetime("ns", "UTC"),
+                "last": pl.Datetime("ns", "UTC"),
+            }
+        ),
+        pl.DataFrame(schema={"device": pl.String(), "value": pl.Float64()}),
+        pl.DataFrame(
+            schema={
+                "device": pl.String(),
+                "interface": pl.String(),
+                "metric": pl.String(),
+                "time": pl.Datetime("ns", "UTC"),
+                "value": pl.Float64(),
+            }
+        ),
+        None,
+        None,
+        note,
+    )
+
+
+def read_archive(archive: Path | None) -> Readings:
+    """Read the counts, watermarks, optics and link speed the report shows.
+
+    Args:
+        archive: the archive directory, or None.
+
+    Returns:
+        The readings; empty ones (with a note) when there is no usable archive, so the report still renders.
+    """
+    if archive is None:
+        return empty("no archive was analysed: reading counts, watermarks and optics are not shown")
+    try:
+        scan = telemetry.scan_archive(archive)
+    except AnalyzerError as exc:
+        return empty(f"archive unreadable ({exc}): reading counts, watermarks and optics are not shown")
+    counts = scan.group_by("device", "metric").agg(
+        n=pl.len(), first=pl.col("time").min(), last=pl.col("time").max()
+    )
+    watermarks = _watermarks(scan)
+    optics = _optics(scan)
+    members = scan.filter(pl.col("link").is_not_null())
+    speed = members.filter(pl.col("metric") == SPEED).select(pl.col("value").median())
+    # Last minus first reading per series: a counter reset in the run undercounts, which a budget tolerates.
+    sent = (
+        members.filter(pl.col("metric") == TX_BYTES)
+        .group_by(list(schemas.SERIES_KEYS))
+        .agg(increase=pl.col("value").sort_by("time").last() - pl.col("value").sort_by("time").first())
+        .select(pl.col("increase").clip(lower_bound=0).sum())
+    )
+    frames = pl.collect_all([counts, watermarks, optics, speed, sent])
+    return Readings(frames[0], frames[1], frames[2], _scalar(frames[3]), _scalar(frames[4]))
+
+
+def _scalar(frame: pl.DataFrame) -> float | None:
+    value = frame.item() if frame.height else None
+    return None if value is None or value == 0 else float(value)
+
+
+def _watermarks(scan: pl.LazyFrame) -> pl.LazyFrame:
+    # Per device, the first of SAMPLE_METRICS it reports, as the queue_watermark_p99_bytes measure does.
+    order = {metric: index for index, metric in enumerate(SAMPLE_METRICS)}
+    rows = scan.filter(pl.col("link").is_not_null(), pl.col("metric").is_in(list(SAMPLE_METRICS)))
+    rows = rows.with_columns(preference=pl.col("metric").replace_strict(order, return_dtype=pl.Int32()))
+    best = pl.col("preference") == pl.col("preference").min().over("device")
+    return rows.filter(best).select("device", "value")
+
+
+def _optics(scan: pl.LazyFrame) -> pl.LazyFrame:
+    # Coherent optical channels are components (OpticalChannel1/4), not interfaces: name them by either.
+    rows = scan.with_columns(interface=pl.coalesce("interface", "component"))
+    rows = rows.filter(pl.col("metric").is_in(list(OPTICS)), pl.col("interface").is_not_null())
+    rows = rows.with_columns(pl.col("metric").replace_strict(OPTICS, return_dtype=pl.String()))
+    span = pl.col("time").max() - pl.col("time").min()
+    # Equal time buckets over the whole run; a BER burst is kept by taking the max, an OSNR dip by the min.
+    bucket = (
+        (pl.col("time") - pl.col("time").min()).dt.total_nanoseconds()
+        * MAX_POINTS
+        // (span.dt.total_nanoseconds() + 1)
+    )
+    worst = (
+        pl.when(pl.col("metric").first() == PRE_FEC[0])
+        .then(pl.col("value").max())
+        .otherwise(pl.col("value").min())
+    )
+    return (
+        rows.with_columns(bucket=bucket)
+        .group_by("device", "interface", "metric", "bucket")
+        .agg(time=pl.col("time").min(), value=worst)
+        .drop("bucket")
+        .sort("device", "interface", "metric", "time")
+    )
