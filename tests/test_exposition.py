@@ -23,7 +23,9 @@ def _store() -> tuple[Store, FakeClock]:
     store.set_target(
         "dci1.site-a",
         TargetLabels(
-            static=(("site", "a"), ("vendor", "arista")), ttl=30.0, links={("interface", "Ethernet1/1"): "paris-lyon-1"}
+            static=(("site", "a"), ("vendor", "arista")),
+            ttl=30.0,
+            links={("interface", "Ethernet1/1"): "paris-lyon-1"},
         ),
     )
     return store, clock

@@ -91,7 +91,11 @@ class Fabric(threading.Thread):
                 {"device": LIVE, "interface": "Ethernet1/1"}, {"device": LIVE, "interface": "Ethernet1/2"}]}]})  # fmt: skip
         store = Store()
         store.set_target(
-            LIVE, TargetLabels((("site", "a"),), links={("interface", "Ethernet1/1"): "l1", ("interface", "Ethernet1/2"): "l1"})
+            LIVE,
+            TargetLabels(
+                (("site", "a"),),
+                links={("interface", "Ethernet1/1"): "l1", ("interface", "Ethernet1/2"): "l1"},
+            ),
         )
         server = await serve(store, "127.0.0.1:0", None)
         self.port = server.address[1]
