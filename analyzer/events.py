@@ -9,6 +9,10 @@ is bad, and its enter/exit levels (``analyzer.thresholds``). Detection is vector
    peak covers ``(previous reading, reading]``, an instant gauge the half-way points around it;
 3. raw episodes of one kind on one interface (every queue, priority and metric together) are merged when
    closer than the merge gap, then those shorter than the minimum duration are dropped.
+
+Two inputs are derived before the rules run: ECN marks become the marked share of the queue's
+transmitted packets (``ecn_fraction``), and optical-channel series, which carry a ``component`` instead of
+an interface, are placed by their component.
 """
 
 from __future__ import annotations
@@ -232,6 +236,14 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
     )
 
 
+def _rule_input(
+    parts: dict[tuple[object, ...], pl.DataFrame], rule: Rule, empty: pl.LazyFrame
+) -> pl.LazyFrame:
+    """The signal rows of a rule's metrics (each metric's rows still sorted by series and time)."""
+    chosen = [parts[(metric,)] for metric in rule.metrics if (metric,) in parts]
+    return pl.concat(chosen).lazy() if chosen else empty.clear()
+
+
 def detect_events(
     signals: pl.LazyFrame, thresholds: Thresholds, labels: pl.LazyFrame, bdp: pl.LazyFrame | None = None
 ) -> pl.LazyFrame:
@@ -250,7 +262,12 @@ def detect_events(
     if bdp is not None:
         per_series = labels.join(bdp, on=["device", "interface"]).select("series", "bdp_bytes")
         relevant = relevant.join(per_series, on="series", how="left", maintain_order="left")
-    raw = pl.concat([raw_episodes(relevant, rule, thresholds) for rule in RULES], how="vertical_relaxed")
+    # Split once by metric (order kept) instead of filtering every rule's metrics out of the whole frame.
+    parts = relevant.collect().partition_by("metric", as_dict=True, maintain_order=True)
+    raw = pl.concat(
+        [raw_episodes(_rule_input(parts, rule, relevant), rule, thresholds) for rule in RULES],
+        how="vertical_relaxed",
+    )
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then.
     place = labels.select("series", "link", "device", interface=pl.coalesce("interface", "component"))

@@ -5,7 +5,8 @@ labels of the device (``vendor``, ``site``...), plus ``run`` (always ``"all"``) 
 
 * ``totals``: per series (device, interface, link, metric) the reset-aware counter increase, min and max
   value and the first and last reading (small: one row per series);
-* ``samples``: raw readings for the quantile measures (queue watermark / occupancy, utilization);
+* ``samples``: log-spaced histograms (``bucket``, ``count``) of the readings quantile measures need (queue
+  watermark / occupancy, utilization), exact to 1%;
 * ``events``, ``attribution``, ``steps``: the detection and correlation outputs.
 
 Every measure is computed for each scope: ``link`` (link member interfaces only), ``device``, each target
@@ -15,6 +16,7 @@ label (``label:vendor``...), and ``run``. A measure with no data for a key gives
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -120,7 +122,36 @@ def _sample_quantile(metrics: tuple[str, ...], q: float) -> Compute:
 
 
 def _quantile(frame: pl.DataFrame, key: str, q: float) -> pl.DataFrame:
-    return frame.group_by(key).agg(value=pl.col("value").quantile(q, "linear"))
+    """The q-quantile per key from histogram rows (``bucket``, ``count``): the first bucket whose cumulative
+    count reaches q of the total, read back as its value."""
+    per_bucket = frame.group_by(key, "bucket").agg(pl.col("count").sum()).sort(key, "bucket")
+    cumulative = per_bucket.with_columns(
+        reached=pl.col("count").cum_sum().over(key) >= q * pl.col("count").sum().over(key)
+    )
+    chosen = cumulative.filter("reached").group_by(key).agg(pl.col("bucket").first())
+    return chosen.select(key, value=bucket_value(pl.col("bucket")))
+
+
+# Quantile inputs are kept as log-spaced histograms, mergeable across device batches and small whatever the
+# archive size: a reading v > 0 falls in bucket round(log(v) / log(1 + BUCKET_STEP)), read back within
+# +/- BUCKET_STEP / 2 of v; v <= 0 falls in ZERO_BUCKET.
+BUCKET_STEP = 0.01
+ZERO_BUCKET = -(2**31)
+
+
+def bucket_of(value: pl.Expr) -> pl.Expr:
+    """The histogram bucket of a reading (see ``BUCKET_STEP``)."""
+    log_bucket = (value.log() / math.log1p(BUCKET_STEP)).round().cast(pl.Int32())
+    return pl.when(value > 0).then(log_bucket).otherwise(pl.lit(ZERO_BUCKET, pl.Int32()))
+
+
+def bucket_value(bucket: pl.Expr) -> pl.Expr:
+    """The value a histogram bucket stands for."""
+    return (
+        pl.when(bucket == ZERO_BUCKET)
+        .then(0.0)
+        .otherwise((bucket.cast(pl.Float64()) * math.log1p(BUCKET_STEP)).exp())
+    )
 
 
 def _exposure(q: float | None) -> Compute:

@@ -3,10 +3,16 @@
 Series never span devices, so an archive is processed in batches of devices whose row count stays under a
 budget: each batch's signals are computed once (one sort), held in memory while events, totals and samples
 are taken from them, then dropped. Peak memory follows the batch size, not the archive size.
+
+An archive file holds every device's readings of its flush interval, so reading it once per batch would
+decode the archive as many times as there are batches. When more than ``REREAD_BATCHES`` are needed, one streaming
+pass (``analyzer.spill``) first copies the needed rows into a temporary folder per batch; each batch then
+reads only its own part.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import measures, schemas, telemetry, topology
+from analyzer import measures, schemas, spill, telemetry, topology
 from analyzer.events import METRICS as EVENT_METRICS
 from analyzer.events import detect_events
 from analyzer.thresholds import Thresholds
@@ -30,7 +36,8 @@ MEASURE_METRICS = frozenset(
     }
 )
 NEEDED = EVENT_METRICS | MEASURE_METRICS
-DEFAULT_BATCH_ROWS = 8_000_000
+DEFAULT_BATCH_ROWS = 6_000_000  # about 3 GB peak: keeps a 100M-row analysis under 4 GB
+REREAD_BATCHES = 3
 
 _TOTAL_KEYS = ["device", "interface", "link", "metric"]
 
@@ -91,7 +98,7 @@ def totals(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
-    """The readings quantile measures need: queue depths, and utilization (transmit rate / speed)."""
+    """Histograms of what quantile measures need: queue depths, and utilization (transmit rate / speed)."""
     place = labels.select("series", "device", "interface", "link")
     depth = signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS))).join(place, on="series")
     speed = (
@@ -109,7 +116,10 @@ def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(metric=pl.lit(measures.UTILIZATION), value=pl.col("value") / pl.col("speed"))
     )
     columns = [*_TOTAL_KEYS, "value"]
-    return pl.concat([depth.select(columns), utilization.select(columns)])
+    readings = pl.concat([depth.select(columns), utilization.select(columns)])
+    return readings.group_by(*_TOTAL_KEYS, bucket=measures.bucket_of(pl.col("value"))).agg(
+        count=pl.len().cast(pl.Int64())
+    )
 
 
 def analyse_frame(
@@ -154,7 +164,7 @@ def empty_result() -> NetworkResult:
             "last": schemas.TIME,
         }
     )
-    empty_samples = pl.DataFrame(schema={**keys, "value": pl.Float64()})
+    empty_samples = pl.DataFrame(schema={**keys, "bucket": pl.Int32(), "count": pl.Int64()})
     return NetworkResult(pl.DataFrame(schema=schemas.EVENTS), empty_totals, empty_samples, 0, [])
 
 
@@ -205,11 +215,20 @@ def analyse_archive(
     scan = telemetry.scan_archive(root, start, end, devices, NEEDED)
     counts = scan.group_by("device").agg(rows=pl.len()).collect(engine="streaming")
     plan = list(batches(counts.drop_nulls("device"), max_rows))
-    parts = []
-    for done, batch in enumerate(plan, start=1):
-        parts.append(analyse_frame(scan.filter(pl.col("device").is_in(batch)), thresholds, members))
-        if progress is not None:
-            progress(done, len(plan))
+    with tempfile.TemporaryDirectory(prefix="spanwatch-batches-") as folder:
+        # Re-reading the archive per batch is cheaper than copying it, up to a few batches.
+        if len(plan) > REREAD_BATCHES:
+            files = spill.files_in_range(root, start, end)
+            frames = spill.spill_batches(
+                files, spill.row_filter(start, end, devices, NEEDED), plan, Path(folder)
+            )
+        else:
+            frames = [scan.filter(pl.col("device").is_in(batch)) for batch in plan]
+        parts = []
+        for done, frame in enumerate(frames, start=1):
+            parts.append(analyse_frame(frame, thresholds, members))
+            if progress is not None:
+                progress(done, len(plan))
     return _combine(parts, sorted(counts["device"].drop_nulls().to_list()))
 
 

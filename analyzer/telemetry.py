@@ -159,6 +159,25 @@ def series_labels(telemetry: pl.LazyFrame) -> pl.LazyFrame:
     return schemas.conform_lazy(schemas.SERIES, keyed.unique("series", keep="any"))
 
 
+def sort_series(frame: pl.DataFrame) -> pl.DataFrame:
+    """Sort readings by (series, time), cheaply when they arrive in time order.
+
+    The archive's files are written in time order and read in path order, so readings usually arrive
+    time-ordered: a stable sort by series alone then leaves each series in time order, at a third of the
+    cost of a two-key sort of interleaved rows. One vectorised pass checks it; otherwise the full sort runs.
+
+    Args:
+        frame: readings with ``series`` and ``time``.
+
+    Returns:
+        The readings sorted by (series, time).
+    """
+    by_series = frame.sort("series", maintain_order=True)
+    first = pl.col("series") != pl.col("series").shift(1)
+    in_order = by_series.select((first | (pl.col("time") >= pl.col("time").shift(1))).fill_null(True).all())
+    return by_series if in_order.item() else by_series.sort("series", "time")
+
+
 def signals(telemetry: pl.LazyFrame) -> pl.LazyFrame:
     """Turn readings into signals: counters become reset-aware per-second rates, gauges stay as they are.
 
@@ -172,7 +191,7 @@ def signals(telemetry: pl.LazyFrame) -> pl.LazyFrame:
         ``schemas.SIGNALS`` rows, sorted by series and time; ``series_labels`` gives each series' labels.
     """
     narrow = with_series(telemetry).select("series", "metric", "time", "value", "counter")
-    keyed = narrow.sort(["series", "time"])
+    keyed = sort_series(narrow.collect()).lazy()
     same = pl.col("series") == pl.col("series").shift(1)
     deduped = keyed.filter(~(same & (pl.col("time") == pl.col("time").shift(1))).fill_null(False))
     is_counter = pl.col("metric").is_in(sorted(COUNTERS))

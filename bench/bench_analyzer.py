@@ -3,6 +3,7 @@
 Generates a synthetic hive-partitioned archive in the collector's exact schema (``--rows`` readings:
 devices x interfaces x 6 metrics x seconds, written with pyarrow, not the row-at-a-time ``Archive``) and a
 steps table (``--steps`` rows over 8 ranks), with congestion episodes that slow the steps they overlap.
+Each hour is one file holding every device, time-ordered, as the collector's writer mixes devices per flush.
 Then runs, each in a fresh subprocess (so peak RSS is per engine):
 
 * ``spanwatch``: ``analyzer.network.analyse_archive`` (signals, every event rule, hysteresis, merging,
@@ -56,7 +57,6 @@ DROP_ENTER, DROP_EXIT = 1.0, 0.5
 PFC_ENTER, PFC_EXIT = 0.01, 0.001
 QUEUE_ENTER, QUEUE_EXIT = 1e6, 5e5
 GAP_S = 2.0
-BATCH_ROWS = 2_000_000
 
 
 # -- data -------------------------------------------------------------------------------------------------
@@ -81,20 +81,25 @@ def episodes(devices: int, seconds: int, rng: np.random.Generator) -> list[tuple
 
 
 def write_archive(root: Path, devices: int, seconds: int, eps: list[tuple[int, int, int, int]]) -> int:
-    """Write the archive one (device, hour) file at a time; returns the row count."""
+    """Write the archive one hour file at a time, every device in each file (as the collector's writer
+    mixes every device in each flush); returns the row count."""
+    masks = np.zeros((devices, INTERFACES, seconds + 1), dtype=bool)
+    for dev, i, s, e in eps:
+        masks[dev, i, s + 1 : e + 1] = True  # the reading at t covers (t-1, t]
     total = 0
-    for d in range(devices):
-        mask = np.zeros((INTERFACES, seconds + 1), dtype=bool)
-        for dev, i, s, e in eps:
-            if dev == d:
-                mask[i, s + 1 : e + 1] = True  # the reading at t covers (t-1, t]
-        for hour_start in range(0, seconds + 1, 3600):
-            t = np.arange(hour_start, min(seconds + 1, hour_start + 3600))
-            total += _write_hour(root, d, t, mask[:, t])
+    for hour_start in range(0, seconds + 1, 3600):
+        t = np.arange(hour_start, min(seconds + 1, hour_start + 3600))
+        tables = [_hour_table(d, t, masks[d][:, t]) for d in range(devices)]
+        table = pa.concat_tables(tables)
+        stamp = datetime.fromtimestamp((T0_NS + int(t[0]) * 10**9) / 1e9, UTC)
+        folder = root / f"date={stamp:%Y-%m-%d}" / f"hour={stamp:%H}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.sort_by("time"), folder / "bench-000001.parquet", compression="zstd")
+        total += table.num_rows
     return total
 
 
-def _write_hour(root: Path, d: int, t: np.ndarray, mask: np.ndarray) -> int:
+def _hour_table(d: int, t: np.ndarray, mask: np.ndarray) -> pa.Table:
     n = len(t)
     columns: dict[str, list[Any]] = {k: [] for k in ("time", "metric", "interface", "value", "counter")}
     for i in range(INTERFACES):
@@ -119,7 +124,7 @@ def _write_hour(root: Path, d: int, t: np.ndarray, mask: np.ndarray) -> int:
     rows = n * INTERFACES * len(METRICS)
     link = np.array([f"link{j % INTERFACES}" for j in range(INTERFACES)], dtype=object)
     times = np.concatenate(columns["time"])
-    table = pa.table(
+    return pa.table(
         {
             "time": pa.array(times, pa.timestamp("ns", tz="UTC")),
             "received_time": pa.array(times, pa.timestamp("ns", tz="UTC")),
@@ -136,11 +141,6 @@ def _write_hour(root: Path, d: int, t: np.ndarray, mask: np.ndarray) -> int:
             "counter": pa.array(np.concatenate(columns["counter"]), pa.uint64()),
         }
     )
-    stamp = datetime.fromtimestamp((T0_NS + int(t[0]) * 10**9) / 1e9, UTC)
-    folder = root / f"date={stamp:%Y-%m-%d}" / f"hour={stamp:%H}"
-    folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, folder / f"bench-{d:03d}.parquet", compression="zstd")
-    return rows
 
 
 def write_steps(path: Path, steps: int, seconds: int, eps: list[tuple[int, int, int, int]]) -> None:
@@ -199,7 +199,7 @@ def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
             "rtt_seconds": pl.Float64(),
         }
     )
-    net = network.analyse_archive(archive, thresholds, members, max_rows=BATCH_ROWS)
+    net = network.analyse_archive(archive, thresholds, members)  # default batch: the memory budget
     steps = correlate.prepare_steps(
         pl.read_parquet(steps_path).with_columns(source_file=pl.lit("bench"), interval_average=pl.lit(False))
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from synthetic_fabric import T0, Episode, write_archive
 
 from analyzer import events, schemas, telemetry
@@ -104,3 +105,16 @@ def test_queue_threshold_follows_the_bandwidth_delay_product(tmp_path: Path) -> 
     assert detect(tmp_path, bdp=bdp).height == 1
     deep = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [40e6]})
     assert detect(tmp_path, bdp=deep).height == 0
+
+
+def test_batches_give_the_same_result_as_one_pass(tmp_path: Path) -> None:
+    from analyzer import network, topology
+
+    write_archive(tmp_path, 120, [Episode("drops", "a1", 10, 30), Episode("pfc", "b2", 50, 70)])
+    members = topology.link_members(None)
+    whole = network.analyse_archive(tmp_path, Thresholds(), members)
+    batched = network.analyse_archive(tmp_path, Thresholds(), members, max_rows=2_000)  # one device each
+    assert batched.events.drop("event_id").equals(whole.events.drop("event_id"))
+    keys = ["device", "interface", "metric"]
+    assert_frame_equal(batched.totals.sort(keys), whole.totals.sort(keys), check_exact=False)
+    assert batched.rows == whole.rows

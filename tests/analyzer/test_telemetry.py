@@ -88,3 +88,23 @@ def test_prometheus_series_become_archive_rows(monkeypatch: pytest.MonkeyPatch) 
 def test_prometheus_unreachable_is_a_clear_error() -> None:
     with pytest.raises(InputError, match="Prometheus query failed"):
         prometheus.query_range("http://127.0.0.1:9", "up", T0, T0 + timedelta(seconds=1), 1.0)
+
+
+def test_readings_out_of_time_order_are_sorted(tmp_path: Path) -> None:
+    archive = Archive(tmp_path, writer="t")
+    for i, total in reversed(list(enumerate([0, 10, 30, 60]))):  # newest first
+        ns = T0_NS + i * 10**9
+        archive.add(
+            ns,
+            ns,
+            "a1",
+            "gnmi",
+            "dci_queue_dropped_packets_total",
+            (("interface", "e1"),),
+            None,
+            float(total),
+            total,
+        )
+    archive.flush()
+    sig = telemetry.signals(telemetry.scan_archive(tmp_path)).collect()
+    assert sig["value"].to_list() == [None, 10.0, 20.0, 30.0]
