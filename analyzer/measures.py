@@ -92,6 +92,13 @@ def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
     return compute
 
 
+def _per_terabyte_measure(unit: str, doc: str, numerator: str, bytes_metric: str, kind: str) -> Measure:
+    """A count of ``numerator`` per 10^12 bytes of ``bytes_metric``, evidenced by events of ``kind``."""
+    return Measure(
+        unit, doc, _per_terabyte(numerator, bytes_metric), reads=(numerator, bytes_metric), kinds=(kind,)
+    )
+
+
 def _extreme(metrics: tuple[str, ...], largest: bool) -> Compute:
     def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
         t = inputs.totals.filter(pl.col(key).is_not_null() & pl.col("metric").is_in(list(metrics)))
@@ -99,6 +106,13 @@ def _extreme(metrics: tuple[str, ...], largest: bool) -> Compute:
         return t.group_by(key).agg(value=value).drop_nulls("value")
 
     return compute
+
+
+def _extreme_measure(
+    unit: str, doc: str, metrics: tuple[str, ...], largest: bool, kinds: tuple[str, ...]
+) -> Measure:
+    """The largest (or smallest) reading of ``metrics``, evidenced by events of ``kinds``."""
+    return Measure(unit, doc, _extreme(metrics, largest), reads=metrics, kinds=kinds)
 
 
 def _pfc_per_hour(inputs: MeasureInputs, key: str) -> pl.DataFrame:
@@ -211,26 +225,18 @@ def _event_count(inputs: MeasureInputs, key: str) -> pl.DataFrame:
 
 
 MEASURES: dict[str, Measure] = {
-    "dropped_packets_per_terabyte": Measure(
+    "dropped_packets_per_terabyte": _per_terabyte_measure(
         "packets/TB",
         "Queue drops per 10^12 bytes transmitted on the same interfaces.",
-        _per_terabyte(DROPPED, TX_BYTES),
-        reads=(DROPPED, TX_BYTES),
-        kinds=("drops",),
+        DROPPED,
+        TX_BYTES,
+        "drops",
     ),
-    "ecn_marked_packets_per_terabyte": Measure(
-        "packets/TB",
-        "ECN-marked packets per 10^12 bytes transmitted.",
-        _per_terabyte(ECN, TX_BYTES),
-        reads=(ECN, TX_BYTES),
-        kinds=("ecn",),
+    "ecn_marked_packets_per_terabyte": _per_terabyte_measure(
+        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", ECN, TX_BYTES, "ecn"
     ),
-    "fcs_errors_per_terabyte": Measure(
-        "frames/TB",
-        "Frames received with a bad FCS per 10^12 bytes received.",
-        _per_terabyte(FCS, RX_BYTES),
-        reads=(FCS, RX_BYTES),
-        kinds=("fcs",),
+    "fcs_errors_per_terabyte": _per_terabyte_measure(
+        "frames/TB", "Frames received with a bad FCS per 10^12 bytes received.", FCS, RX_BYTES, "fcs"
     ),
     "pfc_pause_seconds_per_hour": Measure(
         "s/h",
@@ -252,26 +258,14 @@ MEASURES: dict[str, Measure] = {
         _sample_quantile((UTILIZATION,), 0.99),
         reads=(TX_BYTES, SPEED),
     ),
-    "pre_fec_ber_max": Measure(
-        "ratio",
-        "Largest pre-FEC bit error ratio reported.",
-        _extreme(PRE_FEC, True),
-        reads=PRE_FEC,
-        kinds=("ber",),
+    "pre_fec_ber_max": _extreme_measure(
+        "ratio", "Largest pre-FEC bit error ratio reported.", PRE_FEC, True, ("ber",)
     ),
-    "post_fec_ber_max": Measure(
-        "ratio",
-        "Largest post-FEC bit error ratio reported.",
-        _extreme(POST_FEC, True),
-        reads=POST_FEC,
-        kinds=("ber", "fec_uncorrectable"),
+    "post_fec_ber_max": _extreme_measure(
+        "ratio", "Largest post-FEC bit error ratio reported.", POST_FEC, True, ("ber", "fec_uncorrectable")
     ),
-    "osnr_min_db": Measure(
-        "dB",
-        "Smallest optical signal-to-noise ratio reported.",
-        _extreme(OSNR, False),
-        reads=OSNR,
-        kinds=("osnr",),
+    "osnr_min_db": _extreme_measure(
+        "dB", "Smallest optical signal-to-noise ratio reported.", OSNR, False, ("osnr",)
     ),
     "exposed_latency_total_seconds": Measure(
         "s",

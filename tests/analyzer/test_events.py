@@ -118,3 +118,23 @@ def test_batches_give_the_same_result_as_one_pass(tmp_path: Path) -> None:
     keys = ["device", "interface", "metric"]
     assert_frame_equal(batched.totals.sort(keys), whole.totals.sort(keys), check_exact=False)
     assert batched.rows == whole.rows
+
+
+def test_spilled_batches_give_the_same_result_as_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Force the narrow spill copy (normally only past REREAD_BATCHES batches) and compare with one pass.
+    from analyzer import network, topology
+
+    archive = tmp_path / "archive"
+    write_archive(archive, 120, [Episode("drops", "a1", 10, 30), Episode("pfc", "b2", 50, 70)])
+    members = topology.link_members(None)
+    whole = network.analyse_archive(archive, Thresholds(), members)
+    monkeypatch.setattr(network, "REREAD_BATCHES", 0)
+    spilled = network.analyse_archive(archive, Thresholds(), members, max_rows=2_000)
+    assert spilled.events.drop("event_id").equals(whole.events.drop("event_id"))
+    keys = ["device", "interface", "metric"]
+    assert_frame_equal(spilled.totals.sort(keys), whole.totals.sort(keys), check_exact=False)
+    samples_keys = ["device", "interface", "link", "metric", "bucket"]
+    assert_frame_equal(spilled.samples.sort(samples_keys), whole.samples.sort(samples_keys))
+    assert spilled.rows == whole.rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,25 @@ from synthetic_fabric import SPEED, T0, T0_NS, write_archive
 from analyzer import prometheus, telemetry
 from analyzer.errors import InputError
 from collector.exporters.archive import Archive
+
+
+def _archive_drops(path: Path, readings: Iterable[tuple[int, int]]) -> None:
+    """An archive at ``path`` of one drop counter's ``(second, total)`` readings, written in that order."""
+    archive = Archive(path, writer="t")
+    for i, total in readings:
+        ns = T0_NS + i * 10**9
+        archive.add(
+            ns,
+            ns,
+            "a1",
+            "gnmi",
+            "dci_queue_dropped_packets_total",
+            (("interface", "e1"),),
+            None,
+            float(total),
+            total,
+        )
+    archive.flush()
 
 
 def test_scan_pushes_down_time_and_devices(tmp_path: Path) -> None:
@@ -37,22 +57,8 @@ def test_a_counter_reset_gives_no_negative_rate_and_no_spike(tmp_path: Path) -> 
 
 
 def test_exact_counter_column_is_used_beyond_float_precision(tmp_path: Path) -> None:
-    archive = Archive(tmp_path, writer="t")
     base = 2**60  # float64 cannot tell base from base + 1
-    for i, total in enumerate([base, base + 1, base + 3]):
-        ns = T0_NS + i * 10**9
-        archive.add(
-            ns,
-            ns,
-            "a1",
-            "gnmi",
-            "dci_queue_dropped_packets_total",
-            (("interface", "e1"),),
-            None,
-            float(total),
-            total,
-        )
-    archive.flush()
+    _archive_drops(tmp_path, enumerate([base, base + 1, base + 3]))
     sig = telemetry.signals(telemetry.scan_archive(tmp_path)).collect()
     assert sig["increase"].to_list() == [None, 1.0, 2.0]
 
@@ -91,20 +97,6 @@ def test_prometheus_unreachable_is_a_clear_error() -> None:
 
 
 def test_readings_out_of_time_order_are_sorted(tmp_path: Path) -> None:
-    archive = Archive(tmp_path, writer="t")
-    for i, total in reversed(list(enumerate([0, 10, 30, 60]))):  # newest first
-        ns = T0_NS + i * 10**9
-        archive.add(
-            ns,
-            ns,
-            "a1",
-            "gnmi",
-            "dci_queue_dropped_packets_total",
-            (("interface", "e1"),),
-            None,
-            float(total),
-            total,
-        )
-    archive.flush()
+    _archive_drops(tmp_path, reversed(list(enumerate([0, 10, 30, 60]))))  # newest first
     sig = telemetry.signals(telemetry.scan_archive(tmp_path)).collect()
     assert sig["value"].to_list() == [None, 10.0, 20.0, 30.0]

@@ -6,6 +6,7 @@ intervals are 1 s, so recording rules and alert states follow within seconds of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.deploy.promql import RULES
+from tests.integration.processes import stop_process
 
 PROMETHEUS = shutil.which("prometheus")
 SKIP_REASON = "prometheus is not installed (apt-get install prometheus)"
@@ -44,34 +46,45 @@ def prometheus(tmp: Path, targets: list[str], job: str = "spanwatch") -> Iterato
 
     Yields its base URL once it answers ``/-/ready``; stops it on exit.
     """
-    assert PROMETHEUS is not None, SKIP_REASON
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
         "rule_files": [str(fast_rules(tmp))],
         "scrape_configs": [{"job_name": job, "honor_labels": True, "static_configs": [{"targets": targets}]}],
     }
-    (tmp / "prometheus.yml").write_text(json.dumps(config))
-    address = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-         f"--web.listen-address={address}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://{address}"
-    try:
-        deadline = time.monotonic() + 20
-        while _get(f"{url}/-/ready") is None:
-            assert proc.poll() is None, f"prometheus exited with {proc.returncode}"
-            assert time.monotonic() < deadline, "prometheus did not become ready"
-            time.sleep(0.1)
+    with launch(tmp, config) as url:
         yield url
-    finally:
-        proc.terminate()
+
+
+@contextmanager
+def launch(tmp: Path, config: dict[str, Any], log: Path | None = None) -> Iterator[str]:
+    """Run Prometheus with ``config`` (written to ``tmp``), its output to ``log`` (or discarded).
+
+    Yields its base URL once it answers ``/-/ready``; stops it on exit.
+    """
+    assert PROMETHEUS is not None, SKIP_REASON
+    (tmp / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+    address = f"127.0.0.1:{free_port()}"
+    with contextlib.ExitStack() as stack:
+        out = subprocess.DEVNULL if log is None else stack.enter_context(log.open("w"))
+        proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+             f"--web.listen-address={address}", "--log.level=warn"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://{address}"
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+            deadline = time.monotonic() + 20
+            while _get(f"{url}/-/ready") is None:
+                assert proc.poll() is None, f"prometheus exited with {proc.returncode}{_tail(log)}"
+                assert time.monotonic() < deadline, f"prometheus did not become ready{_tail(log)}"
+                time.sleep(0.1)
+            yield url
+        finally:
+            stop_process(proc, 10)
+
+
+def _tail(log: Path | None) -> str:
+    return "" if log is None else "\nPrometheus log:\n" + log.read_text()[-3000:]
 
 
 def _get(url: str) -> bytes | None:

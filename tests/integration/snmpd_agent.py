@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from snmp_agents import _answers, free_udp_port
 
+from tests.integration.processes import stop_process
+
 SNMPD = Path("/usr/sbin/snmpd")
 COMMUNITY = "public"
 
@@ -102,9 +104,4 @@ def snmpd(folder: Path) -> Iterator[Agent]:
             time.sleep(0.05)
         yield Agent(port, folder)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 5)

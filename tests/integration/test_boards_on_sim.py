@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -62,6 +61,8 @@ from tests.deploy.promql import (
     rule_groups,
     strip_threshold,
 )
+from tests.integration.loop_thread import LoopThread
+from tests.integration.processes import stop_process
 from tests.integration.prometheus_support import PROMETHEUS, SKIP_REASON, free_port, prometheus, query
 
 pytestmark = pytest.mark.integration
@@ -144,37 +145,20 @@ def shifted_episodes() -> list[Episode]:
     ]
 
 
-class SimThread(threading.Thread):
+class SimThread(LoopThread):
     """The simulated fabric on its own event loop."""
 
     def __init__(self) -> None:
-        super().__init__(daemon=True, name="sim-fabric")
+        super().__init__(name="sim-fabric")
         self.sim = SimulatedFabric(PARAMS, episodes=shifted_episodes())
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._halt: asyncio.Event | None = None
 
-    def run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as e:  # surfaced to the test through ``error``
-            self.error = e
-            self.ready.set()
-
-    async def _main(self) -> None:
-        self._loop, self._halt = asyncio.get_running_loop(), asyncio.Event()
+    async def main(self, halt: asyncio.Event) -> None:
         await self.sim.start()
         try:
             self.ready.set()
-            await self._halt.wait()
+            await halt.wait()
         finally:
             await self.sim.stop()
-
-    def stop(self) -> None:
-        if self._loop is not None and self._halt is not None:
-            self._loop.call_soon_threadsafe(self._halt.set)
-        self.join(10)
 
 
 def collector_config(sim: SimulatedFabric, tmp: Path, listen: str) -> Path:
@@ -239,7 +223,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         collector: subprocess.Popen[bytes] | None = None
         log = tmp / "collector.log"
         try:
-            assert fabric.ready.wait(10) and fabric.error is None, fabric.error
+            fabric.wait_ready()
             config = collector_config(fabric.sim, tmp, listen)
             with log.open("wb") as out:
                 collector = subprocess.Popen(
@@ -250,12 +234,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             yield _watch(url, board_checks() + rule_checks(), collector, log)
         finally:
             if collector is not None:
-                collector.terminate()
-                try:
-                    collector.wait(15)
-                except subprocess.TimeoutExpired:
-                    collector.kill()
-                    collector.wait(5)
+                stop_process(collector, 15)
             fabric.stop()
 
 

@@ -12,7 +12,6 @@ installed.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
 
@@ -24,6 +23,7 @@ from collector.links import update as update_links
 from collector.model import Sample, counter, gauge, labels
 from collector.store import Store, TargetLabels
 from tests.deploy.promql import Expression, dashboard_expressions, rule_expressions
+from tests.integration.loop_thread import LoopThread
 from tests.integration.prometheus_support import PROMETHEUS, SKIP_REASON, free_port, query
 from tests.integration.prometheus_support import prometheus as run_prometheus
 
@@ -69,19 +69,14 @@ def _feed(store: Store, elapsed: float) -> None:
     store.inc("spanwatch_archive_write_errors_total", ())
 
 
-class Fabric(threading.Thread):
+class Fabric(LoopThread):
     """The exporter and the feeder on their own event loop."""
 
     def __init__(self) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.port = 0
-        self.ready = threading.Event()
-        self.halt = threading.Event()
 
-    def run(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
+    async def main(self, halt: asyncio.Event) -> None:
         from collector import config as configuration
 
         cfg = configuration.parse({"targets": [
@@ -101,7 +96,7 @@ class Fabric(threading.Thread):
         self.port = server.address[1]
         self.ready.set()
         t0 = time.monotonic()
-        while not self.halt.is_set():
+        while not halt.is_set():
             _feed(store, time.monotonic() - t0)
             update_links(store, cfg)
             await asyncio.sleep(0.2)
@@ -115,14 +110,13 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(SKIP_REASON)
     fabric = Fabric()
     fabric.start()
-    assert fabric.ready.wait(10)
+    fabric.wait_ready()
     targets = [f"127.0.0.1:{fabric.port}", f"127.0.0.1:{free_port()}"]  # the second is down
     try:
         with run_prometheus(tmp_path_factory.mktemp("prometheus"), targets) as url:
             yield url
     finally:
-        fabric.halt.set()
-        fabric.join(10)
+        fabric.stop()
 
 
 def test_every_expression_returns_data(prometheus: str) -> None:

@@ -9,15 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import shutil
-import socket
 import ssl
-import subprocess
-import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,62 +22,40 @@ import pytest
 from collector.exporters.http import serve
 from collector.model import counter, labels
 from collector.store import Store
+from tests.integration.loop_thread import LoopThread
+from tests.integration.prometheus_support import PROMETHEUS, SKIP_REASON, launch, query
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = "/usr/bin/prometheus"
 RX = "dci_interface_receive_bytes_total"
 RATE = 1.25e9  # bytes/s: a busy 10G port
 START = 2**53  # past float64's exact range, as an 800G port gets within a day
 USER, PASSWORD = "prometheus", "correct horse battery staple"
 
 
-class ExporterThread(threading.Thread):
+class ExporterThread(LoopThread):
     """The exporter plus a feeder that grows one counter at ``RATE``, on their own event loop."""
 
     def __init__(self, web: Path) -> None:
-        super().__init__(daemon=True)
+        super().__init__(name="exporter")
         self.web = web
         self.port: int | None = None
-        self.ready = threading.Event()
-        self.error: BaseException | None = None
-        self._halt: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as e:  # surfaced to the test through ``error``
-            self.error = e
-            self.ready.set()
-
-    async def _main(self) -> None:
-        self._loop, self._halt = asyncio.get_running_loop(), asyncio.Event()
+    async def main(self, halt: asyncio.Event) -> None:
         store = Store()
         server = await serve(store, "127.0.0.1:0", self.web)
         self.port = server.address[1]
         self.ready.set()
         t0 = time.monotonic()
-        while not self._halt.is_set():
+        while not halt.is_set():
             raw = START + int(RATE * (time.monotonic() - t0))
             store.ingest(
                 "dci1.site-a", "gnmi", [counter(RX, labels(interface="Ethernet1/1"), raw)], time.time_ns()
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._halt.wait(), 0.05)
+                await asyncio.wait_for(halt.wait(), 0.05)
         server.close()
         await server.wait_closed()
-
-    def stop(self) -> None:
-        if self._loop is not None and self._halt is not None:
-            self._loop.call_soon_threadsafe(self._halt.set)
-        self.join(10)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -96,19 +68,16 @@ def exporter(tmp_path: Path, tls_files) -> Iterator[ExporterThread]:
     )
     thread = ExporterThread(web)
     thread.start()
-    assert thread.ready.wait(10), "exporter did not start"
-    if thread.error is not None:
-        raise thread.error
+    thread.wait_ready()
     yield thread
     thread.stop()
 
 
 @pytest.fixture
 def prometheus(tmp_path: Path, tls_files, exporter: ExporterThread) -> Iterator[str]:
-    if not Path(PROMETHEUS).is_file() or shutil.which(PROMETHEUS) is None:
-        pytest.skip(f"{PROMETHEUS} is not installed (apt-get install prometheus)")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(json.dumps({  # JSON is YAML
+    if PROMETHEUS is None:
+        pytest.skip(SKIP_REASON)
+    config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [{
             "job_name": "spanwatch",
@@ -117,41 +86,13 @@ def prometheus(tmp_path: Path, tls_files, exporter: ExporterThread) -> Iterator[
             "basic_auth": {"username": USER, "password": PASSWORD},
             "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}],
         }],
-    }))  # fmt: skip
-    address = f"127.0.0.1:{_free_port()}"
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address={address}", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://{address}"
-    try:
-        _wait(lambda: _get(f"{url}/-/ready") is not None, 20, "Prometheus did not become ready", tmp_path)
+    }  # fmt: skip
+    with launch(tmp_path, config, log=tmp_path / "prometheus.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def _get(url: str) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return bytes(response.read())
-    except (urllib.error.URLError, OSError):
-        return None
 
 
 def _query(url: str, promql: str) -> list[float]:
-    body = _get(f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
-    if body is None:
-        return []
-    return [float(r["value"][1]) for r in json.loads(body)["data"]["result"]]
+    return [float(r["value"][1]) for r in query(url, promql) or []]
 
 
 def _wait(check, seconds: float, message: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

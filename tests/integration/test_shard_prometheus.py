@@ -7,9 +7,6 @@ Prometheus gets one static target per device name, with a relabel rule ``hashmod
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -17,16 +14,10 @@ from pathlib import Path
 import pytest
 
 from collector import shard
+from tests.integration.prometheus_support import PROMETHEUS, SKIP_REASON, launch
 
 pytestmark = pytest.mark.integration
-PROMETHEUS = shutil.which("prometheus")
 DEVICES = [f"dci{i}.site-{'ab'[i % 2]}" for i in range(40)] + ["ü-unicode", "a;b", "x"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _targets(url: str) -> list[dict[str, object]]:
@@ -37,10 +28,9 @@ def _targets(url: str) -> list[dict[str, object]]:
         return []
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (apt-get install prometheus)")
+@pytest.mark.skipif(PROMETHEUS is None, reason=SKIP_REASON)
 @pytest.mark.parametrize("modulus", [1, 3, 7])
 def test_prometheus_hashmod_agrees(tmp_path: Path, modulus: int) -> None:
-    assert PROMETHEUS is not None
     config = {
         "scrape_configs": [{
             "job_name": "shards",
@@ -50,24 +40,14 @@ def test_prometheus_hashmod_agrees(tmp_path: Path, modulus: int) -> None:
                                  "target_label": "shard"}],
         }],
     }  # fmt: skip
-    (tmp_path / "prometheus.yml").write_text(json.dumps(config))
-    address = f"127.0.0.1:{_free_port()}"
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address={address}", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
+    with launch(tmp_path, config) as url:
         deadline, targets = time.monotonic() + 30, []
         while time.monotonic() < deadline and len(targets) < len(DEVICES):
             time.sleep(0.25)
-            targets = _targets(f"http://{address}")
+            targets = _targets(url)
         assert len(targets) == len(DEVICES)
         theirs = {t["labels"]["device"]: int(t["labels"]["shard"]) for t in targets}  # type: ignore[index]
         ours = {d: shard.hashmod([d], modulus) for d in DEVICES}
         assert theirs == ours
         if modulus > 1:
             assert len(set(ours.values())) > 1
-    finally:
-        proc.terminate()
-        proc.wait(10)
