@@ -6,8 +6,8 @@ are taken from them, then dropped. Peak memory follows the batch size, not the a
 
 An archive file holds every device's readings of its flush interval, so reading it once per batch would
 decode the archive as many times as there are batches. When more than ``REREAD_BATCHES`` are needed, one streaming
-pass (``analyzer.spill``) first copies the needed rows into a temporary folder per batch; each batch then
-reads only its own part.
+pass (``analyzer.spill``) first copies the needed rows into a temporary folder per batch, narrow (series id,
+metric, time, value, counter; the labels once per series); each batch then reads only its own part.
 """
 
 from __future__ import annotations
@@ -123,14 +123,19 @@ def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def analyse_frame(
-    frame: pl.LazyFrame, thresholds: Thresholds, members: pl.DataFrame
+    frame: pl.LazyFrame,
+    thresholds: Thresholds,
+    members: pl.DataFrame,
+    labels: pl.LazyFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
     """One batch: signals once, then events, totals and samples from them.
 
     Args:
-        frame: ``schemas.TELEMETRY`` rows of whole devices.
+        frame: ``schemas.TELEMETRY`` rows of whole devices, or (with ``labels``) narrow rows holding
+            ``series`` and the columns ``telemetry.signals`` reads (``spill.NARROW``).
         thresholds: detection levels.
         members: ``topology.link_members`` output (for the bandwidth-delay product).
+        labels: the batch's ``schemas.SERIES`` rows, when ``frame`` does not carry the labels itself.
 
     Returns:
         ``(events, totals, samples, rows)``; event ids are per batch (renumbered by the caller).
@@ -138,14 +143,18 @@ def analyse_frame(
     # One contiguous chunk first: the archive gives one chunk per file, and hashing and sorting many small
     # chunks is several times slower than one large one.
     readings = telemetry.with_series(frame).collect(engine="streaming").rechunk().lazy()
-    sig, labels = pl.collect_all([telemetry.signals(readings), telemetry.series_labels(readings)])
+    if labels is None:
+        sig, labels_df = pl.collect_all([telemetry.signals(readings), telemetry.series_labels(readings)])
+    else:
+        sig, labels_df = pl.collect_all([telemetry.signals(readings), labels])
     del readings
-    bdp = topology.interface_bdp(sig.lazy(), labels.lazy(), members) if members.height else None
+    labels = labels_df.lazy()
+    bdp = topology.interface_bdp(sig.lazy(), labels, members) if members.height else None
     events, tot, smp = pl.collect_all(
         [
-            detect_events(sig.lazy(), thresholds, labels.lazy(), bdp),
-            totals(sig.lazy(), labels.lazy()),
-            samples(sig.lazy(), labels.lazy()),
+            detect_events(sig.lazy(), thresholds, labels, bdp),
+            totals(sig.lazy(), labels),
+            samples(sig.lazy(), labels),
         ]
     )
     return events, tot, smp, sig.height
@@ -217,16 +226,17 @@ def analyse_archive(
     plan = list(batches(counts.drop_nulls("device"), max_rows))
     with tempfile.TemporaryDirectory(prefix="spanwatch-batches-") as folder:
         # Re-reading the archive per batch is cheaper than copying it, up to a few batches.
+        frames: list[tuple[pl.LazyFrame, pl.LazyFrame | None]]
         if len(plan) > REREAD_BATCHES:
             files = spill.files_in_range(root, start, end)
-            frames = spill.spill_batches(
-                files, spill.row_filter(start, end, devices, NEEDED), plan, Path(folder)
+            frames = list(
+                spill.spill_batches(files, spill.row_filter(start, end, devices, NEEDED), plan, Path(folder))
             )
         else:
-            frames = [scan.filter(pl.col("device").is_in(batch)) for batch in plan]
+            frames = [(scan.filter(pl.col("device").is_in(batch)), None) for batch in plan]
         parts = []
-        for done, frame in enumerate(frames, start=1):
-            parts.append(analyse_frame(frame, thresholds, members))
+        for done, (frame, labels) in enumerate(frames, start=1):
+            parts.append(analyse_frame(frame, thresholds, members, labels))
             if progress is not None:
                 progress(done, len(plan))
     return _combine(parts, sorted(counts["device"].drop_nulls().to_list()))

@@ -4,7 +4,7 @@ An archive file holds every device's readings of its flush interval; processing 
 would otherwise decode every file once per batch. This reads each file once, a record batch at a time
 (``pyarrow.parquet.ParquetFile.iter_batches``: memory follows the record batch, not the file or the archive),
 keeps the rows of the time range, devices and metrics asked for, and appends each batch's rows to
-``<spill>/batch=<i>/``. (polars' partitioned sink was tried first: it held the whole copy in memory.)
+``<spill>/batch=<i>/``, narrow: a series id and the columns signals read, the labels kept once per series. (polars' partitioned sink was tried first: it held the whole copy in memory.)
 """
 
 from __future__ import annotations
@@ -68,8 +68,28 @@ def _chunks(path: Path) -> Iterator[pl.DataFrame]:
             yield frame
 
 
-def spill_batches(files: list[Path], keep: pl.Expr, plan: list[list[str]], spill: Path) -> list[pl.LazyFrame]:
-    """Copy the kept rows of ``files`` into one folder per batch of ``plan``.
+NARROW: tuple[str, ...] = ("series", "metric", "time", "value", "counter")
+"""The columns of a spilled reading: the labels are kept once per series, not once per reading."""
+
+_NARROW_SCHEMA = pl.Schema(
+    {
+        "series": pl.UInt64(),
+        "metric": pl.String(),
+        "time": schemas.TIME,
+        "value": pl.Float64(),
+        "counter": pl.UInt64(),
+    }
+)
+
+
+def spill_batches(
+    files: list[Path], keep: pl.Expr, plan: list[list[str]], spill: Path
+) -> list[tuple[pl.LazyFrame, pl.LazyFrame]]:
+    """Copy the kept rows of ``files`` into one folder per batch of ``plan``, narrow.
+
+    Each reading is written as its series id (``telemetry.series_id``) and the ``NARROW`` columns; each
+    series' labels are collected once, in memory (a few thousand rows). Writing and re-reading five columns
+    instead of fourteen (ten of them label strings) is most of what the copy costs.
 
     Args:
         files: archive files (``files_in_range``).
@@ -78,27 +98,51 @@ def spill_batches(files: list[Path], keep: pl.Expr, plan: list[list[str]], spill
         spill: an empty folder to write into.
 
     Returns:
-        One LazyFrame per batch, over its folder, with the ``schemas.TELEMETRY`` columns.
+        One ``(readings, labels)`` pair per batch: a LazyFrame over its folder with the ``NARROW`` columns,
+        and its series' ``schemas.SERIES`` rows.
     """
     number = {device: index for index, batch in enumerate(plan) for device in batch}
     batch_of = pl.col("device").replace_strict(number, default=-1, return_dtype=pl.Int32())
     for index in range(len(plan)):
         (spill / f"batch={index}").mkdir(parents=True)
     written = 0
+    labels: list[pl.DataFrame] = []
+    known = pl.Series("series", [], pl.UInt64())
     for path in files:
         for chunk in _chunks(path):
             rows = (
                 schemas.conform_lazy(schemas.TELEMETRY, chunk.lazy())
                 .filter(keep)
-                .with_columns(batch=batch_of)
+                .with_columns(series=telemetry.series_id(), batch=batch_of)
+                .collect()
             )
-            for (index,), part in (
-                rows.collect().partition_by("batch", as_dict=True, include_key=False).items()
-            ):
+            fresh = (
+                rows.filter(~pl.col("series").is_in(known))
+                .select("batch", "series", *schemas.SERIES_KEYS)
+                .unique("series", keep="any")
+            )
+            if fresh.height:
+                # Rebuilt from Python values: a slice of ``rows`` would keep the whole chunk's string
+                # buffers alive (string views share them), about 30 MB per chunk held to the end.
+                labels.append(pl.DataFrame(fresh.rows(), schema=fresh.schema, orient="row"))
+                known = pl.concat([known, fresh["series"]])
+            narrow = rows.select("batch", *NARROW)
+            del rows
+            for (index,), part in narrow.partition_by("batch", as_dict=True, include_key=False).items():
                 if isinstance(index, int) and index >= 0:
                     written += 1
                     part.write_parquet(spill / f"batch={index}" / f"{written:08d}.parquet", compression="lz4")
+    every = (
+        pl.concat(labels).unique("series", keep="any")
+        if labels
+        else pl.DataFrame(schema={"batch": pl.Int32(), **schemas.SERIES})
+    )
+    per_batch = every.partition_by("batch", as_dict=True, include_key=False)
+    empty = pl.DataFrame(schema=schemas.SERIES)
     return [
-        schemas.conform_lazy(schemas.TELEMETRY, pl.scan_parquet(spill / f"batch={index}" / "*.parquet"))
+        (
+            schemas.conform_lazy(_NARROW_SCHEMA, pl.scan_parquet(spill / f"batch={index}" / "*.parquet")),
+            schemas.conform_lazy(schemas.SERIES, per_batch.get((index,), empty).lazy()),
+        )
         for index in range(len(plan))
     ]

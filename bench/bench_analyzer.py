@@ -9,13 +9,19 @@ Then runs, each in a fresh subprocess (so peak RSS is per engine):
 * ``spanwatch``: ``analyzer.network.analyse_archive`` (signals, every event rule, hysteresis, merging,
   per-series totals and quantile samples, device batches) + ``analyzer.correlate`` (overlap join,
   baselines, inflation, attribution, per-link exposure);
-* ``pandas``: the same stages written the HolisticTraceAnalysis way (pandas group-by/shift/ffill, numpy
-  ``searchsorted`` for the overlap), reading the archive with pyarrow;
+* ``pandas``: the same stages in *vectorised* pandas (whole-frame group-by/shift/ffill, numpy
+  ``searchsorted`` for the overlap), reading the archive with pyarrow (``bench_analyzer_pandas``);
+* ``pandas-hta``: the same stages written the way HolisticTraceAnalysis writes its analyses (per-row
+  ``apply``, Python loops over ``groupby`` groups, ``groupby().apply``, per-event ``itertuples``:
+  ``bench_analyzer_pandas_hta``); slow, so leave it out (``--engines``) at large sizes;
 * ``duckdb``: the same stages in SQL (window functions, an inequality join).
 
-and checks the three agree (event count and total exposed seconds). Run::
+and checks they agree (same event count, total exposed seconds within 1e-6 relative; exit status 1 if not).
+Run::
 
     .venv/bin/python bench/bench_analyzer.py --rows 20_000_000 --steps 1_000_000
+    .venv/bin/python bench/bench_analyzer.py --rows 10_000_000 --steps 1_000_000 --keep /tmp/a10m \
+        --engines spanwatch duckdb pandas pandas-hta --repeat 3
 
 Peak memory is the child's ``ru_maxrss``. Default size runs in a few minutes on 2 cores.
 """
@@ -216,13 +222,24 @@ def run_pandas(archive: Path, steps_path: Path) -> dict[str, float]:
     return analyse(archive, steps_path)
 
 
+def run_pandas_hta(archive: Path, steps_path: Path) -> dict[str, Any]:
+    from bench_analyzer_pandas_hta import analyse
+
+    return analyse(archive, steps_path)
+
+
 def run_duckdb(archive: Path, steps_path: Path) -> dict[str, float]:
     from bench_analyzer_duckdb import analyse
 
     return analyse(archive, steps_path)
 
 
-ENGINES = {"spanwatch": run_spanwatch, "pandas": run_pandas, "duckdb": run_duckdb}
+ENGINES: dict[str, Any] = {
+    "spanwatch": run_spanwatch,
+    "pandas": run_pandas,
+    "pandas-hta": run_pandas_hta,
+    "duckdb": run_duckdb,
+}
 
 
 def child(engine: str, archive: Path, steps_path: Path) -> None:
@@ -239,6 +256,7 @@ def main() -> None:
     p.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=5_000_000)
     p.add_argument("--steps", type=lambda s: int(s.replace("_", "")), default=200_000)
     p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    p.add_argument("--repeat", type=int, default=1, help="run every engine this many times (medians)")
     p.add_argument("--keep", type=Path, help="generate into (or reuse) this folder instead of a temp dir")
     p.add_argument("--child", nargs=3, metavar=("ENGINE", "ARCHIVE", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -259,31 +277,57 @@ def main() -> None:
                 f"{len(eps)} episodes in {time.perf_counter() - begin:.1f}s",
                 flush=True,
             )
-        results = []
-        for engine in args.engines:
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", engine, str(archive), str(steps_path)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if out.returncode:
-                print(f"{engine}: failed\n{out.stderr[-3000:]}", flush=True)
-                continue
-            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            r = results[-1]
-            print(
-                f"{engine:>9}: {r['seconds']:8.2f} s  peak {r['peak_mb']:8.0f} MB  "
-                f"events {r['events']:>6}  exposed {r['exposed']:.3f} s",
-                flush=True,
-            )
-        by = {r["engine"]: r for r in results}
-        if "spanwatch" in by:
-            for other in ("pandas", "duckdb"):
-                if other in by:
-                    print(
-                        f"spanwatch vs {other}: {by[other]['seconds'] / by['spanwatch']['seconds']:.2f}x faster"
-                    )
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(args.repeat):
+            for engine in args.engines:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", engine, str(archive), str(steps_path)],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if out.returncode:
+                    print(f"{engine}: failed\n{out.stderr[-3000:]}", flush=True)
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                runs.setdefault(engine, []).append(r)
+                stages = f"  {r['stages']}" if "stages" in r else ""
+                print(
+                    f"{engine:>10}: {r['seconds']:8.2f} s  peak {r['peak_mb']:8.0f} MB  "
+                    f"events {r['events']:>6}  exposed {r['exposed']:.6f} s{stages}",
+                    flush=True,
+                )
+        report(runs)
+
+
+def report(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Medians per engine, ratios against spanwatch, and the agreement check (exit 1 on disagreement)."""
+    med = {
+        engine: {k: float(np.median([r[k] for r in rs])) for k in ("seconds", "peak_mb")}
+        for engine, rs in runs.items()
+    }
+    for engine, m in med.items():
+        print(
+            f"median {engine:>10}: {m['seconds']:8.2f} s  peak {m['peak_mb']:8.0f} MB  (n={len(runs[engine])})"
+        )
+    if "spanwatch" in med:
+        for other in med:
+            if other != "spanwatch":
+                ratio = med[other]["seconds"] / med["spanwatch"]["seconds"]
+                print(f"spanwatch vs {other}: {ratio:.2f}x faster")
+    results = [r for rs in runs.values() for r in rs]
+    if results:
+        ref = results[0]
+        bad = [
+            r["engine"]
+            for r in results
+            if r["events"] != ref["events"]
+            or abs(r["exposed"] - ref["exposed"]) > 1e-6 * max(1.0, abs(ref["exposed"]))
+        ]
+        if bad:
+            print(f"DISAGREE with {ref['engine']}: {sorted(set(bad))}", flush=True)
+            sys.exit(1)
+        print(f"all engines agree: {ref['events']} events, {ref['exposed']:.6f} exposed seconds")
 
 
 if __name__ == "__main__":

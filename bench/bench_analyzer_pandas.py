@@ -1,4 +1,6 @@
-"""The benchmark's pandas baseline: the analysis written the HolisticTraceAnalysis way (pandas + numpy).
+"""The benchmark's vectorised pandas baseline: whole-frame pandas + numpy, no per-row or per-group Python.
+
+(``bench_analyzer_pandas_hta`` is the same analysis in HolisticTraceAnalysis's own idioms, much slower.)
 
 Same stages and rules as spanwatch for the metrics the benchmark archive holds: reset-aware counter rates,
 hysteresis (drops, PFC pause share, queue watermark, oper-status), runs, merging within a gap, the
