@@ -97,22 +97,6 @@ def scan_archive(
     return schemas.conform_lazy(schemas.TELEMETRY, frame)
 
 
-def archive_devices(root: Path) -> list[str]:
-    """Every device that has readings in the archive.
-
-    Args:
-        root: the archive directory.
-
-    Returns:
-        Device names, sorted.
-
-    Raises:
-        InputError: the archive has no data files.
-    """
-    names = scan_archive(root).select(pl.col("device").unique()).collect(engine="streaming")
-    return sorted(name for name in names["device"].to_list() if name is not None)
-
-
 def _interval_increase() -> pl.Expr:
     """What a counter interval added: exact integers when the ``counter`` column is there, reset-aware."""
     exact, previous = pl.col("counter"), pl.col("counter").shift(1)

@@ -15,16 +15,15 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from collector import config as configuration
 from collector import links
 from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
-from collector.errors import ConfigError, SpanwatchError
+from collector.errors import SpanwatchError
 from collector.exporters.archive import Archive
-from collector.exporters.http import serve
+from collector.exporters.http import ExporterServer, serve
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
@@ -47,27 +46,26 @@ class Daemon:
         self.config: Config | None = None
         self.store = Store(self.clock)
         self.archive: Archive | None = None
-        self.server: Any = None
+        self.server: ExporterServer | None = None
         self._targets: dict[str, tuple[Target, list[asyncio.Task[None]], list[PolledSource]]] = {}
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._reloads: set[asyncio.Task[bool]] = set()
         self._stop = asyncio.Event()
         self._signals = 0
-        self.ready = asyncio.Event()
 
     async def run(self) -> None:
         """Run until stopped by a signal or ``stop()``.
 
         Raises:
-            ConfigError: the config is invalid at start-up (a reload keeps the old one instead).
+            SpanwatchError: the config is invalid, or the address cannot be bound, at start-up (a reload
+                keeps the running config instead).
         """
         config = sharding.select(configuration.load(self.config_path), self.shard)
         await self._apply(config)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
         log.info("collecting from %d targets, serving %s", len(config.targets), config.collector.listen)
-        self.ready.set()
         await self._stop.wait()
         await self._shutdown()
 
@@ -84,7 +82,7 @@ class Daemon:
         try:
             config = sharding.select(configuration.load(self.config_path), self.shard)
             await self._apply(config)
-        except (ConfigError, SpanwatchError, OSError) as e:
+        except (SpanwatchError, OSError) as e:
             log.error("reload rejected, keeping the running config:\n%s", e)
             return False
         log.info("config reloaded: %d targets", len(config.targets))
@@ -124,14 +122,11 @@ class Daemon:
             self.server = None
         try:
             self.server = await serve(self.store, config.collector.listen, config.collector.web_config)
-        except OSError as e:
-            if old is None:
-                raise SpanwatchError(f"cannot listen on {config.collector.listen}: {e.strerror}") from None
-            self.server = await serve(self.store, old.collector.listen, old.collector.web_config)
-            raise
-        except SpanwatchError:
+        except (OSError, SpanwatchError) as e:
             if old is not None:
                 self.server = await serve(self.store, old.collector.listen, old.collector.web_config)
+            elif isinstance(e, OSError):  # at start-up: a user error (port taken), not a traceback
+                raise SpanwatchError(f"cannot listen on {config.collector.listen}: {e.strerror}") from None
             raise
 
     async def _restart_archive(self, config: Config) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from collector import counters
-from collector.catalog import CATALOG, POLL_DURATION_BUCKETS, Kind
+from collector.catalog import CATALOG, POLL_DURATION_BUCKETS
 from collector.clock import Clock, SystemClock
 from collector.model import Labels, Sample
 
@@ -244,16 +244,19 @@ class Store:
     ) -> None:
         family = self.families.get(metric)
         series = family.get(full) if family is not None else None
-        if series is None:
-            self._put(metric, full, value, now, ttl, device)
-            self.families[metric][full].source = source
-        elif series.source == source or now - series.updated > series.ttl:
-            series.value = value
-            series.updated = now
-            series.source = source
+        # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
+        if series is None or series.source == source or now - series.updated > series.ttl:
+            self._put(metric, full, value, now, ttl, device, source)
 
     def _put(
-        self, metric: str, full: FullLabels, value: float, now: float, ttl: float, owner: str | None
+        self,
+        metric: str,
+        full: FullLabels,
+        value: float,
+        now: float,
+        ttl: float,
+        owner: str | None,
+        source: str | None = None,
     ) -> None:
         family = self.families.get(metric)
         if family is None:
@@ -262,16 +265,12 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = Series(metric + render_labels(full), value, now, ttl, owner)
+            family[full] = Series(metric + render_labels(full), value, now, ttl, owner, source)
         else:
             series.value = value
             series.updated = now
+            series.source = source
 
 
 def _owner(full: FullLabels) -> str | None:
     return full[0][1] if full and full[0][0] == "device" else None
-
-
-def is_histogram(metric: str) -> bool:
-    """Whether ``metric`` is a histogram in the catalogue."""
-    return CATALOG[metric].kind is Kind.HISTOGRAM
