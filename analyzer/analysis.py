@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from analyzer import accuracy, correlate, measures, network, prometheus, topology
+from analyzer import accuracy, correlate, gpu_time, measures, network, prometheus, topology
 from analyzer.claims import validate_claims
 from analyzer.errors import InputError
 from analyzer.ingest import ParseResult, parse_files
@@ -146,11 +146,11 @@ class Analysis:
         net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
-        steps, attribution, links = self._correlate(parsed, net.events, skew)
+        steps, attribution, links, inspector = self._correlate(parsed, net.events, skew)
         progress("correlate", 1, 1)
         labels = topology.device_labels(config)
         table = self._measures(net, steps, attribution, labels)
-        summary = _summary(i, parsed, net, steps, links, table, skew, claims)
+        summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
         if i.truth is not None:
             summary["accuracy"] = self._accuracy(i.truth, config, net.events, steps, links, skew)
         return AnalysisResult(steps, net.events, attribution, links, table, summary)
@@ -189,14 +189,20 @@ class Analysis:
 
     def _correlate(
         self, parsed: ParseResult, events: pl.DataFrame, skew: float
-    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """Steps, attribution and links; and the Inspector's operations placed on steps."""
         steps = correlate.prepare_steps(parsed.table("steps"))
         pairs = correlate.overlaps(steps, events.lazy(), skew)
         kineto = parsed.table("kineto_steps")
-        table, attribution = correlate.step_table(steps, pairs, self.inputs.thresholds, kineto)
+        inspector = parsed.table("collectives").filter(pl.col("format") == gpu_time.INSPECTOR)
+        per_step = None
+        if inspector.height:  # placing nothing would still sort every step
+            inspector = gpu_time.inspector_records(inspector.lazy(), steps).collect()
+            per_step = gpu_time.inspector_step_communication(inspector.lazy()).collect()
+        table, attribution = correlate.step_table(steps, pairs, self.inputs.thresholds, kineto, per_step)
         table_df, attribution_df = pl.collect_all([table, attribution])
         links = correlate.link_exposure(attribution_df.lazy(), table_df.lazy(), self.inputs.gpus).collect()
-        return table_df, attribution_df, links
+        return table_df, attribution_df, links, inspector
 
     def _measures(
         self, net: network.NetworkResult, steps: pl.DataFrame, attribution: pl.DataFrame, labels: pl.DataFrame
@@ -258,6 +264,7 @@ def _summary(
     table: pl.DataFrame,
     skew: float,
     claims: int | None,
+    inspector: pl.DataFrame,
 ) -> dict[str, Any]:
     by_kind = net.events.group_by("kind").agg(pl.len()).sort("kind")
     baselines = steps.group_by("rank").agg(pl.col("baseline_seconds").first()).sort("rank")
@@ -288,6 +295,7 @@ def _summary(
         "measures": _nested(table),
         "malformed_lines": _malformed(parsed),
         "crosscheck": _crosscheck(steps),
+        "inspector_crosscheck": _inspector_crosscheck(steps, inspector, parsed.counts),
     }
 
 
@@ -304,4 +312,46 @@ def _crosscheck(steps: pl.DataFrame) -> dict[str, Any] | None:
         "steps": both.height,
         "exposed_communication_median_seconds": base,
         "mean_abs_difference_seconds": float(difference.mean()),  # type: ignore[arg-type]
+    }
+
+
+def _inspector_crosscheck(
+    steps: pl.DataFrame, records: pl.DataFrame, counts: dict[str, int]
+) -> dict[str, Any] | None:
+    """What the NCCL Inspector covered, and its communication time per (step, rank) against Kineto's.
+
+    Both sides measure NCCL kernel time, so where a Kineto trace and Inspector output cover the same step
+    and rank they should agree; the relative difference is ``|inspector - kineto| / kineto``. The Inspector
+    sums operations where Kineto takes the union, and it may miss operations (``missing_sequence_numbers``
+    between those it wrote, ``dropped_by_inspector`` as its ring-overflow counts say), so a difference is
+    expected when communicators overlap or records were lost.
+    """
+    if records.height == 0:
+        return None
+    # Collectives and P2P operations are numbered apart (coll_sn, p2p_sn) on each communicator of a process.
+    p2p = pl.col("collective").is_in(["Send", "Recv"]).alias("p2p")
+    per_comm = records.group_by("host", "pid", "source_file", "process_group", p2p).agg(
+        missing=pl.col("sequence").max()
+        - pl.col("sequence").min()
+        + 1
+        - pl.col("sequence").drop_nulls().n_unique()
+    )
+    covered = steps.filter(pl.col("inspector_communication_seconds").is_not_null())
+    both = covered.filter(pl.col("communication_seconds") > 0)
+    kineto = pl.col("communication_seconds")
+    difference = both.select((pl.col("inspector_communication_seconds") - kineto).abs() / kineto).to_series()
+    return {
+        "records": records.height,
+        "assigned_to_steps": int(records["step"].is_not_null().sum()),
+        "timed_by": {str(k): v for k, v in records.group_by("timed_by").len().sort("timed_by").iter_rows()},
+        "timing_sources": {
+            str(k): v for k, v in records.group_by("timing_source").len().sort("timing_source").iter_rows()
+        },
+        "missing_sequence_numbers": int(per_comm["missing"].sum()),
+        "dropped_by_inspector": counts.get("inspector_dropped", 0),
+        "steps": covered.height,
+        "communication_median_seconds": covered["inspector_communication_seconds"].median(),
+        "kineto_steps": both.height,
+        "kineto_relative_difference_median": difference.median() if both.height else None,
+        "kineto_relative_difference_max": difference.max() if both.height else None,
     }

@@ -187,7 +187,11 @@ def baselines(steps: pl.LazyFrame, pairs: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def step_table(
-    steps: pl.LazyFrame, pairs: pl.LazyFrame, thresholds: Thresholds, kineto: pl.DataFrame | None = None
+    steps: pl.LazyFrame,
+    pairs: pl.LazyFrame,
+    thresholds: Thresholds,
+    kineto: pl.DataFrame | None = None,
+    inspector: pl.DataFrame | None = None,
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """Inflation per step and its attribution to events.
 
@@ -196,6 +200,7 @@ def step_table(
         pairs: ``overlaps`` output.
         thresholds: ``inflated_min_ratio`` and ``inflated_mad_factor`` decide which steps are inflated.
         kineto: optional ``schemas.KINETO_STEPS`` rows, joined for the exposed-communication cross-check.
+        inspector: optional ``gpu_time.inspector_step_communication`` rows, joined beside Kineto's figures.
 
     Returns:
         ``(steps, attribution)``: ``schemas.STEP_ANALYSIS`` and ``schemas.ATTRIBUTION`` rows.
@@ -216,8 +221,14 @@ def step_table(
     top = _top(attribution)
     rows = rows.join(top, on=_STEP, how="left").with_columns(pl.col("events").fill_null(0))
     if kineto is not None and kineto.height:
-        exposed = kineto.lazy().group_by(_STEP).agg(pl.col("exposed_communication_seconds").sum())
+        exposed = (
+            kineto.lazy()
+            .group_by(_STEP)
+            .agg(pl.col("communication_seconds").sum(), pl.col("exposed_communication_seconds").sum())
+        )
         rows = rows.join(exposed, on=_STEP, how="left")
+    if inspector is not None and inspector.height:
+        rows = rows.join(inspector.lazy(), on=_STEP, how="left")
     return (
         schemas.conform_lazy(schemas.STEP_ANALYSIS, rows.sort(_STEP)),
         schemas.conform_lazy(schemas.ATTRIBUTION, attribution),

@@ -11,6 +11,25 @@ Definitions follow HolisticTraceAnalysis (HTA) so figures can be checked against
   communication union minus that: NCCL running while no compute kernel runs on any stream of that GPU.
 
 Everything is vectorised: unions by sort + cumulative max, intersections by a +1/-1, +2/-2 sweep.
+
+The NCCL Inspector gives the other view (``inspector_records``, ``inspector_step_communication``). What it
+gives directly: each operation's execution time (its longest kernel channel, GPU-timed when the timing
+source is ``kernel_gpu``), the communicator, the rank inside it, host and pid, and (verbose output only)
+the wall-clock time of the CPU call. What it cannot give: overlap with compute (it sees no compute
+kernel), hence no exposed communication: its communication per step only bounds the exposed part from
+above, and Kineto remains the only source of that part. What is inferred:
+
+* the global rank: the process's rank in its largest communicator (the world communicator when the job
+  made one, as ``torch.distributed`` does for the default group); a job with only sub-group communicators
+  cannot be placed by rank correctly from Inspector output alone;
+* the step: the operation is placed at its CPU call (as HTA and ``analyzer.ingest.kineto`` place kernels
+  at their launch) and given to the step of that rank whose span holds it. Without verbose output the only
+  time is the dump, written after the operation ended: it is placed at dump time minus its execution time,
+  later than its kernel start by up to one dump interval (``NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS``,
+  500 us in NVIDIA's examples) and later than its call by however long the kernel queued on its stream;
+* a step's communication is the *sum* of its operations' times, not a union: operations on communicators
+  that run concurrently count twice (Kineto's union counts them once), and operations the Inspector never
+  wrote (v4.0 keeps one per communicator per dump; later versions report ring overflows) count zero.
 """
 
 from __future__ import annotations
@@ -173,4 +192,85 @@ def breakdown(events: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     ]
     return table.select([*keys, "kernels", "communication_kernels", *seconds]).with_columns(
         exposed_communication_seconds=pl.col("communication_seconds") - pl.col("overlapped_seconds")
+    )
+
+
+INSPECTOR = "nccl_inspector"
+
+
+def assign_to_steps(points: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
+    """Give each point the step of its rank whose ``[start_time, end_time)`` holds the point's ``time``.
+
+    Args:
+        points: any rows with ``rank`` and ``time`` (a null time gets no step).
+        steps: ``step``, ``rank``, ``start_time``, ``end_time``; when a faulty log overlaps two steps of a
+            rank, the later-starting one wins.
+
+    Returns:
+        ``points`` with a ``step`` column (null where no step of the rank holds the time): timed rows in time
+        order, then untimed ones.
+    """
+    spans = (
+        steps.filter(pl.col("start_time").is_not_null())
+        .select("rank", "step", pl.col("start_time").alias("time"), pl.col("end_time").alias("step_end"))
+        .sort("time")
+    )
+    timed = points.drop("step", strict=False).filter(pl.col("time").is_not_null()).sort("time")
+    untimed = points.drop("step", strict=False).filter(pl.col("time").is_null())
+    # Both sides are sorted by time above; polars cannot verify that itself when joining by rank.
+    joined = timed.join_asof(spans, on="time", by="rank", strategy="backward", check_sortedness=False)
+    placed = joined.with_columns(step=pl.when(pl.col("time") < pl.col("step_end")).then(pl.col("step")))
+    return pl.concat([placed.drop("step_end"), untimed], how="diagonal")
+
+
+def inspector_records(collectives: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
+    """NCCL Inspector operations on the training timeline: global rank, a time and the step holding it.
+
+    Args:
+        collectives: ``schemas.COLLECTIVES`` rows; only the Inspector's (``format == "nccl_inspector"``) are used.
+        steps: ``step``, ``rank``, ``start_time``, ``end_time`` (``correlate.prepare_steps`` output).
+
+    Returns:
+        The Inspector rows with ``rank`` the inferred global rank, ``comm_rank`` the rank in the communicator,
+        ``time`` where the operation is placed, ``timed_by`` (``"call"``: the CPU call; ``"dump"``: inferred
+        from the dump time; null: no time) and ``step`` (null outside every step of the rank).
+    """
+    process = (
+        pl.when(pl.col("pid").is_not_null())
+        .then(pl.format("{}/{}", pl.col("host").fill_null(""), pl.col("pid")))
+        .otherwise(pl.col("source_file"))
+    )
+    largest = pl.col("rank").sort_by(pl.col("group_size").fill_null(0), descending=True).first()
+    dumped = pl.col("dump_time") - pl.duration(
+        microseconds=(pl.col("duration_seconds") * 1e6).round().cast(pl.Int64)
+    )
+    records = collectives.filter(pl.col("format") == INSPECTOR).with_columns(
+        comm_rank=pl.col("rank"),
+        rank=pl.coalesce(largest.over(process), pl.col("rank")),
+        time=pl.coalesce(pl.col("start_time"), dumped),
+        timed_by=pl.when(pl.col("start_time").is_not_null())
+        .then(pl.lit("call"))
+        .when(pl.col("dump_time").is_not_null())
+        .then(pl.lit("dump")),
+    )
+    return assign_to_steps(records, steps)
+
+
+def inspector_step_communication(records: pl.LazyFrame) -> pl.LazyFrame:
+    """Per (step, rank): the Inspector's summed operation time and operation count.
+
+    Args:
+        records: ``inspector_records`` output.
+
+    Returns:
+        ``step``, ``rank``, ``inspector_communication_seconds``, ``inspector_collectives`` for steps holding
+        at least one operation.
+    """
+    return (
+        records.filter(pl.col("step").is_not_null())
+        .group_by("step", "rank")
+        .agg(
+            inspector_communication_seconds=pl.col("duration_seconds").sum(),
+            inspector_collectives=pl.len().cast(pl.Int64),
+        )
     )

@@ -46,18 +46,24 @@ STEPS: pl.Schema = pl.Schema(
 COLLECTIVES: pl.Schema = pl.Schema(
     {
         **_ORIGIN,
-        "rank": pl.Int64(),
+        "rank": pl.Int64(),  # global rank (Kineto), or the rank inside ``process_group`` (NCCL Inspector)
         "host": pl.String(),
+        "pid": pl.Int64(),
         "step": pl.Int64(),
         "collective": pl.String(),
+        "sequence": pl.Int64(),  # the communicator's operation number (Inspector coll_sn / p2p_sn)
         "dtype": pl.String(),
         "elements": pl.Int64(),
         "size_bytes": pl.Float64(),
         "group_size": pl.Int64(),
         "process_group": pl.String(),
         "in_place": pl.Boolean(),
+        # kernel start (Kineto); the CPU call that enqueued the collective (Inspector, verbose output only)
         "start_time": TIME,
         "duration_seconds": pl.Float64(),
+        # how duration_seconds was timed: Inspector's kernel_gpu, kernel_cpu or collective_cpu
+        "timing_source": pl.String(),
+        "dump_time": TIME,  # when the NCCL Inspector wrote the record: the collective had ended by then
         "algbw_gbps": pl.Float64(),  # GB/s (10^9 bytes per second), as nccl-tests and NCCL print it
         "busbw_gbps": pl.Float64(),
         "occurrences": pl.Int64(),  # 1 for a single measurement; N for a summary row (N collectives averaged)
@@ -255,7 +261,11 @@ STEP_ANALYSIS: pl.Schema = pl.Schema(
         "top_kind": pl.String(),
         "top_device": pl.String(),  # the link member interface most of it is attributed to
         "top_interface": pl.String(),
+        "communication_seconds": pl.Float64(),  # NCCL kernel time from a Kineto trace (union of kernels)
         "exposed_communication_seconds": pl.Float64(),  # from a Kineto trace, where one covers the step
+        # NCCL Inspector: summed execution time of the collectives assigned to the step, and their count
+        "inspector_communication_seconds": pl.Float64(),
+        "inspector_collectives": pl.Int64(),
         "source_file": pl.String(),
     }
 )

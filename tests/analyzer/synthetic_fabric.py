@@ -48,6 +48,7 @@ def write_archive(
     seconds: int,
     episodes: list[Episode],
     resets: dict[str, int] | None = None,
+    every: int = 1,
 ) -> None:
     """Write ``seconds`` of readings for every device.
 
@@ -56,6 +57,8 @@ def write_archive(
         seconds: how long the run is.
         episodes: injected conditions.
         resets: device -> second at which every counter of the device restarts from 0 (a reboot).
+        every: write a reading every this many seconds (counters still count every second; a watermark
+            reading is the peak since the previous one).
     """
     archive = Archive(root, writer="test")
     resets = resets or {}
@@ -75,6 +78,8 @@ def write_archive(
             totals["ecn"].total += 5_000 if on["ecn"] else 0
             totals["fcs"].total += 50 if on["fcs"] else 0
             totals["pfc"].total += 200_000 if on["pfc"] else 0  # microseconds paused this second
+            if t % every:
+                continue
             ns = T0_NS + t * 10**9
 
             def add(
@@ -95,8 +100,9 @@ def write_archive(
             ):
                 add(metric, q, float(totals[name].total), totals[name].total)
             add("dci_pfc_pause_duration_seconds_total", pfc, totals["pfc"].total / 1e6, None)
-            # The queue reading at t is the peak over (t-1, t].
-            add("dci_queue_watermark_bytes", q, 9e6 if on["queue"] else 2e4, None)
+            # The queue reading at t is the peak over (t - every, t].
+            peak = any(_active(episodes, device, "queue", t - k) for k in range(1, every + 1))
+            add("dci_queue_watermark_bytes", q, 9e6 if peak else 2e4, None)
             add("dci_interface_speed_bytes_per_second", lbl, SPEED, None)
             add("dci_interface_oper_up", lbl, 0.0 if _active(episodes, device, "wave_down", t) else 1.0, None)
             ber = 5e-3 if _active(episodes, device, "ber", t) else 1e-7

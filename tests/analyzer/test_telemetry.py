@@ -84,7 +84,7 @@ def test_prometheus_series_become_archive_rows(monkeypatch: pytest.MonkeyPatch) 
             "values": [[T0.timestamp(), "10"], [T0.timestamp() + 1, "4"]],
         }
     ]
-    monkeypatch.setattr(prometheus, "query_range", lambda *a, **k: result)
+    monkeypatch.setattr(prometheus, "read_samples", lambda *a, **k: result)
     rows = prometheus.read_prometheus("http://x", T0, T0 + timedelta(seconds=2)).collect()
     assert rows["counter"].to_list() == [10, 4]
     sig = telemetry.signals(rows.lazy()).collect()
@@ -93,7 +93,7 @@ def test_prometheus_series_become_archive_rows(monkeypatch: pytest.MonkeyPatch) 
 
 def test_prometheus_unreachable_is_a_clear_error() -> None:
     with pytest.raises(InputError, match="Prometheus query failed"):
-        prometheus.query_range("http://127.0.0.1:9", "up", T0, T0 + timedelta(seconds=1), 1.0)
+        prometheus.read_samples("http://127.0.0.1:9", "up", T0, T0 + timedelta(seconds=1), 1.0)
 
 
 def test_readings_out_of_time_order_are_sorted(tmp_path: Path) -> None:

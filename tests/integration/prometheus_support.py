@@ -59,7 +59,8 @@ def prometheus(tmp: Path, targets: list[str], job: str = "spanwatch") -> Iterato
 def launch(tmp: Path, config: dict[str, Any], log: Path | None = None) -> Iterator[str]:
     """Run Prometheus with ``config`` (written to ``tmp``), its output to ``log`` (or discarded).
 
-    Yields its base URL once it answers ``/-/ready``; stops it on exit.
+    Its storage is ``tmp/tsdb``: blocks put there beforehand (``promtool tsdb create-blocks-from``) are
+    served. Yields its base URL once it answers ``/-/ready``; stops it on exit.
     """
     assert PROMETHEUS is not None, SKIP_REASON
     (tmp / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
