@@ -73,7 +73,7 @@ ECN = "dci_queue_ecn_marked_packets_total"
 QUEUE_SENT = "dci_queue_transmit_packets_total"
 # Derived: ECN-marked / transmitted packets of one queue over a sample interval. DCQCN marks a percent or
 # so of packets in normal operation on a busy shallow buffer, so the share, not the rate, tells congestion.
-ECN_FRACTION = "ecn_marked_fraction"
+ECN_FRACTION = schemas.ECN_FRACTION
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -136,12 +136,12 @@ def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     """Replace ECN-mark rates by the marked share of the queue's transmitted packets, where both are there.
 
     Args:
-        signals: ``schemas.SIGNALS`` rows sorted by (series, time).
+        signals: ``schemas.SIGNALS`` rows grouped by series in time order.
         labels: ``schemas.SERIES`` rows.
 
     Returns:
         The signals with paired ECN rows as ``ECN_FRACTION`` rows (same series id), unpaired ones unchanged,
-        transmitted-packet rows removed; each metric's rows still sorted by (series, time).
+        transmitted-packet rows removed; each metric's rows still grouped by series in time order.
     """
     queue = labels.select("series", "device", "interface", "queue")
     on = ["device", "interface", "queue", "time"]
@@ -149,7 +149,9 @@ def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     sent = signals.filter(pl.col("metric") == QUEUE_SENT).join(queue, on="series").select(*on, sent="value")
     paired = marks.join(sent, on=on, how="inner")
     share = pl.when(pl.col("sent") > 0).then(pl.col("value") / pl.col("sent")).otherwise(0.0)
-    fraction = paired.with_columns(metric=pl.lit(ECN_FRACTION), value=share).select(list(schemas.SIGNALS))
+    fraction = paired.with_columns(metric=pl.lit(ECN_FRACTION, schemas.METRIC), value=share).select(
+        list(schemas.SIGNALS)
+    )
     unpaired = marks.join(paired.select("series").unique(), on="series", how="anti").select(
         list(schemas.SIGNALS)
     )
@@ -162,7 +164,7 @@ def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
     value, enter, leave = pl.col("value"), rule.enter(thresholds), rule.exit(thresholds)
     on, off = (value < enter, value >= leave) if rule.low_is_bad else (value >= enter, value < leave)
     decision = pl.when(value.is_null()).then(None).when(on).then(True).when(off).then(False)
-    # Rows are sorted by series: giving every series' first reading a state makes one global forward fill
+    # Rows are grouped by series: giving every series' first reading a state makes one global forward fill
     # equal to a per-series one, without a window group-by.
     first = (pl.col("series") != pl.col("series").shift(1)).fill_null(True)
     return pl.when(first).then(decision.fill_null(False)).otherwise(decision).forward_fill()
@@ -183,7 +185,7 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
     """Runs of readings of one rule's metrics that are "on", one row per run and series.
 
     Args:
-        signals: ``schemas.SIGNALS`` rows sorted by (series, time), optionally with a ``bdp_bytes`` column.
+        signals: ``schemas.SIGNALS`` rows grouped by series in time order, optionally with a ``bdp_bytes`` column.
         rule: the rule to apply.
         thresholds: the levels.
 
@@ -191,7 +193,7 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
         Columns ``kind``, ``series``, ``metric``, ``start_time``, ``end_time``,
         ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``.
     """
-    keyed = signals.filter(pl.col("metric").is_in(list(rule.metrics)))  # keeps the (series, time) order
+    keyed = signals.filter(pl.col("metric").is_in(list(rule.metrics)))  # keeps the order
     if "bdp_bytes" not in keyed.collect_schema().names():
         keyed = keyed.with_columns(bdp_bytes=pl.lit(None, pl.Float64()))
     staged = keyed.with_columns(_state(rule, thresholds).alias("on"), *_coverage())
@@ -232,16 +234,8 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
         pl.col("end_time").max(),
         pl.col("score").max(),
         pl.col("samples").sum(),
-        metrics=pl.col("metric").unique().sort().str.join(","),
+        metrics=pl.col("metric").cast(pl.String).unique().sort().str.join(","),
     )
-
-
-def _rule_input(
-    parts: dict[tuple[object, ...], pl.DataFrame], rule: Rule, empty: pl.LazyFrame
-) -> pl.LazyFrame:
-    """The signal rows of a rule's metrics (each metric's rows still sorted by series and time)."""
-    chosen = [parts[(metric,)] for metric in rule.metrics if (metric,) in parts]
-    return pl.concat(chosen).lazy() if chosen else empty.clear()
 
 
 def detect_events(
@@ -250,7 +244,7 @@ def detect_events(
     """Every congestion and health episode the signals show.
 
     Args:
-        signals: ``schemas.SIGNALS`` rows sorted by (series, time), as ``telemetry.signals`` gives them.
+        signals: ``schemas.SIGNALS`` rows grouped by series in time order, as ``telemetry.signals`` gives them.
         thresholds: the levels, minimum duration and merge gap.
         labels: ``schemas.SERIES`` rows (``telemetry.series_labels``) naming each series' place.
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
@@ -262,12 +256,9 @@ def detect_events(
     if bdp is not None:
         per_series = labels.join(bdp, on=["device", "interface"]).select("series", "bdp_bytes")
         relevant = relevant.join(per_series, on="series", how="left", maintain_order="left")
-    # Split once by metric (order kept) instead of filtering every rule's metrics out of the whole frame.
-    parts = relevant.collect().partition_by("metric", as_dict=True, maintain_order=True)
-    raw = pl.concat(
-        [raw_episodes(_rule_input(parts, rule, relevant), rule, thresholds) for rule in RULES],
-        how="vertical_relaxed",
-    )
+    # Collected once, then filtered per rule: the metric is an enum, so each filter is a cheap integer scan.
+    rows = relevant.collect().lazy()
+    raw = pl.concat([raw_episodes(rows, rule, thresholds) for rule in RULES], how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then.
     place = labels.select("series", "link", "device", interface=pl.coalesce("interface", "component"))

@@ -1,13 +1,13 @@
 """The telemetry half of an analysis: readings -> events, per-series totals and quantile samples.
 
 Series never span devices, so an archive is processed in batches of devices whose row count stays under a
-budget: each batch's signals are computed once (one sort), held in memory while events, totals and samples
-are taken from them, then dropped. Peak memory follows the batch size, not the archive size.
+budget: each batch's signals are computed once (one grouping by series), held in memory while events,
+totals and samples are taken from them, then dropped. Peak memory follows the batch size, not the archive
+size.
 
-An archive file holds every device's readings of its flush interval, so reading it once per batch would
-decode the archive as many times as there are batches. When more than ``REREAD_BATCHES`` are needed, one streaming
-pass (``analyzer.spill``) first copies the needed rows into a temporary folder per batch, narrow (series id,
-metric, time, value, counter; the labels once per series); each batch then reads only its own part.
+An archive file holds every device's readings of its flush interval, so the needed rows are first copied,
+in one streaming pass (``analyzer.spill``), into a temporary folder per batch, narrow (series id, metric,
+time, value, counter; the labels once per series); each batch then reads only its own part.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ MEASURE_METRICS = frozenset(
     }
 )
 NEEDED = EVENT_METRICS | MEASURE_METRICS
-DEFAULT_BATCH_ROWS = 6_000_000  # about 3 GB peak: keeps a 100M-row analysis under 4 GB
-REREAD_BATCHES = 3
+DEFAULT_BATCH_ROWS = 12_000_000  # about 1.5 GB peak (narrow rows, one batch at a time)
 
 _TOTAL_KEYS = ["device", "interface", "link", "metric"]
 
@@ -113,10 +112,14 @@ def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     utilization = (
         rate.join(place, on="series")
         .join(speed.filter(pl.col("speed") > 0), on=["device", "interface"])
-        .with_columns(metric=pl.lit(measures.UTILIZATION), value=pl.col("value") / pl.col("speed"))
+        .with_columns(
+            metric=pl.lit(measures.UTILIZATION, schemas.METRIC), value=pl.col("value") / pl.col("speed")
+        )
     )
     columns = [*_TOTAL_KEYS, "value"]
-    readings = pl.concat([depth.select(columns), utilization.select(columns)])
+    readings = pl.concat([depth.select(columns), utilization.select(columns)]).with_columns(
+        pl.col("metric").cast(pl.String)
+    )
     return readings.group_by(*_TOTAL_KEYS, bucket=measures.bucket_of(pl.col("value"))).agg(
         count=pl.len().cast(pl.Int64())
     )
@@ -224,16 +227,9 @@ def analyse_archive(
     scan = telemetry.scan_archive(root, start, end, devices, NEEDED)
     counts = scan.group_by("device").agg(rows=pl.len()).collect(engine="streaming")
     plan = list(batches(counts.drop_nulls("device"), max_rows))
+    keep = spill.row_filter(start, end, devices, NEEDED)
     with tempfile.TemporaryDirectory(prefix="spanwatch-batches-") as folder:
-        # Re-reading the archive per batch is cheaper than copying it, up to a few batches.
-        frames: list[tuple[pl.LazyFrame, pl.LazyFrame | None]]
-        if len(plan) > REREAD_BATCHES:
-            files = spill.files_in_range(root, start, end)
-            frames = list(
-                spill.spill_batches(files, spill.row_filter(start, end, devices, NEEDED), plan, Path(folder))
-            )
-        else:
-            frames = [(scan.filter(pl.col("device").is_in(batch)), None) for batch in plan]
+        frames = spill.spill_batches(spill.files_in_range(root, start, end), keep, plan, Path(folder))
         parts = []
         for done, (frame, labels) in enumerate(frames, start=1):
             parts.append(analyse_frame(frame, thresholds, members, labels))

@@ -1,10 +1,11 @@
-"""Copy an archive's readings into one folder per device batch, streaming, in bounded memory.
+"""Copy an archive's readings into one folder per device batch, in one pass and bounded memory.
 
-An archive file holds every device's readings of its flush interval; processing devices batch by batch
-would otherwise decode every file once per batch. This reads each file once, a record batch at a time
-(``pyarrow.parquet.ParquetFile.iter_batches``: memory follows the record batch, not the file or the archive),
-keeps the rows of the time range, devices and metrics asked for, and appends each batch's rows to
-``<spill>/batch=<i>/``, narrow: a series id and the columns signals read, the labels kept once per series. (polars' partitioned sink was tried first: it held the whole copy in memory.)
+An archive file holds every device's readings of its flush interval, so processing devices batch by batch
+straight from the archive would decode every file once per batch. This reads each file once, in pieces of
+at most ``PIECE_ROWS`` rows (polars' own reader: memory follows the piece, not the file), keeps the rows of
+the time range, devices and metrics asked for, and appends each batch's rows to ``<spill>/batch=<i>/``,
+narrow: a series id (the labels hashed) and the columns signals read, the metric as an enum. The labels, most
+of what a reading weighs, are kept once per series, read again only for pieces that bring a new series.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from analyzer import schemas, telemetry
 
-RECORD_BATCH_ROWS = 1_000_000
+PIECE_ROWS = 4_000_000
 
 
 def _slot(path: Path) -> str:
@@ -59,13 +59,12 @@ def row_filter(
     return keep
 
 
-def _chunks(path: Path) -> Iterator[pl.DataFrame]:
-    parquet = pq.ParquetFile(path)
-    present = [name for name in schemas.TELEMETRY if name in parquet.schema_arrow.names]
-    for record_batch in parquet.iter_batches(batch_size=RECORD_BATCH_ROWS, columns=present):
-        frame = pl.from_arrow(record_batch)
-        if isinstance(frame, pl.DataFrame):
-            yield frame
+def _pieces(path: Path) -> Iterator[pl.LazyFrame]:
+    """A file's readings as ``schemas.TELEMETRY`` LazyFrames of at most ``PIECE_ROWS`` rows each."""
+    scan = pl.scan_parquet(path)
+    rows = scan.select(pl.len()).collect().item()  # from the file's metadata
+    for offset in range(0, rows, PIECE_ROWS):
+        yield schemas.conform_lazy(schemas.TELEMETRY, scan.slice(offset, PIECE_ROWS))
 
 
 NARROW: tuple[str, ...] = ("series", "metric", "time", "value", "counter")
@@ -74,7 +73,7 @@ NARROW: tuple[str, ...] = ("series", "metric", "time", "value", "counter")
 _NARROW_SCHEMA = pl.Schema(
     {
         "series": pl.UInt64(),
-        "metric": pl.String(),
+        "metric": schemas.METRIC,
         "time": schemas.TIME,
         "value": pl.Float64(),
         "counter": pl.UInt64(),
@@ -87,61 +86,53 @@ def spill_batches(
 ) -> list[tuple[pl.LazyFrame, pl.LazyFrame]]:
     """Copy the kept rows of ``files`` into one folder per batch of ``plan``, narrow.
 
-    Each reading is written as its series id (``telemetry.series_id``) and the ``NARROW`` columns; each
-    series' labels are collected once, in memory (a few thousand rows). Writing and re-reading five columns
-    instead of fourteen (ten of them label strings) is most of what the copy costs.
-
     Args:
-        files: archive files (``files_in_range``).
+        files: archive files (``files_in_range``), in time order.
         keep: the row filter (``row_filter``).
         plan: device batches.
         spill: an empty folder to write into.
 
     Returns:
-        One ``(readings, labels)`` pair per batch: a LazyFrame over its folder with the ``NARROW`` columns,
-        and its series' ``schemas.SERIES`` rows.
+        One ``(readings, labels)`` pair per batch: a LazyFrame over its folder with the ``NARROW`` columns
+        (in archive order), and its series' ``schemas.SERIES`` rows.
     """
     number = {device: index for index, batch in enumerate(plan) for device in batch}
-    batch_of = pl.col("device").replace_strict(number, default=-1, return_dtype=pl.Int32())
     for index in range(len(plan)):
         (spill / f"batch={index}").mkdir(parents=True)
     written = 0
     labels: list[pl.DataFrame] = []
-    known = pl.Series("series", [], pl.UInt64())
+    batch_of = pl.DataFrame(schema={"series": pl.UInt64(), "batch": pl.Int32()})  # every series seen
     for path in files:
-        for chunk in _chunks(path):
-            rows = (
-                schemas.conform_lazy(schemas.TELEMETRY, chunk.lazy())
-                .filter(keep)
-                .with_columns(series=telemetry.series_id(), batch=batch_of)
-                .collect()
+        for piece in _pieces(path):
+            kept = piece.filter(keep).with_columns(series=telemetry.series_id())
+            metric = pl.col("metric").cast(schemas.METRIC)
+            narrow = kept.select(*NARROW).with_columns(metric).collect(engine="streaming")
+            seen = narrow["series"].unique()
+            fresh = seen.filter(~seen.is_in(batch_of["series"].implode()))
+            if fresh.len():
+                # The one place labels are decoded: a second read of this piece, for its new series only.
+                new = kept.filter(pl.col("series").is_in(fresh.implode())).select(
+                    "series", *schemas.SERIES_KEYS
+                )
+                found = new.unique("series", keep="any").collect(engine="streaming")
+                labels.append(found)
+                place = pl.col("device").replace_strict(number, default=-1, return_dtype=pl.Int32())
+                batch_of = pl.concat([batch_of, found.select("series", batch=place)])
+            placed = narrow.join(batch_of, on="series", how="left", maintain_order="left").lazy()
+            # One filter per batch: about half the cost of ``partition_by``, which groups before it gathers.
+            parts = pl.collect_all(
+                [placed.filter(pl.col("batch") == i).drop("batch") for i in range(len(plan))]
             )
-            fresh = (
-                rows.filter(~pl.col("series").is_in(known))
-                .select("batch", "series", *schemas.SERIES_KEYS)
-                .unique("series", keep="any")
-            )
-            if fresh.height:
-                # Rebuilt from Python values: a slice of ``rows`` would keep the whole chunk's string
-                # buffers alive (string views share them), about 30 MB per chunk held to the end.
-                labels.append(pl.DataFrame(fresh.rows(), schema=fresh.schema, orient="row"))
-                known = pl.concat([known, fresh["series"]])
-            narrow = rows.select("batch", *NARROW)
-            del rows
-            for (index,), part in narrow.partition_by("batch", as_dict=True, include_key=False).items():
-                if isinstance(index, int) and index >= 0:
+            for index, part in enumerate(parts):
+                if part.height:
                     written += 1
-                    part.write_parquet(spill / f"batch={index}" / f"{written:08d}.parquet", compression="lz4")
-    every = (
-        pl.concat(labels).unique("series", keep="any")
-        if labels
-        else pl.DataFrame(schema={"batch": pl.Int32(), **schemas.SERIES})
-    )
-    per_batch = every.partition_by("batch", as_dict=True, include_key=False)
+                    part.write_ipc(spill / f"batch={index}" / f"{written:08d}.arrow", compression="lz4")
+    every = pl.concat(labels) if labels else pl.DataFrame(schema=schemas.SERIES)
+    per_batch = every.join(batch_of, on="series").partition_by("batch", as_dict=True, include_key=False)
     empty = pl.DataFrame(schema=schemas.SERIES)
     return [
         (
-            schemas.conform_lazy(_NARROW_SCHEMA, pl.scan_parquet(spill / f"batch={index}" / "*.parquet")),
+            schemas.conform_lazy(_NARROW_SCHEMA, pl.scan_ipc(spill / f"batch={index}" / "*.arrow")),
             schemas.conform_lazy(schemas.SERIES, per_batch.get((index,), empty).lazy()),
         )
         for index in range(len(plan))

@@ -17,6 +17,7 @@ from functools import reduce
 from pathlib import Path
 
 import polars as pl
+import polars.selectors as cs
 
 from analyzer import schemas
 from analyzer.errors import InputError
@@ -143,23 +144,25 @@ def series_labels(telemetry: pl.LazyFrame) -> pl.LazyFrame:
     return schemas.conform_lazy(schemas.SERIES, keyed.unique("series", keep="any"))
 
 
-def sort_series(frame: pl.DataFrame) -> pl.DataFrame:
-    """Sort readings by (series, time), cheaply when they arrive in time order.
+def group_series(frame: pl.DataFrame) -> pl.DataFrame:
+    """Put each series' readings together, in time order, cheaply when they arrive in time order.
 
     The archive's files are written in time order and read in path order, so readings usually arrive
-    time-ordered: a stable sort by series alone then leaves each series in time order, at a third of the
-    cost of a two-key sort of interleaved rows. One vectorised pass checks it; otherwise the full sort runs.
+    time-ordered: gathering each series' rows as lists and exploding them back keeps that order within each
+    series, at about half the cost of a stable sort by series (and a third of a two-key sort). One
+    vectorised pass checks the time order; otherwise the full sort by (series, time) runs. Only contiguity
+    matters downstream (every per-series step compares a row with its neighbour), not the order of series.
 
     Args:
         frame: readings with ``series`` and ``time``.
 
     Returns:
-        The readings sorted by (series, time).
+        The readings, each series' rows contiguous and in time order.
     """
-    by_series = frame.sort("series", maintain_order=True)
+    grouped = frame.group_by("series").agg(pl.all()).explode(cs.exclude("series"))
     first = pl.col("series") != pl.col("series").shift(1)
-    in_order = by_series.select((first | (pl.col("time") >= pl.col("time").shift(1))).fill_null(True).all())
-    return by_series if in_order.item() else by_series.sort("series", "time")
+    in_order = grouped.select((first | (pl.col("time") >= pl.col("time").shift(1))).fill_null(True).all())
+    return grouped if in_order.item() else frame.sort("series", "time")
 
 
 def signals(telemetry: pl.LazyFrame) -> pl.LazyFrame:
@@ -172,10 +175,12 @@ def signals(telemetry: pl.LazyFrame) -> pl.LazyFrame:
         telemetry: ``schemas.TELEMETRY`` rows, with or without ``series``.
 
     Returns:
-        ``schemas.SIGNALS`` rows, sorted by series and time; ``series_labels`` gives each series' labels.
+        ``schemas.SIGNALS`` rows, grouped by series and in time order within each (``group_series``);
+        ``series_labels`` gives each series' labels.
     """
-    narrow = with_series(telemetry).select("series", "metric", "time", "value", "counter")
-    keyed = sort_series(narrow.collect()).lazy()
+    metric = pl.col("metric").cast(schemas.METRIC)
+    narrow = with_series(telemetry).select("series", metric, "time", "value", "counter")
+    keyed = group_series(narrow.collect()).lazy()
     same = pl.col("series") == pl.col("series").shift(1)
     deduped = keyed.filter(~(same & (pl.col("time") == pl.col("time").shift(1))).fill_null(False))
     is_counter = pl.col("metric").is_in(sorted(COUNTERS))

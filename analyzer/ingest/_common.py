@@ -25,6 +25,27 @@ from analyzer.errors import UnreadableFileError
 _GZIP_MAGIC = b"\x1f\x8b"
 # ANSI SGR/CSI sequences (torchtitan colours its step lines; terminals captured by `script` add others).
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# What launchers put before each line of a worker's output, as a regex fragment to compose (never used alone:
+# a bare "word: " also starts ordinary messages). torchrun --tee: "[default0]:", "[rank3]:" (role + local
+# rank); OpenMPI --tag-output: "[1,3]<stdout>:"; srun -l: "3: "; pdsh / DeepSpeed's multi-node runner:
+# "worker-1: ". The number in the torchrun and srun forms is captured as ``launcher_rank``.
+LAUNCHER_PREFIX = (
+    r"(?:\[[A-Za-z_]*(?P<launcher_rank>\d+)\]:\s*|\[\d+,\d+\]<std(?:out|err)>:\s*"
+    r"|(?P<srun_rank>\d+): +|[\w.-]+: +)"
+)
+
+
+def launcher_rank(match: re.Match[str]) -> int | None:
+    """The rank a ``LAUNCHER_PREFIX`` in ``match`` carried (torchrun, srun -l), or None.
+
+    Args:
+        match: a match of a regex that contains ``LAUNCHER_PREFIX`` once.
+
+    Returns:
+        The number, or None when the line had no such prefix (or a host-name prefix).
+    """
+    number = match["launcher_rank"] or match["srun_rank"]
+    return int(number) if number is not None else None
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,13 @@ The engine prints, every ``steps_per_print`` optimizer steps, a wall-clock-stamp
 
     [2023-04-18 01:46:59,142] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=6, lr=[...], mom=[...]
 
-and the pipeline engine prints ``steps: 10 loss: 2.345 iter time (s): 0.876 samples/sec: 146.1``. A step
-line's duration is the wall-clock gap to the previous step line of the same rank divided by the step gap: a
-mean over the interval (``interval_average``), null for the first line. The pipeline engine's "iter time" is
-likewise a mean over the print interval. Naive stamps are read as UTC (see ``parse_wallclock``).
+and the pipeline engine prints ``steps: 10 loss: 2.345 iter time (s): 0.876 samples/sec: 146.1`` (newer
+versions insert extra losses, ``moe_loss: 0.01``, before "iter time" and append memory figures after it).
+Multi-node runs add a launcher prefix to every line: pdsh's ``worker-1: `` (DeepSpeed's default multi-node
+runner), torchrun's ``[rank0]:``, srun's ``0: ``. A step line's duration is the wall-clock gap to the previous
+step line of the same rank divided by the step gap: a mean over the interval (``interval_average``), null for
+the first line and after a restart. The pipeline engine's "iter time" is likewise a mean over the print
+interval. Naive stamps are read as UTC (see ``parse_wallclock``).
 """
 
 from __future__ import annotations
@@ -18,17 +21,30 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_lines, parse_wallclock
+from analyzer.ingest._common import (
+    LAUNCHER_PREFIX,
+    Malformed,
+    ParseResult,
+    RowBuffer,
+    numbered_lines,
+    parse_wallclock,
+)
 
 NAME = "deepspeed"
 
+# DeepSpeed's logger: "[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s] %(message)s".
 _PREFIX = re.compile(
-    r"^\[(?P<clock>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+)\] \[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] "
-    r"\[[\w./-]+:\d+:\w+\]"
+    rf"^{LAUNCHER_PREFIX}?"
+    r"\[(?P<clock>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+)\] \[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] "
+    r"\[[^\]\s]+:\d+:[^\]\s]+\]"
 )
 _STEP = re.compile(r"\[Rank (?P<rank>-?\d+)\] step=(?P<step>\d+), skipped=(?P<skipped>\d+)")
-_PIPE = re.compile(r"^steps: (?P<step>\d+) loss: (?P<loss>\S+) iter time \(s\): (?P<iter>[-+0-9.eE]+)")
-_PIPE_CANDIDATE = re.compile(r"^steps: \d+ ")
+# Printed with print(), so only a launcher prefix can precede it.
+_PIPE_START = rf"^{LAUNCHER_PREFIX}?steps: "
+_PIPE = re.compile(
+    _PIPE_START + r"(?P<step>\d+) loss: (?P<loss>\S+)(?: [\w.-]+: \S+)*? iter time \(s\): (?P<iter>[-+0-9.eE]+)"
+)
+_PIPE_CANDIDATE = re.compile(_PIPE_START + r"\d+ ")
 
 
 def sniff(lines: Sequence[str]) -> float:
@@ -117,9 +133,10 @@ def _with_intervals(steps: pl.DataFrame) -> pl.DataFrame:
     previous_end = pl.col("end_time").shift(1).over("rank", order_by="end_time")
     step_gap = pl.col("step").diff().over("rank", order_by="end_time")
     seconds = (pl.col("end_time") - previous_end).dt.total_nanoseconds() / 1e9
+    # A step that does not move forward is a restart from a checkpoint: the previous line is another process.
     return steps.with_columns(
-        start_time=previous_end,
-        interval_steps=step_gap,
+        start_time=pl.when(step_gap > 0).then(previous_end),
+        interval_steps=pl.when(step_gap > 0).then(step_gap),
         duration_seconds=pl.when(step_gap > 0).then(seconds / step_gap),
         interval_average=pl.lit(True),
     )

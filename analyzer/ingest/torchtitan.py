@@ -5,9 +5,12 @@ torchtitan's metrics logger prints, every ``log_freq`` steps, a line coloured wi
     [rank0]:[titan] 2025-01-15 10:00:01,234 - root - INFO - \\x1b[31mstep: 10  \\x1b[32mloss:  7.8912  ...
     \\x1b[33mmemory: 21.01GiB(22.11%)  \\x1b[34mtps: 8,143  \\x1b[36mtflops: 123.4  \\x1b[35mmfu: 4.59%
 
-(older versions print ``wps`` instead of ``tps``; the ``[rankN]:`` prefix is torchrun's ``--tee``/local-ranks
-filter and may be absent). Colour codes are stripped first. A row's duration is the wall-clock gap to the
-previous step line of the same rank divided by the step gap: an interval mean, null for the first line.
+(older versions print ``wps`` instead of ``tps`` and no memory, newer ones add ``grad_norm`` or print ``mfu:
+N/A``; only step and loss are required). The launcher prefix is torchrun's ``--tee`` tag, ``[rank0]:`` with
+torchtitan's ``--role rank`` or ``[default0]:`` without, or srun's ``0: ``; its number becomes ``rank``.
+Validation lines (``validate step: 10  loss: ..``) are evaluation, not training steps: counted, not rows.
+Colour codes are stripped first. A row's duration is the wall-clock gap to the previous step line of the same
+rank divided by the step gap: an interval mean, null for the first line and after a restart.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import polars as pl
 
 from analyzer.ingest._common import (
     ANSI_ESCAPE,
+    LAUNCHER_PREFIX,
     Malformed,
     ParseResult,
     RowBuffer,
+    launcher_rank,
     numbered_lines,
     parse_wallclock,
 )
@@ -30,9 +35,12 @@ from analyzer.ingest._common import (
 NAME = "torchtitan"
 
 _CANDIDATE = re.compile(r"\bstep:\s*\d+\s+loss:")
+_VALIDATION = re.compile(r"\bvalidate step:\s*\d+\s+loss:")
+# The logger's "[titan] %(asctime)s - %(name)s - %(levelname)s - " may be absent (a custom logger), and the
+# clock is then searched for anywhere before "step:".
 _LINE = re.compile(
-    r"^(?:\[rank(?P<rank>\d+)\]:)?\s*(?:\[titan\]\s*)?"
-    r"(?P<clock>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+)?.*?"
+    rf"^(?:{LAUNCHER_PREFIX})?\s*(?:\[titan\]\s*)?"
+    r"(?:.*?(?P<clock>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?))?.*?"
     r"\bstep:\s*(?P<step>\d+)\s+loss:\s*(?P<loss>\S+)"
 )
 
@@ -68,13 +76,16 @@ def parse(path: Path) -> ParseResult:
     """
     rows = RowBuffer("steps", str(path), NAME)
     problems: list[Malformed] = []
-    lines = 0
+    lines = validation = 0
     for number, raw in numbered_lines(path):
         lines = number
         if "step:" not in raw and "\x1b" not in raw:
             continue  # cheap reject first: most lines of a big log are not step lines
         line = ANSI_ESCAPE.sub("", raw)
         if not _CANDIDATE.search(line):
+            continue
+        if _VALIDATION.search(line):
+            validation += 1
             continue
         match = _LINE.match(line)
         if match is None:
@@ -86,10 +97,10 @@ def parse(path: Path) -> ParseResult:
         except ValueError as exc:
             problems.append(Malformed(str(path), number, f"bad value: {exc}"))
             continue
-        rank = int(match["rank"]) if match["rank"] is not None else None
-        rows.add({"rank": rank, "step": int(match["step"]), "end_time": stamp, "loss": loss})
+        rows.add({"rank": launcher_rank(match), "step": int(match["step"]), "end_time": stamp, "loss": loss})
     steps = _with_intervals(rows.frame())
-    return ParseResult(path, [NAME], {"steps": steps}, problems, lines, {"step_lines": steps.height})
+    counts = {"step_lines": steps.height, "validation_lines": validation}
+    return ParseResult(path, [NAME], {"steps": steps}, problems, lines, counts)
 
 
 def _with_intervals(steps: pl.DataFrame) -> pl.DataFrame:
@@ -97,9 +108,10 @@ def _with_intervals(steps: pl.DataFrame) -> pl.DataFrame:
     previous_end = pl.col("end_time").shift(1).over("rank")
     step_gap = pl.col("step").diff().over("rank")
     seconds = (pl.col("end_time") - previous_end).dt.total_nanoseconds() / 1e9
+    # A step that does not move forward is a restart from a checkpoint: the previous line is another process.
     return steps.with_columns(
-        start_time=previous_end,
-        interval_steps=step_gap,
+        start_time=pl.when(step_gap > 0).then(previous_end),
+        interval_steps=pl.when(step_gap > 0).then(step_gap),
         duration_seconds=pl.when(step_gap > 0).then(seconds / step_gap),
         interval_average=pl.lit(True),
     )

@@ -107,34 +107,23 @@ def test_queue_threshold_follows_the_bandwidth_delay_product(tmp_path: Path) -> 
     assert detect(tmp_path, bdp=deep).height == 0
 
 
-def test_batches_give_the_same_result_as_one_pass(tmp_path: Path) -> None:
-    from analyzer import network, topology
+def test_spilled_batches_give_the_same_result_as_one_pass_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from analyzer import network, spill, telemetry, topology
 
     write_archive(tmp_path, 120, [Episode("drops", "a1", 10, 30), Episode("pfc", "b2", 50, 70)])
     members = topology.link_members(None)
-    whole = network.analyse_archive(tmp_path, Thresholds(), members)
-    batched = network.analyse_archive(tmp_path, Thresholds(), members, max_rows=2_000)  # one device each
-    assert batched.events.drop("event_id").equals(whole.events.drop("event_id"))
-    keys = ["device", "interface", "metric"]
-    assert_frame_equal(batched.totals.sort(keys), whole.totals.sort(keys), check_exact=False)
-    assert batched.rows == whole.rows
-
-
-def test_spilled_batches_give_the_same_result_as_one_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Force the narrow spill copy (normally only past REREAD_BATCHES batches) and compare with one pass.
-    from analyzer import network, topology
-
-    archive = tmp_path / "archive"
-    write_archive(archive, 120, [Episode("drops", "a1", 10, 30), Episode("pfc", "b2", 50, 70)])
-    members = topology.link_members(None)
-    whole = network.analyse_archive(archive, Thresholds(), members)
-    monkeypatch.setattr(network, "REREAD_BATCHES", 0)
-    spilled = network.analyse_archive(archive, Thresholds(), members, max_rows=2_000)
-    assert spilled.events.drop("event_id").equals(whole.events.drop("event_id"))
-    keys = ["device", "interface", "metric"]
-    assert_frame_equal(spilled.totals.sort(keys), whole.totals.sort(keys), check_exact=False)
-    samples_keys = ["device", "interface", "link", "metric", "bucket"]
-    assert_frame_equal(spilled.samples.sort(samples_keys), whole.samples.sort(samples_keys))
-    assert spilled.rows == whole.rows
+    whole = network.analyse_telemetry(telemetry.scan_archive(tmp_path), Thresholds(), members)
+    # One batch; one device a batch; and files read in pieces of 100 rows, so series keep turning up
+    # in later pieces.
+    for max_rows, piece_rows in ((network.DEFAULT_BATCH_ROWS, spill.PIECE_ROWS), (2_000, 100)):
+        monkeypatch.setattr(spill, "PIECE_ROWS", piece_rows)
+        batched = network.analyse_archive(tmp_path, Thresholds(), members, max_rows=max_rows)
+        assert batched.events.height == 2
+        assert batched.events.drop("event_id").equals(whole.events.drop("event_id"))
+        keys = ["device", "interface", "metric"]
+        assert_frame_equal(batched.totals.sort(keys), whole.totals.sort(keys), check_exact=False)
+        samples_keys = ["device", "interface", "link", "metric", "bucket"]
+        assert_frame_equal(batched.samples.sort(samples_keys), whole.samples.sort(samples_keys))
+        assert batched.rows == whole.rows
