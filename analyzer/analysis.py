@@ -22,7 +22,7 @@ import polars as pl
 from analyzer import accuracy, correlate, gpu_time, measures, network, prometheus, topology
 from analyzer.claims import validate_claims
 from analyzer.errors import InputError
-from analyzer.ingest import ParseResult, parse_files
+from analyzer.ingest import ParseResult, nccl_inspector, parse_files
 from analyzer.thresholds import Thresholds
 from analyzer.truth import read_truth
 from collector.config import Config
@@ -194,7 +194,7 @@ class Analysis:
         steps = correlate.prepare_steps(parsed.table("steps"))
         pairs = correlate.overlaps(steps, events.lazy(), skew)
         kineto = parsed.table("kineto_steps")
-        inspector = parsed.table("collectives").filter(pl.col("format") == gpu_time.INSPECTOR)
+        inspector = parsed.table("collectives").filter(pl.col("format") == nccl_inspector.NAME)
         per_step = None
         if inspector.height:  # placing nothing would still sort every step
             inspector = gpu_time.inspector_records(inspector.lazy(), steps).collect()

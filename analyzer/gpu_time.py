@@ -195,9 +195,6 @@ def breakdown(events: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     )
 
 
-INSPECTOR = "nccl_inspector"
-
-
 def assign_to_steps(points: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
     """Give each point the step of its rank whose ``[start_time, end_time)`` holds the point's ``time``.
 
@@ -227,7 +224,7 @@ def inspector_records(collectives: pl.LazyFrame, steps: pl.LazyFrame) -> pl.Lazy
     """NCCL Inspector operations on the training timeline: global rank, a time and the step holding it.
 
     Args:
-        collectives: ``schemas.COLLECTIVES`` rows; only the Inspector's (``format == "nccl_inspector"``) are used.
+        collectives: ``schemas.COLLECTIVES`` rows of the NCCL Inspector.
         steps: ``step``, ``rank``, ``start_time``, ``end_time`` (``correlate.prepare_steps`` output).
 
     Returns:
@@ -244,7 +241,7 @@ def inspector_records(collectives: pl.LazyFrame, steps: pl.LazyFrame) -> pl.Lazy
     dumped = pl.col("dump_time") - pl.duration(
         microseconds=(pl.col("duration_seconds") * 1e6).round().cast(pl.Int64)
     )
-    records = collectives.filter(pl.col("format") == INSPECTOR).with_columns(
+    records = collectives.with_columns(
         comm_rank=pl.col("rank"),
         rank=pl.coalesce(largest.over(process), pl.col("rank")),
         time=pl.coalesce(pl.col("start_time"), dumped),

@@ -42,7 +42,8 @@ _STEP = re.compile(r"\[Rank (?P<rank>-?\d+)\] step=(?P<step>\d+), skipped=(?P<sk
 # Printed with print(), so only a launcher prefix can precede it.
 _PIPE_START = rf"^{LAUNCHER_PREFIX}?steps: "
 _PIPE = re.compile(
-    _PIPE_START + r"(?P<step>\d+) loss: (?P<loss>\S+)(?: [\w.-]+: \S+)*? iter time \(s\): (?P<iter>[-+0-9.eE]+)"
+    _PIPE_START
+    + r"(?P<step>\d+) loss: (?P<loss>\S+)(?: [\w.-]+: \S+)*? iter time \(s\): (?P<iter>[-+0-9.eE]+)"
 )
 _PIPE_CANDIDATE = re.compile(_PIPE_START + r"\d+ ")
 

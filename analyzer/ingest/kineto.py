@@ -5,9 +5,12 @@ profiler traces cover a few steps and stay in the hundreds of MB at most. Per ra
 else ``rank-N``/``rank_N`` in the file name) it yields:
 
 * ``steps``: the ``ProfilerStep#N`` CPU spans (start, end, duration; wall clock = ``ts`` +
-  ``baseTimeNanoseconds`` when the trace has it, as recent PyTorch writes relative timestamps);
-* ``collectives``: one row per NCCL kernel (``ncclKernel_*`` and ``ncclDevKernel_*``) with the collective,
-  dtype, element count, group size and process group when PyTorch recorded them in the kernel args;
+  ``baseTimeNanoseconds`` when the trace has it, as recent PyTorch writes relative timestamps). Recent Kineto
+  mirrors each onto the GPU timeline as a ``gpu_user_annotation`` event of the same name, whose args carry no
+  stream: those are not steps (they would double every step);
+* ``collectives``: one row per NCCL kernel (``ncclKernel_*``, ``ncclDevKernel_*``, and NCCL < 2.7's
+  ``ncclAllReduceRingLLKernel_sum_f32``) with the collective, dtype, element count, group size and process
+  group when PyTorch recorded them in the kernel args, else the collective taken from the kernel name;
 * ``kineto_steps``: per (rank, step) compute, communication, overlapped and exposed communication time
   (``analyzer.gpu_time`` for the definitions, which follow HolisticTraceAnalysis).
 
@@ -173,7 +176,8 @@ def profiler_steps(events: pl.DataFrame) -> pl.DataFrame:
     Returns:
         ``step``, ``start_ns``, ``end_ns``, sorted by start.
     """
-    spans = events.filter(pl.col("name").str.contains(_STEP_RE) & pl.col("stream").is_null())
+    on_cpu = pl.col("stream").is_null() & (pl.col("cat").fill_null("") != "gpu_user_annotation")
+    spans = events.filter(pl.col("name").str.contains(_STEP_RE) & on_cpu)
     return spans.select(
         pl.col("name").str.extract(_STEP_RE).cast(pl.Int64).alias("step"), "start_ns", "end_ns"
     ).sort("start_ns")
@@ -210,7 +214,11 @@ def gpu_events(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 def _collectives(gpu: pl.DataFrame, rank: int | None) -> pl.DataFrame:
     nccl = gpu.filter(pl.col("name").str.contains(r"^nccl.*Kernel"))
-    from_name = pl.col("name").str.extract(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
+    # "ncclDevKernel_AllGather_RING_LL", "ncclKernel_SendRecv_..", and before NCCL 2.7 "ncclAllReduceRingLLKernel..".
+    from_name = pl.coalesce(
+        pl.col("name").str.extract(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)"),
+        pl.col("name").str.extract(r"^nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv)"),
+    )
     element_bytes = pl.col("dtype").replace_strict(_DTYPE_BYTES, default=None, return_dtype=pl.Int64)
     frame = nccl.select(
         pl.lit(rank, dtype=pl.Int64).alias("rank"),

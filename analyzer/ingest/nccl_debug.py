@@ -1,15 +1,21 @@
 """NCCL_DEBUG=INFO logs -> ``nccl_ranks`` (where each rank runs) and ``nccl_connections`` (who talks to whom).
 
 Every NCCL line starts ``host:pid:tid [cudaDev] NCCL INFO``; NCCL >= 2.26 with NCCL_DEBUG_TIMESTAMP_LEVELS
-prepends ``[YYYY-MM-DD HH:MM:SS] `` (fractions accepted), recent versions insert ``file.cc:line`` before
-``NCCL``, and launchers may prefix ``[rankN]:`` (torchrun) or ``N: `` (srun -l). Two message kinds are extracted:
+prepends a timestamp in NCCL_DEBUG_TIMESTAMP_FORMAT, by default ``[YYYY-MM-DD HH:MM:SS] `` (fractions from
+``%Nf`` and a format without brackets accepted), recent versions insert ``file.cc:line`` before ``NCCL``,
+and launchers may prefix ``[rankN]:`` (torchrun), ``N: `` (srun -l) or ``host: `` (pdsh, DeepSpeed's runner).
+Two message kinds are extracted:
 
-* init lines, ``comm 0x.. rank R nranks N cudaDev D busId B ... Init COMPLETE`` (and ``ncclCommInitRank``/
-  ``nRanks`` variants): rank -> host, pid, device;
+* init lines, ``comm 0x.. rank R nranks N cudaDev D busId B - Init COMPLETE`` (``nvmlDev``, ``commId``, a
+  leading function name ``ncclCommInitRankConfig``/``ncclCommSplit`` with ``parent .. color .. key ..``, or
+  NCCL 2.27's ``[Rank R]`` in other versions): rank -> host, pid, device. Only COMPLETE lines are rows: since
+  NCCL 2.1x the same communicator is first announced by an ``Init START`` line, and counting both would
+  double every rank; inits that started and never completed are counted (``nccl_inits_incomplete``);
 * channel connections, ``Channel 00/0 : 3[3] -> 8[7000] [send] via NET/IB/0/GDRDMA`` (``/0`` and the
-  direction are absent in older or intra-node lines): which rank pairs connect and over which transport.
-  A pair crosses the network when the transport is NET/* or CollNet: NVLink/PCIe P2P, SHM and NVLS stay
-  inside the host.
+  direction are absent in older or intra-node lines; the transport may contain spaces, e.g. ``P2P/direct
+  pointer`` or the AWS plugin's ``NET/AWS Libfabric/0/GDRDMA``): which rank pairs connect and over which
+  transport. A pair crosses the network when the transport is NET/* or CollNet: NVLink/PCIe P2P, SHM and
+  NVLS stay inside the host.
 
 Other INFO lines are context and skipped; a line that starts like an init or channel line and does not
 parse is reported as malformed.
@@ -22,14 +28,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_lines, parse_wallclock
+from analyzer.ingest._common import (
+    LAUNCHER_PREFIX,
+    Malformed,
+    ParseResult,
+    RowBuffer,
+    numbered_lines,
+    parse_wallclock,
+)
 
 NAME = "nccl_debug"
 
 _PREFIX = re.compile(
-    r"^(?:\[[\w-]+\]:\s*|\d+: )?"  # launcher prefixes: torchrun's "[rank3]:", srun -l's "3: "
-    r"(?:\[(?P<clock>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]\s*)?"
-    r"(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]\s+(?:\S+:\d+\s+)?NCCL INFO (?P<msg>.*)$"
+    rf"^{LAUNCHER_PREFIX}?"
+    r"(?:\[?(?P<clock>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]?\s*)?"
+    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\]\s+(?:\S+:\d+\s+)?NCCL INFO (?P<msg>.*)$"
 )
 _INIT = re.compile(
     r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)"
@@ -37,7 +50,7 @@ _INIT = re.compile(
 )
 _CHANNEL = re.compile(
     r"^Channel (?P<channel>\d+)(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> (?P<dst>\d+)\[[0-9a-fA-Fx]+\]"
-    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S+)"
+    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S.*?)\s*$"
 )
 _NETWORK_TRANSPORTS = ("NET/", "COLLNET", "CollNet")
 
@@ -75,6 +88,7 @@ def parse(path: Path) -> ParseResult:
     connections = RowBuffer("nccl_connections", str(path), NAME)
     problems: list[Malformed] = []
     lines = info_lines = 0
+    started: set[tuple[str, int, str, str]] = set()  # (host, pid, comm, rank) of inits not yet COMPLETE
     for number, line in numbered_lines(path):
         lines = number
         if "NCCL INFO" not in line:
@@ -87,9 +101,15 @@ def parse(path: Path) -> ParseResult:
         message = prefix["msg"]
         if message.startswith("Channel ") and " -> " in message:
             _add_connection(message, origin, path, number, connections, problems)
-        elif "Init COMPLETE" in message or message.startswith(("comm 0x", "ncclCommInitRank")):
-            _add_rank(message, origin, path, number, ranks, problems)
-    counts = {"nccl_info_lines": info_lines}
+        elif message.endswith("Init START"):
+            start = _INIT.search(message)
+            if start is not None:
+                started.add((origin["host"], origin["pid"], start["comm"], start["rank"]))
+        elif "Init COMPLETE" in message:
+            complete = _add_rank(message, origin, path, number, ranks, problems)
+            if complete is not None:
+                started.discard((origin["host"], origin["pid"], complete["comm"], complete["rank"]))
+    counts = {"nccl_info_lines": info_lines, "nccl_inits_incomplete": len(started)}
     tables = {"nccl_ranks": ranks.frame(), "nccl_connections": connections.frame()}
     return ParseResult(path, [NAME], tables, problems, lines, counts)
 
@@ -106,16 +126,12 @@ def _origin(prefix: re.Match[str], path: Path, number: int, problems: list[Malfo
 
 def _add_rank(
     message: str, origin: dict[str, Any], path: Path, number: int, rows: RowBuffer, problems: list[Malformed]
-) -> None:
+) -> re.Match[str] | None:
+    """Add the rank placement of an Init COMPLETE line; returns the match, None if malformed."""
     match = _INIT.search(message)
     if match is None:
-        if "Init COMPLETE" in message:
-            problems.append(
-                Malformed(str(path), number, "Init COMPLETE line without 'comm .. rank .. nranks'")
-            )
-        return  # other "comm 0x.." lines (e.g. splits, destroys) carry no rank placement.
-    if "Init COMPLETE" not in message and match["dev"] is None:
-        return  # newer NCCL repeats "comm .. rank .. nRanks .." in several lines; keep the complete one.
+        problems.append(Malformed(str(path), number, "Init COMPLETE line without 'comm .. rank .. nranks'"))
+        return None
     rows.add(
         {
             **origin,
@@ -126,6 +142,7 @@ def _add_rank(
             "bus_id": match["bus"],
         }
     )
+    return match
 
 
 def _add_connection(

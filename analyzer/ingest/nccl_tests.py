@@ -7,12 +7,15 @@ The table is announced by a commented header whose last two lines name the colum
     #   (B) (elements)                    (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
           8      2 float    sum    -1    36.29    0.00    0.00      0    35.60    0.00    0.00      0
 
-Columns are read from the header rather than assumed, because they changed over versions (``root`` was
-added; ``#wrong`` replaced ``error``). Each data row gives two rows, out-of-place and in-place
-(``in_place``); a row with fewer timing groups gives fewer. ``time`` is the mean over the
-iterations, in microseconds. ``#  Rank  0 Group  0 Pid 1234 on host device  0 [0x07] ...`` lines give
-``nccl_ranks``. The collective comes from ``# Collective test starting: all_reduce_perf`` (newer
-versions) or the file name, else stays null.
+Columns are read from the header rather than assumed, because they changed over versions and options
+(``root`` was added; ``#wrong`` replaced ``error``; ``-C 1`` names the time ``cputime``; 2.17+ adds
+``#bitdiff`` with bitwise checks, ``i_min i_max i_p99 i_cv%`` per-iteration columns and a trailing
+``timestamp`` column, whose value is two fields, date and time). Each timing group starts at its ``time``
+column; each data row gives two rows, out-of-place and in-place (``in_place``); a row with fewer timing groups
+gives fewer. ``time`` is the mean over the iterations, in microseconds. ``#wrong`` is ``N/A`` with ``-c 0``
+and printed with ``%g`` (``1.2e+06``) when large. ``#  Rank  0 Group  0 Pid 1234 on host device  0 [0x07]
+...`` lines give ``nccl_ranks``. The collective comes from ``# Collective test starting: all_reduce_perf``
+(newer versions) or the file name, else stays null. ``srun -l``'s ``N: `` line prefix is skipped.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ _COLLECTIVE = re.compile(
     r"(all_reduce|all_gather|alltoall|broadcast|reduce_scatter|reduce|sendrecv|scatter|gather|hypercube)_perf"
 )
 _TIMING = ("time", "algbw", "busbw")
+_TIME_COLUMNS = ("time", "cputime")  # "cputime" with -C 1 (report_cputime)
+_SRUN_PREFIX = re.compile(r"^\d+: ")
 
 
 def sniff(lines: Sequence[str]) -> float:
@@ -46,9 +51,10 @@ def sniff(lines: Sequence[str]) -> float:
     Returns:
         1.0 with a result-table header, 0.5 with nccl-tests' ``# nThread`` banner, else 0.
     """
-    if any(_HEADER.match(line) for line in lines):
+    clean = [_SRUN_PREFIX.sub("", line, count=1) for line in lines]
+    if any(_HEADER.match(line) for line in clean):
         return 1.0
-    if any(line.startswith("# nThread ") for line in lines):
+    if any(line.startswith("# nThread ") for line in clean):
         return 0.5
     return 0.0
 
@@ -64,13 +70,16 @@ def _number(text: str) -> float | None:
 
 def _rows_of(values: list[str], columns: list[str], collective: str | None) -> list[dict[str, Any]]:
     """Turn one data row into out-of-place / in-place collective rows; raises ValueError if malformed."""
+    if columns[-1] == "timestamp" and len(values) == len(columns) + 1:
+        values = [*values[:-2], " ".join(values[-2:])]  # "2025-01-02 03:04:05" is one column
     if len(values) != len(columns):
         raise ValueError(f"{len(values)} fields where the header names {len(columns)}")
     fixed: dict[str, str] = {}
     groups: list[dict[str, str]] = []
     for name, value in zip(columns, values, strict=True):
-        if name == "time":
+        if name in _TIME_COLUMNS:
             groups.append({})
+            name = "time"
         (groups[-1] if groups else fixed)[name] = value
     rows = []
     for index, group in enumerate(groups):
@@ -88,7 +97,7 @@ def _rows_of(values: list[str], columns: list[str], collective: str | None) -> l
                 "duration_seconds": time_us / 1e6 if time_us is not None else None,
                 "algbw_gbps": _number(group["algbw"]),
                 "busbw_gbps": _number(group["busbw"]),
-                "wrong": int(wrong) if wrong not in (None, "N/A") else None,
+                "wrong": int(float(wrong)) if wrong not in (None, "N/A") else None,
                 "occurrences": 1,
             }
         )
@@ -115,8 +124,9 @@ def parse(path: Path) -> ParseResult:
     named = _COLLECTIVE.search(path.name)
     collective = named.group(1) if named else None
     lines = data_rows = 0
-    for number, line in numbered_lines(path):
+    for number, raw in numbered_lines(path):
         lines = number
+        line = _SRUN_PREFIX.sub("", raw, count=1)
         if line.startswith("#"):
             columns = _columns(line) if _HEADER.match(line) else columns
             collective = _collective_from(line, collective)
