@@ -133,15 +133,15 @@ METRICS: frozenset[str] = frozenset(m for rule in RULES for m in rule.metrics) -
 
 
 def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
-    """Replace ECN-mark rates by the marked share of the queue's transmitted packets, where both are there.
+    """The ECN rows the rules read: the marked share of the queue's transmitted packets where both are there.
 
     Args:
         signals: ``schemas.SIGNALS`` rows grouped by series in time order.
         labels: ``schemas.SERIES`` rows.
 
     Returns:
-        The signals with paired ECN rows as ``ECN_FRACTION`` rows (same series id), unpaired ones unchanged,
-        transmitted-packet rows removed; each metric's rows still grouped by series in time order.
+        ``schemas.SIGNALS`` rows: paired ECN-mark rows as ``ECN_FRACTION`` rows (same series id), unpaired
+        ones unchanged, each metric's rows grouped by series in time order. No other metric.
     """
     queue = labels.select("series", "device", "interface", "queue")
     on = ["device", "interface", "queue", "time"]
@@ -155,8 +155,7 @@ def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     unpaired = marks.join(paired.select("series").unique(), on="series", how="anti").select(
         list(schemas.SIGNALS)
     )
-    rest = signals.filter(~pl.col("metric").is_in([ECN, QUEUE_SENT]))
-    return pl.concat([rest, unpaired.sort("series", "time"), fraction.sort("series", "time")])
+    return pl.concat([unpaired.sort("series", "time"), fraction.sort("series", "time")])
 
 
 def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
@@ -252,13 +251,20 @@ def detect_events(
     Returns:
         ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
     """
-    relevant = ecn_fraction(signals.filter(pl.col("metric").is_in(sorted(METRICS))), labels)
+    # Each rule filters its own metrics (an enum: a cheap integer scan) rather than all rules sharing one
+    # copy of every relevant row; only the ECN rules read derived rows.
+    ecn = ecn_fraction(signals, labels).collect().lazy()
+    per_series = None
     if bdp is not None:
         per_series = labels.join(bdp, on=["device", "interface"]).select("series", "bdp_bytes")
-        relevant = relevant.join(per_series, on="series", how="left", maintain_order="left")
-    # Collected once, then filtered per rule: the metric is an enum, so each filter is a cheap integer scan.
-    rows = relevant.collect().lazy()
-    raw = pl.concat([raw_episodes(rows, rule, thresholds) for rule in RULES], how="vertical_relaxed")
+    inputs = []
+    for rule in RULES:
+        rows = ecn if {ECN, ECN_FRACTION} & set(rule.metrics) else signals
+        rows = rows.filter(pl.col("metric").is_in(list(rule.metrics)))
+        if per_series is not None:
+            rows = rows.join(per_series, on="series", how="left", maintain_order="left")
+        inputs.append(raw_episodes(rows, rule, thresholds))
+    raw = pl.concat(inputs, how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then.
     place = labels.select("series", "link", "device", interface=pl.coalesce("interface", "component"))

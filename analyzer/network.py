@@ -97,32 +97,38 @@ def totals(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
-    """Histograms of what quantile measures need: queue depths, and utilization (transmit rate / speed)."""
-    place = labels.select("series", "device", "interface", "link")
-    depth = signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS))).join(place, on="series")
+    """Histograms of what quantile measures need: queue depths, and utilization (transmit rate / speed).
+
+    Readings are counted per series first (integer keys), then the few thousand counts are placed by their
+    labels: joining and grouping millions of readings on label strings costs several times more.
+    """
     speed = (
         signals.filter(pl.col("metric") == topology.SPEED)
         .group_by("series")
         .agg(speed=pl.col("value").median())
-        .join(place, on="series")
+        .join(labels, on="series")
         .group_by("device", "interface")
         .agg(pl.col("speed").median())
     )
+    transmit = labels.filter(pl.col("metric") == measures.TX_BYTES).select("series", "device", "interface")
+    speed_of = transmit.join(speed.filter(pl.col("speed") > 0), on=["device", "interface"])
+    depth = signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS))).select(
+        "series", "metric", "value"
+    )
     rate = signals.filter((pl.col("metric") == measures.TX_BYTES) & pl.col("value").is_not_null())
-    utilization = (
-        rate.join(place, on="series")
-        .join(speed.filter(pl.col("speed") > 0), on=["device", "interface"])
-        .with_columns(
-            metric=pl.lit(measures.UTILIZATION, schemas.METRIC), value=pl.col("value") / pl.col("speed")
-        )
+    utilization = rate.join(speed_of.select("series", "speed"), on="series").select(
+        "series",
+        metric=pl.lit(measures.UTILIZATION, schemas.METRIC),
+        value=pl.col("value") / pl.col("speed"),
     )
-    columns = [*_TOTAL_KEYS, "value"]
-    readings = pl.concat([depth.select(columns), utilization.select(columns)]).with_columns(
-        pl.col("metric").cast(pl.String)
+    per_series = (
+        pl.concat([depth, utilization])
+        .group_by("series", "metric", bucket=measures.bucket_of(pl.col("value")))
+        .agg(count=pl.len().cast(pl.Int64()))
     )
-    return readings.group_by(*_TOTAL_KEYS, bucket=measures.bucket_of(pl.col("value"))).agg(
-        count=pl.len().cast(pl.Int64())
-    )
+    place = labels.select("series", "device", "interface", "link")
+    placed = per_series.join(place, on="series").with_columns(pl.col("metric").cast(pl.String))
+    return placed.group_by(*_TOTAL_KEYS, "bucket").agg(pl.col("count").sum())
 
 
 def analyse_frame(

@@ -70,6 +70,11 @@ COLLECTIVES: pl.Schema = pl.Schema(
         "busbw_gbps": pl.Float64(),
         "occurrences": pl.Int64(),  # 1 for a single measurement; N for a summary row (N collectives averaged)
         "wrong": pl.Int64(),  # nccl-tests "#wrong" validation errors, when present
+        # nccl-tests 2.17+ per-iteration spread of duration_seconds (a mean): i_min, i_max, i_p99, i_cv%
+        "iteration_min_seconds": pl.Float64(),
+        "iteration_max_seconds": pl.Float64(),
+        "iteration_p99_seconds": pl.Float64(),
+        "iteration_cv": pl.Float64(),  # coefficient of variation, a fraction (i_cv% / 100)
     }
 )
 

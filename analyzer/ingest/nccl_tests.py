@@ -40,6 +40,12 @@ _COLLECTIVE = re.compile(
 _TIMING = ("time", "algbw", "busbw")
 _TIME_COLUMNS = ("time", "cputime")  # "cputime" with -C 1 (report_cputime)
 _SRUN_PREFIX = re.compile(r"^\d+: ")
+# nccl-tests 2.17+ per-iteration columns, in microseconds, and the schema column each fills.
+_ITERATION = {
+    "i_min": "iteration_min_seconds",
+    "i_max": "iteration_max_seconds",
+    "i_p99": "iteration_p99_seconds",
+}
 
 
 def sniff(lines: Sequence[str]) -> float:
@@ -64,8 +70,13 @@ def _columns(header: str) -> list[str]:
     return header.lstrip("#").split()
 
 
-def _number(text: str) -> float | None:
-    return None if text in ("N/A", "-", "") else float(text)
+def _number(text: str | None) -> float | None:
+    return None if text in (None, "N/A", "-", "") else float(text)
+
+
+def _seconds(microseconds: str | None) -> float | None:
+    value = _number(microseconds)
+    return value / 1e6 if value is not None else None
 
 
 def _rows_of(values: list[str], columns: list[str], collective: str | None) -> list[dict[str, Any]]:
@@ -86,7 +97,7 @@ def _rows_of(values: list[str], columns: list[str], collective: str | None) -> l
         if not all(key in group for key in _TIMING):
             raise ValueError("timing group without time, algbw and busbw")
         wrong = group.get("#wrong")
-        time_us = _number(group["time"])
+        cv_percent = _number(group.get("i_cv%"))
         rows.append(
             {
                 "collective": collective,
@@ -94,11 +105,13 @@ def _rows_of(values: list[str], columns: list[str], collective: str | None) -> l
                 "elements": int(fixed["count"]),
                 "dtype": fixed.get("type"),
                 "in_place": index == 1,
-                "duration_seconds": time_us / 1e6 if time_us is not None else None,
+                "duration_seconds": _seconds(group["time"]),
                 "algbw_gbps": _number(group["algbw"]),
                 "busbw_gbps": _number(group["busbw"]),
                 "wrong": int(float(wrong)) if wrong not in (None, "N/A") else None,
                 "occurrences": 1,
+                **{column: _seconds(group.get(name)) for name, column in _ITERATION.items()},
+                "iteration_cv": cv_percent / 100 if cv_percent is not None else None,
             }
         )
     return rows

@@ -494,6 +494,11 @@ def test_nccl_tests_per_iteration_and_timestamp_columns_and_g_format_errors(tmp_
     assert rows["size_bytes"].to_list() == [1073741824.0] * 2
     assert rows["busbw_gbps"].to_list() == pytest.approx([446.17, 446.41])
     assert rows["wrong"].to_list() == [0, 1_200_000]
+    assert rows["duration_seconds"].to_list() == pytest.approx([4512.3e-6, 4509.9e-6])
+    assert rows["iteration_min_seconds"].to_list() == pytest.approx([4490.1e-6, 4488.0e-6])
+    assert rows["iteration_max_seconds"].to_list() == pytest.approx([4601.0e-6, 4599.9e-6])
+    assert rows["iteration_p99_seconds"].to_list() == pytest.approx([4598.2e-6, 4597.5e-6])
+    assert rows["iteration_cv"].to_list() == pytest.approx([0.0051, 0.0049])
     assert [p.line for p in result.problems] == [4]  # a row cut short is malformed
 
 
