@@ -66,9 +66,11 @@ def prepare_steps(steps: pl.DataFrame) -> pl.LazyFrame:
     )
     frame = frame.filter(pl.col("step").is_not_null() & pl.col("duration_seconds").is_not_null())
     # Two files may log the same (step, rank) (e.g. a trace and a step log): keep the first.
-    return frame.unique(_STEP, keep="first", maintain_order=True).select(
+    unique = frame.unique(_STEP, keep="first", maintain_order=True).select(
         "step", "rank", "start_time", "end_time", "duration_seconds", "source_file"
     )
+    # Collected once: every later stage reads the steps, and a lazy plan would redo the dedupe each time.
+    return unique.collect().lazy()
 
 
 def overlaps(steps: pl.LazyFrame, events: pl.LazyFrame, skew_seconds: float) -> pl.LazyFrame:

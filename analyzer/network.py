@@ -149,7 +149,7 @@ def analyse_frame(
     Returns:
         ``(events, totals, samples, rows)``; event ids are per batch (renumbered by the caller).
     """
-    # One contiguous chunk first: the archive gives one chunk per file, and hashing and sorting many small
+    # One contiguous chunk first: the spill gives one chunk per file, and hashing and grouping many small
     # chunks is several times slower than one large one.
     readings = telemetry.with_series(frame).collect(engine="streaming").rechunk().lazy()
     if labels is None:

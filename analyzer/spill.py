@@ -100,6 +100,7 @@ def spill_batches(
     for index in range(len(plan)):
         (spill / f"batch={index}").mkdir(parents=True)
     written = 0
+    filled: set[int] = set()  # batches with at least one file (the archive may change under a live collector)
     labels: list[pl.DataFrame] = []
     batch_of = pl.DataFrame(schema={"series": pl.UInt64(), "batch": pl.Int32()})  # every series seen
     for path in files:
@@ -126,6 +127,7 @@ def spill_batches(
             )
             for index, part in enumerate(parts):
                 if part.height:
+                    filled.add(index)
                     written += 1
                     part.write_ipc(spill / f"batch={index}" / f"{written:08d}.arrow", compression="lz4")
     every = pl.concat(labels) if labels else pl.DataFrame(schema=schemas.SERIES)
@@ -133,7 +135,9 @@ def spill_batches(
     empty = pl.DataFrame(schema=schemas.SERIES)
     return [
         (
-            schemas.conform_lazy(_NARROW_SCHEMA, pl.scan_ipc(spill / f"batch={index}" / "*.arrow")),
+            schemas.conform_lazy(_NARROW_SCHEMA, pl.scan_ipc(spill / f"batch={index}" / "*.arrow"))
+            if index in filled
+            else pl.LazyFrame(schema=_NARROW_SCHEMA),
             schemas.conform_lazy(schemas.SERIES, per_batch.get((index,), empty).lazy()),
         )
         for index in range(len(plan))
