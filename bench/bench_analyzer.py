@@ -269,6 +269,13 @@ def main() -> None:
     p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
     p.add_argument("--repeat", type=int, default=1, help="run every engine this many times (medians)")
     p.add_argument("--keep", type=Path, help="generate into (or reuse) this folder instead of a temp dir")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=15.0,
+        help="seconds to wait before each engine: on this VM the pages a 10 GB baseline gives back are "
+        "reclaimed for a while after it exits, and the next engine runs 15-30%% slower meanwhile",
+    )
     p.add_argument("--child", nargs=3, metavar=("ENGINE", "ARCHIVE", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -291,6 +298,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.repeat):
             for engine in args.engines:
+                time.sleep(args.settle)
                 out = subprocess.run(
                     [sys.executable, __file__, "--child", engine, str(archive), str(steps_path)],
                     capture_output=True,
