@@ -162,7 +162,7 @@ class Analysis:
             if i.start is None or i.end is None:
                 raise InputError("--prometheus", "a Prometheus source needs --start and --end")
             progress("telemetry", 0, 1)
-            frame = prometheus.read_prometheus(i.prometheus, i.start, i.end)
+            frame = prometheus.read_prometheus(i.prometheus, i.start, i.end, network.NEEDED, i.devices)
             result = network.analyse_telemetry(frame, i.thresholds, members)
             progress("telemetry", 1, 1)
             return result

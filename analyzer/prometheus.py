@@ -114,13 +114,27 @@ def _rows(result: list[dict[str, Any]]) -> pl.DataFrame:
     return frame.with_columns(pl.col("time").cast(schemas.TIME))
 
 
-def read_prometheus(url: str, start: datetime, end: datetime) -> pl.LazyFrame:
-    """Every device series (``dci_*``) of a time range, as archive-shaped readings.
+def selector(metrics: frozenset[str] | None = None) -> str:
+    """The series selector for ``metrics`` (catalogue names: ``[a-z_]`` only, nothing to escape), or every
+    device series (``DEVICE_SELECTOR``)."""
+    return f'{{__name__=~"{"|".join(sorted(metrics))}"}}' if metrics else DEVICE_SELECTOR
+
+
+def read_prometheus(
+    url: str,
+    start: datetime,
+    end: datetime,
+    metrics: frozenset[str] | None = None,
+    devices: list[str] | None = None,
+) -> pl.LazyFrame:
+    """The device series of a time range, as archive-shaped readings.
 
     Args:
         url: the server's base URL.
         start: range start (aware).
         end: range end, excluded.
+        metrics: catalogue names to read (the server filters), or None for every ``dci_*`` series.
+        devices: devices to keep, or None for all (filtered here: device names would need PromQL escaping).
 
     Returns:
         A LazyFrame with the ``schemas.TELEMETRY`` columns.
@@ -128,7 +142,9 @@ def read_prometheus(url: str, start: datetime, end: datetime) -> pl.LazyFrame:
     Raises:
         InputError: the server cannot be reached or answers with an error.
     """
-    frame = _rows(read_samples(url, DEVICE_SELECTOR, start, end)).lazy()
+    frame = _rows(read_samples(url, selector(metrics), start, end)).lazy()
+    if devices:
+        frame = frame.filter(pl.col("device").is_in(devices))
     value = pl.col("value")
     integral = (value >= 0) & (value < 2.0**64) & (value == value.floor())
     # Per series, not per sample: a float counter (pause seconds) that passes a whole number on the way

@@ -100,3 +100,26 @@ def test_readings_out_of_time_order_are_sorted(tmp_path: Path) -> None:
     _archive_drops(tmp_path, reversed(list(enumerate([0, 10, 30, 60]))))  # newest first
     sig = telemetry.signals(telemetry.scan_archive(tmp_path)).collect()
     assert sig["value"].to_list() == [None, 10.0, 20.0, 30.0]
+
+
+def test_prometheus_reads_only_the_needed_metrics_of_the_devices_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[str] = []
+
+    def samples(url: str, selector: str, *args: object, **kwargs: object) -> list[dict[str, Any]]:
+        asked.append(selector)
+        return [
+            {
+                "metric": {"__name__": "dci_queue_dropped_packets_total", "device": device},
+                "values": [[T0.timestamp(), "1"]],
+            }
+            for device in ("a1", "b1")
+        ]
+
+    monkeypatch.setattr(prometheus, "read_samples", samples)
+    metrics = frozenset({"dci_queue_dropped_packets_total", "dci_interface_oper_up"})
+    rows = prometheus.read_prometheus("http://x", T0, T0 + timedelta(seconds=2), metrics, ["b1"]).collect()
+    assert asked == ['{__name__=~"dci_interface_oper_up|dci_queue_dropped_packets_total"}']
+    assert rows["device"].to_list() == ["b1"]
+    assert prometheus.selector() == prometheus.DEVICE_SELECTOR
