@@ -103,10 +103,10 @@ def spill_batches(
     filled: set[int] = set()  # batches with at least one file (the archive may change under a live collector)
     labels: list[pl.DataFrame] = []
     batch_of = pl.DataFrame(schema={"series": pl.UInt64(), "batch": pl.Int32()})  # every series seen
+    metric = pl.col("metric").cast(schemas.METRIC)
     for path in files:
         for piece in _pieces(path):
             kept = piece.filter(keep).with_columns(series=telemetry.series_id())
-            metric = pl.col("metric").cast(schemas.METRIC)
             narrow = kept.select(*NARROW).with_columns(metric).collect(engine="streaming")
             seen = narrow["series"].unique()
             fresh = seen.filter(~seen.is_in(batch_of["series"].implode()))
@@ -116,7 +116,9 @@ def spill_batches(
                     "series", *schemas.SERIES_KEYS
                 )
                 found = new.unique("series", keep="any").collect(engine="streaming")
-                labels.append(found)
+                # Rebuilt from Python values: the few rows picked out of the piece would otherwise keep the
+                # piece's whole label string buffers alive (string views share them) to the end.
+                labels.append(pl.DataFrame(found.rows(), schema=found.schema, orient="row"))
                 place = pl.col("device").replace_strict(number, default=-1, return_dtype=pl.Int32())
                 batch_of = pl.concat([batch_of, found.select("series", batch=place)])
             batch = pl.col("series").replace_strict(batch_of["series"], batch_of["batch"], default=-1)

@@ -15,7 +15,8 @@ column; each data row gives two rows, out-of-place and in-place (``in_place``); 
 gives fewer. ``time`` is the mean over the iterations, in microseconds. ``#wrong`` is ``N/A`` with ``-c 0``
 and printed with ``%g`` (``1.2e+06``) when large. ``#  Rank  0 Group  0 Pid 1234 on host device  0 [0x07]
 ...`` lines give ``nccl_ranks``. The collective comes from ``# Collective test starting: all_reduce_perf``
-(newer versions) or the file name, else stays null. ``srun -l``'s ``N: `` line prefix is skipped.
+(newer versions) or the file name, else stays null. A launcher's line prefix (``srun -l``'s ``N: ``,
+pdsh's ``host: ``) is skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_lines
+from analyzer.ingest._common import LAUNCHER_PREFIX, Malformed, ParseResult, RowBuffer, numbered_lines
 
 NAME = "nccl_tests"
 
@@ -39,7 +40,7 @@ _COLLECTIVE = re.compile(
 )
 _TIMING = ("time", "algbw", "busbw")
 _TIME_COLUMNS = ("time", "cputime")  # "cputime" with -C 1 (report_cputime)
-_SRUN_PREFIX = re.compile(r"^\d+: ")
+_LAUNCHER = re.compile(rf"^{LAUNCHER_PREFIX}")  # srun -l, pdsh, torchrun: stripped before anything else
 # nccl-tests 2.17+ per-iteration columns, in microseconds, and the schema column each fills.
 _ITERATION = {
     "i_min": "iteration_min_seconds",
@@ -57,7 +58,7 @@ def sniff(lines: Sequence[str]) -> float:
     Returns:
         1.0 with a result-table header, 0.5 with nccl-tests' ``# nThread`` banner, else 0.
     """
-    clean = [_SRUN_PREFIX.sub("", line, count=1) for line in lines]
+    clean = [_LAUNCHER.sub("", line, count=1) for line in lines]
     if any(_HEADER.match(line) for line in clean):
         return 1.0
     if any(line.startswith("# nThread ") for line in clean):
@@ -139,7 +140,7 @@ def parse(path: Path) -> ParseResult:
     lines = data_rows = 0
     for number, raw in numbered_lines(path):
         lines = number
-        line = _SRUN_PREFIX.sub("", raw, count=1)
+        line = _LAUNCHER.sub("", raw, count=1)
         if line.startswith("#"):
             columns = _columns(line) if _HEADER.match(line) else columns
             collective = _collective_from(line, collective)
