@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from collector.catalog import CATALOG
+from collector.contracts.catalog import CATALOG
 
 TIME = pl.Datetime("ns", "UTC")
 

@@ -21,7 +21,7 @@ import polars.selectors as cs
 
 from analyzer import schemas
 from analyzer.errors import InputError
-from collector.catalog import CATALOG
+from collector.contracts.catalog import CATALOG
 
 COUNTERS: frozenset[str] = frozenset(name for name, spec in CATALOG.items() if spec.is_counter)
 

@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created
 from prometheus_client.exposition import generate_latest
 
 from collector import model
-from collector.catalog import CATALOG
+from collector.contracts.catalog import CATALOG
 from collector.exporters.prometheus import render
 from collector.store import Store, TargetLabels
 

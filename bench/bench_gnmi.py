@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.config import GnmiConfig
-from collector.sim.gnmi_server import GnmiServer, serve
-from collector.sources.gnmi import GnmiSource
-from collector.sources.gnmi_client import RECEIVE_ENV
+from collector.sources.gnmi.client import RECEIVE_ENV
+from collector.sources.gnmi.source import GnmiSource
 from collector.store import Store
+from spanwatch.sim.gnmi_server import GnmiServer, serve
 
 LEAVES = (
     "in-octets",

@@ -16,10 +16,10 @@ import sys
 import tempfile
 import time
 
-from collector.sim.episodes import Schedule, default_episodes
-from collector.sim.fabric import Fabric
-from collector.sim.params import FabricParams
-from collector.sim.runtime import worst_penalty_db
+from spanwatch.sim.episodes import Schedule, default_episodes
+from spanwatch.sim.fabric import Fabric
+from spanwatch.sim.params import FabricParams
+from spanwatch.sim.runtime import worst_penalty_db
 
 
 def model_speed(waves: int, seconds: float) -> float:
@@ -38,7 +38,7 @@ def demo_cpu(duration: float) -> tuple[float, float]:
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
         subprocess.run(
-            [sys.executable, "-m", "collector.cli", "demo", "--duration", str(duration), "--out", out],
+            [sys.executable, "-m", "spanwatch.cli", "demo", "--duration", str(duration), "--out", out],
             check=True,
             capture_output=True,
         )

@@ -27,8 +27,8 @@ from collector.exporters.http import ExporterServer, serve
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
-from collector.sources.gnmi import GnmiSource
-from collector.sources.snmp import SnmpSource
+from collector.sources.gnmi.source import GnmiSource
+from collector.sources.snmp.source import SnmpSource
 from collector.store import Store, TargetLabels
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from collector.catalog import LINK_METRICS
 from collector.config import Config, Link
+from collector.contracts.catalog import LINK_METRICS
 from collector.store import Store
 
 SPEED = "dci_interface_speed_bytes_per_second"

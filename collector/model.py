@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from collector.catalog import SERIES_LABELS
+from collector.contracts.catalog import SERIES_LABELS
 
 Labels = tuple[tuple[str, str], ...]
 """Series labels beyond ``device`` as ``(name, value)`` pairs, in ``SERIES_LABELS`` order."""

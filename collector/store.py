@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from collector import counters
-from collector.catalog import CATALOG, POLL_DURATION_BUCKETS
 from collector.clock import Clock, SystemClock
+from collector.contracts.catalog import CATALOG, POLL_DURATION_BUCKETS
 from collector.model import Labels, Sample
 
 FullLabels = tuple[tuple[str, str], ...]

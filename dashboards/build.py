@@ -2,7 +2,7 @@
 
 Run ``python dashboards/build.py`` to rewrite the JSON after changing this file, or ``--check`` to fail when
 the committed JSON is stale (tests/deploy/test_dashboards.py does the same). Every metric name goes through
-``metric()``, which refuses a name the catalogue (collector.catalog.CATALOG) does not have; the recorded
+``metric()``, which refuses a name the catalogue (collector.contracts.catalog.CATALOG) does not have; the recorded
 rates come from deploy/prometheus/rules/spanwatch.rules.yml, whose names the tests check the same way.
 """
 
@@ -21,7 +21,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
-from collector.catalog import CATALOG, Kind
+from collector.contracts.catalog import CATALOG, Kind
 
 OUT = Path(__file__).resolve().parent
 
@@ -47,7 +47,7 @@ def metric(name: str) -> str:
         base = CATALOG.get(name.removesuffix(suffix))
         if name.endswith(suffix) and base is not None and base.kind is Kind.HISTOGRAM:
             return name
-    raise KeyError(f"{name} is not in collector.catalog.CATALOG")
+    raise KeyError(f"{name} is not in collector.contracts.catalog.CATALOG")
 
 
 def recorded(level: str, name: str, op: str) -> str:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collector.catalog import SERIES_LABELS
 from collector.clock import Clock, SystemClock
+from collector.contracts.catalog import SERIES_LABELS
 from collector.model import Labels
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import cast
 
-from collector.catalog import CATALOG, Kind
+from collector.contracts.catalog import CATALOG, Kind
 from collector.store import FullLabels, Histogram, Series, Store, render_labels
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from synthetic_fabric import DEVICE_LINK, T0, Episode, config_yaml, step_rows, steps_jsonl, write_archive
 
-from collector.cli import main
+from spanwatch.cli import main
 
 EPISODES = [
     Episode("drops", "a1", 60, 90),

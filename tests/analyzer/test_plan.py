@@ -17,8 +17,8 @@ from analyzer.plan import (
     plan,
     ring_allreduce_bytes,
 )
-from collector.cli import main
 from collector.links import one_way_delay_seconds
+from spanwatch.cli import main
 
 # The seed quotes round figures ("about 0.5 ms"); 4.9 us/km gives 0.49 ms, so allow a few per cent.
 ABOUT = 0.03

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.cli import COMMANDS, main
+from spanwatch.cli import COMMANDS, main
 
 
 @pytest.mark.skipif("demo" not in COMMANDS, reason="the simulated fabric's demo command is not there yet")

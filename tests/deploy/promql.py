@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from collector.catalog import CATALOG, Kind
+from collector.contracts.catalog import CATALOG, Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.catalog import CATALOG
+from collector.contracts.catalog import CATALOG
 from tests.deploy.promql import (
     PROMTOOL,
     RULES,

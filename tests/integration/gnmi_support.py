@@ -12,7 +12,7 @@ import pytest
 
 from collector.config import GnmiConfig
 from collector.mappings import gnmi_subscription_names
-from collector.sim.gnmi_server import GnmiServer, serve
+from spanwatch.sim.gnmi_server import GnmiServer, serve
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = PROJECT_ROOT.parent / "shared" / "testdata" / "gnmi"

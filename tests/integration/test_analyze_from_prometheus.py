@@ -27,8 +27,8 @@ import pytest
 
 from analyzer import prometheus, schemas, telemetry
 from analyzer.errors import InputError
-from collector.cli import main
 from collector.exporters.archive import Archive
+from spanwatch.cli import main
 from tests.analyzer.synthetic_fabric import (
     IFACE,
     SPEED,
@@ -284,7 +284,7 @@ def test_unreachable_prometheus_is_one_clear_line(tmp_path: Path) -> None:
     argv = ["--log-level", "warning", "analyze", "--prometheus", url, "--start", _stamp(START)]
     argv += ["--end", _stamp(END), "--out", str(tmp_path / "out")]
     done = subprocess.run(
-        [sys.executable, "-m", "collector.cli", *argv],
+        [sys.executable, "-m", "spanwatch.cli", *argv],
         capture_output=True,
         text=True,
         timeout=60,

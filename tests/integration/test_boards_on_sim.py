@@ -47,9 +47,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector.sim.episodes import Episode, default_episodes
-from collector.sim.params import FabricParams
-from collector.sim.runtime import DEVICES, LINK, SITES, SimulatedFabric, worst_penalty_db
+from spanwatch.sim.episodes import Episode, default_episodes
+from spanwatch.sim.params import FabricParams
+from spanwatch.sim.runtime import DEVICES, LINK, SITES, SimulatedFabric, worst_penalty_db
 from tests.deploy.promql import (
     PROMTOOL,
     ROOT,
@@ -227,7 +227,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             config = collector_config(fabric.sim, tmp, listen)
             with log.open("wb") as out:
                 collector = subprocess.Popen(
-                    [sys.executable, "-m", "collector.cli", "--log-level", "warning", "collect",
+                    [sys.executable, "-m", "spanwatch.cli", "--log-level", "warning", "collect",
                      "--config", str(config)],
                     cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                 )  # fmt: skip

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from collector.catalog import DEVICE_METRICS, STAT_SUFFIXES
+from collector.contracts.catalog import DEVICE_METRICS, STAT_SUFFIXES
 from collector.exporters.http import serve
 from collector.links import update as update_links
 from collector.model import Sample, counter, gauge, labels

@@ -106,7 +106,7 @@ def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
     cfg_path.write_text(yaml.safe_dump(_config(tmp_path, agent, listen)))
     log = (tmp_path / "collector.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "collect", "--config", str(cfg_path)],
+        [sys.executable, "-m", "spanwatch.cli", "collect", "--config", str(cfg_path)],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -159,7 +159,7 @@ def test_check_config_names_every_problem(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
     run = subprocess.run(
-        [sys.executable, "-m", "collector.cli", "check-config", "--config", str(path)],
+        [sys.executable, "-m", "spanwatch.cli", "check-config", "--config", str(path)],
         capture_output=True,
         text=True,
         check=False,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from collector.sim.gnmi_server import GnmiServer, load_recording
-from collector.sources.gnmi_client import GnmiClient, make_path, subscribe_request
-from collector.sources.gnmi_paths import SubscriptionSpec, load_set
+from collector.sources.gnmi.client import GnmiClient, make_path, subscribe_request
+from collector.sources.gnmi.paths import SubscriptionSpec, load_set
+from spanwatch.sim.gnmi_server import GnmiServer, load_recording
 from tests.integration.gnmi_support import recording, running
 
 pytestmark = pytest.mark.integration

@@ -13,11 +13,11 @@ import grpc
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.sim.gnmi_server import GnmiServer, load_recording
-from collector.sources.gnmi import GnmiSource, choose_encoding
-from collector.sources.gnmi_paths import load_set
-from collector.sources.gnmi_timing import Backoff
+from collector.sources.gnmi.paths import load_set
+from collector.sources.gnmi.source import GnmiSource, choose_encoding
+from collector.sources.gnmi.timing import Backoff
 from collector.store import Store
+from spanwatch.sim.gnmi_server import GnmiServer, load_recording
 from tests.integration.gnmi_support import config, recording, running, until
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ async def stop(task: asyncio.Task[None]) -> None:
 
 async def test_falls_back_to_a_supported_encoding(caplog: pytest.LogCaptureFixture) -> None:
     server = GnmiServer(load_recording(recording("issue_14530")), encodings=[JSON, IETF])
-    caplog.set_level(logging.WARNING, logger="collector.sources.gnmi")
+    caplog.set_level(logging.WARNING, logger="collector.sources.gnmi.source")
     async with running(server) as port:
         source = GnmiSource("d", config(port, ("interfaces",)))
         task = await run_source(source, Store())

@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from collector.config import GnmiConfig
-from collector.sim.gnmi_server import GnmiServer, load_recording
-from collector.sources.gnmi import GnmiSource
-from collector.sources.gnmi_timing import Backoff
+from collector.sources.gnmi.source import GnmiSource
+from collector.sources.gnmi.timing import Backoff
 from collector.store import Store
+from spanwatch.sim.gnmi_server import GnmiServer, load_recording
 from tests.integration.gnmi_support import config, recording, running, until
 
 pytestmark = pytest.mark.integration
@@ -80,7 +80,7 @@ async def test_stream_closed_midway_is_redialled() -> None:
 async def test_unimplemented_stops_without_a_retry_storm(caplog: pytest.LogCaptureFixture) -> None:
     store = Store()
     server = GnmiServer(error=grpc.StatusCode.UNIMPLEMENTED)
-    caplog.set_level(logging.ERROR, logger="collector.sources.gnmi")
+    caplog.set_level(logging.ERROR, logger="collector.sources.gnmi.source")
     async with running(server) as port, streaming(config(port, ("interfaces",)), store) as source:
         await until(lambda: source.status.startswith("failed"))
         await asyncio.sleep(0.3)

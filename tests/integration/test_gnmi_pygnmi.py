@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from collector.sim.gnmi_server import GnmiServer, load_recording
+from spanwatch.sim.gnmi_server import GnmiServer, load_recording
 from tests.integration.gnmi_support import recording, running
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ import pytest
 from collector.clock import FakeClock
 from collector.exporters.prometheus import render
 from collector.mappings import gnmi_subscription_names
-from collector.sim.gnmi_server import GnmiServer, load_recording
-from collector.sources.gnmi import GnmiSource
-from collector.sources.gnmi_paths import load_set
+from collector.sources.gnmi.paths import load_set
+from collector.sources.gnmi.source import GnmiSource
 from collector.store import Store
+from spanwatch.sim.gnmi_server import GnmiServer, load_recording
 from tests.integration.gnmi_support import PROJECT_ROOT, config, recording, recording_cases, running, until
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "gnmi"

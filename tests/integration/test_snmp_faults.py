@@ -16,7 +16,7 @@ from snmp_agents import copy_recordings, snmpsim
 
 from collector.config import SnmpConfig
 from collector.errors import InvalidResponse, TimeoutError_
-from collector.sources.snmp import SnmpSource
+from collector.sources.snmp.source import SnmpSource
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ import pytest
 from collector.clock import FakeClock
 from collector.config import Defaults, SnmpConfig
 from collector.scheduler import Poller, Schedule
-from collector.sim.snmp_agent import Table, encode_octets, encode_unsigned, serve
-from collector.sources.snmp import SnmpSource
-from collector.sources.snmp_ber import Oid
+from collector.sources.snmp.ber import Oid
+from collector.sources.snmp.source import SnmpSource
 from collector.store import Store
+from spanwatch.sim.snmp_agent import Table, encode_octets, encode_unsigned, serve
 
 COUNTER32, TIMETICKS, COUNTER64 = 0x41, 0x43, 0x46
 SYS_UPTIME: Oid = (1, 3, 6, 1, 2, 1, 1, 3, 0)

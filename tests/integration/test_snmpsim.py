@@ -13,7 +13,7 @@ from snmp_agents import copy_recordings, snmpsim
 
 from collector.config import SnmpConfig
 from collector.model import Sample
-from collector.sources.snmp import SnmpSource
+from collector.sources.snmp.source import SnmpSource
 
 pytestmark = pytest.mark.integration
 

@@ -67,7 +67,7 @@ def _values(metrics: str, name: str) -> list[float]:
 def test_demo(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     run = subprocess.run(
-        [sys.executable, "-m", "collector.cli", "demo", "--duration", "10", "--out", str(out)],
+        [sys.executable, "-m", "spanwatch.cli", "demo", "--duration", "10", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=90,

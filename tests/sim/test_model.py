@@ -8,12 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.sim import fabric as fab
-from collector.sim import physics
-from collector.sim.episodes import Episode, Schedule
-from collector.sim.fabric import Fabric
-from collector.sim.params import FabricParams
-from collector.sim.snapshot import take
+from spanwatch.sim import fabric as fab
+from spanwatch.sim import physics
+from spanwatch.sim.episodes import Episode, Schedule
+from spanwatch.sim.fabric import Fabric
+from spanwatch.sim.params import FabricParams
+from spanwatch.sim.snapshot import take
 
 
 def test_seed_figures() -> None:
@@ -132,7 +132,7 @@ def test_episodes_are_blamed() -> None:
 
 
 def test_optical_degradation_crosses_the_fec_limit() -> None:
-    from collector.sim.runtime import worst_penalty_db
+    from spanwatch.sim.runtime import worst_penalty_db
 
     f = Fabric(
         FabricParams(waves=1),

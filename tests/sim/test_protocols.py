@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from collector.sim.params import FabricParams
-from collector.sim.runtime import SimulatedFabric
+from spanwatch.sim.params import FabricParams
+from spanwatch.sim.runtime import SimulatedFabric
 
 pytestmark = pytest.mark.integration
 

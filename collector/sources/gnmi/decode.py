@@ -1,0 +1,376 @@
+"""gNMI notifications -> catalogue ``Sample``s: TypedValue decoding, path joining and table matching.
+
+This is the hot path of a gNMI stream, so it is written for speed: each update's path is serialised
+(in C) and looked up in a per-device cache of decisions (rule, labels, reset-marker key), so the
+Python-level path walk, normalisation and table match run once per distinct path, not once per update.
+
+Path normalisation (``normalise``): prefix and path elements are joined; origins are ignored (an
+``openconfig`` origin, none, or a module name all address the same tree); RFC 7951 module prefixes on
+element names (``openconfig-interfaces:interfaces``) are stripped; a nameless element that only carries
+keys is merged into the element before it (Junos JTI sends ``qmon-sw/{key name=xe-0/0/0:0}``).
+
+Reset markers (``last-clear``): a counter's ``Sample.epoch`` is not the marker's value but how many times the
+marker *changed* while we watched it (None before the first change). The first marker value seen is the
+baseline: a device that sends its counters and their ``last-clear`` in separate notifications would
+otherwise show one false discontinuity at start-up (epoch None, then the marker). A clear the collector did
+not witness (before start-up) needs no epoch: the store restarts from the first reading anyway, and a
+counter that went down is a reset by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from collector.model import Labels, Sample
+from collector.sources.gnmi.paths import Elem, PathTable, Rule, strip_module
+
+log = logging.getLogger(__name__)
+
+Scalar = int | float | str | bool | bytes | None
+_MAX_CACHE = 200_000  # distinct paths per device before the decision cache is rebuilt
+
+
+# -- TypedValue ------------------------------------------------------------------------------------
+def _bytes_value(raw: bytes) -> float | bytes:
+    # Junos native sensors send some float leaves (lane_laser_output_power_dbm) as bytes_val holding an
+    # IEEE-754 big-endian float32 (issue_17154); 8 bytes is a float64. Anything else stays bytes.
+    if len(raw) == 4:
+        return _f32(struct.unpack(">f", raw)[0])
+    if len(raw) == 8:
+        return float(struct.unpack(">d", raw)[0])
+    return raw
+
+
+def _f32(x: float) -> float:
+    # A float32 carries ~7 significant digits: keep the value the device meant (36.66, not 36.659999).
+    return float(f"{x:.7g}")
+
+
+def _decimal(d: Any) -> float:
+    return float(Decimal(d.digits).scaleb(-d.precision))
+
+
+def _json(raw: bytes) -> Any:
+    return json.loads(raw)
+
+
+def decode_value(val: Any) -> Any:
+    """One gNMI ``TypedValue`` as a Python value.
+
+    Args:
+        val: a ``gnmi_pb2.TypedValue``.
+
+    Returns:
+        int, float, str, bool, bytes, a list (leaf-list), a parsed JSON document (json_val /
+        json_ietf_val; see ``flatten_json``), or None when no value is set.
+    """
+    kind = val.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind in ("uint_val", "int_val", "double_val", "string_val", "bool_val", "ascii_val"):
+        return getattr(val, kind)
+    if kind == "float_val":
+        return _f32(val.float_val)
+    if kind == "decimal_val":
+        return _decimal(val.decimal_val)
+    if kind == "bytes_val":
+        return _bytes_value(val.bytes_val)
+    if kind in ("json_val", "json_ietf_val"):
+        return JsonDoc(_json(getattr(val, kind)), ietf=kind == "json_ietf_val")
+    if kind == "leaflist_val":
+        return [decode_value(e) for e in val.leaflist_val.element]
+    return None  # any_val / proto_bytes: nothing in the catalogue arrives that way
+
+
+@dataclass(frozen=True, slots=True)
+class JsonDoc:
+    """A decoded json_val / json_ietf_val document (ietf: keys may carry RFC 7951 module prefixes)."""
+
+    doc: Any
+    ietf: bool
+
+
+def flatten_json(doc: JsonDoc, base: list[Elem]) -> Iterator[tuple[list[Elem], Any]]:
+    """Yield ``(path, leaf value)`` for every leaf of a JSON document rooted at ``base``.
+
+    Objects become child elements; a list of scalars is a leaf-list (yielded as one list value); a list
+    of objects is a YANG list whose key leaves JSON does not mark, so it is skipped.
+    """
+    stack: list[tuple[list[Elem], Any]] = [(base, doc.doc)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                name = strip_module(k) if doc.ietf else k
+                stack.append(([*path, (name, {})], v))
+        elif isinstance(node, list):
+            if all(not isinstance(x, dict | list) for x in node):
+                yield path, node
+        else:
+            yield path, node
+
+
+def number(value: Any, values: dict[str, float] | Any = None) -> float | int | None:
+    """A decoded leaf as a number, or None when it is not numeric.
+
+    Args:
+        value: a decoded scalar.
+        values: enum mapping for string leaves (identity prefixes such as ``openconfig-if-ethernet:``
+            are stripped before lookup).
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        if values is not None:
+            return values.get(strip_module(value))
+        try:  # RFC 7951 encodes 64-bit integers and decimal64 as strings
+            return int(value)
+        except ValueError:
+            pass
+        try:
+            f = float(value)
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+# -- paths -----------------------------------------------------------------------------------------
+def normalise(prefix: Any, path: Any) -> list[Elem]:
+    """Join a notification prefix and an update path into normalised elements.
+
+    Args:
+        prefix: a ``gnmi_pb2.Path`` (may be empty) or None.
+        path: a ``gnmi_pb2.Path``.
+    """
+    out: list[Elem] = []
+    for p in (prefix, path):
+        if p is None:
+            continue
+        if not p.elem and p.element:  # gNMI < 0.4 sends the deprecated string elements
+            for name in p.element:
+                out.append((strip_module(name), {}))
+            continue
+        for e in p.elem:
+            keys = dict(e.key)
+            if not e.name and out:
+                # Junos: a nameless element carrying the keys of the list element before it.
+                out[-1][1].update(keys)
+                continue
+            out.append((strip_module(e.name), keys))
+    return out
+
+
+def is_under(path: list[Elem], top: list[Elem]) -> bool:
+    """Whether ``path`` is ``top`` or inside it (a key ``*`` or absent in ``top`` matches any)."""
+    if len(top) > len(path):
+        return False
+    for (n, k), (tn, tk) in zip(path, top, strict=False):
+        if tn not in (n, "*", "..."):
+            return False
+        if any(v != "*" and k.get(kk) != v for kk, v in tk.items()):
+            return False
+    return True
+
+
+# -- the decoder -----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Leaf:
+    """A cached decision for one path: what its updates become (the rule's fields copied for speed)."""
+
+    rule: Rule
+    labels: Labels
+    epoch_key: tuple[object, ...] | None
+    path: list[Elem]
+    metric: str = ""
+    plain_counter: bool = False  # a counter in wire units: the integer goes to the store as is
+
+    def __post_init__(self) -> None:
+        self.metric = self.rule.metric
+        self.plain_counter = self.rule.counter and self.rule.scale == 1.0
+
+
+_NOMATCH = object()
+
+
+class Decoder:
+    """Turns one device's notifications into samples and deletes, remembering decisions per path."""
+
+    def __init__(self, table: PathTable) -> None:
+        self.table = table
+        # prefix bytes -> path bytes -> decision (_Leaf, a base path for JSON values, or _NOMATCH)
+        self._cache: dict[bytes, dict[bytes, Any]] = {}
+        self._size = 0
+        self._markers: dict[Any, object] = {}  # epoch key -> the reset marker's last value
+        self._epochs: dict[Any, int] = {}  # epoch key -> how many times that marker changed
+        self._live: dict[tuple[str, Labels], list[Elem]] = {}  # series seen -> path, for deletes
+
+    def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
+        """Decode one ``gnmi_pb2.Notification``.
+
+        Returns:
+            the samples (time_ns = the notification timestamp) and the series its deletes remove.
+        """
+        ts = n.timestamp or None
+        pkey = n.prefix.SerializeToString() if n.HasField("prefix") else b""
+        prefix = n.prefix if pkey else None
+        gone = self._deletes(prefix, n.delete) if n.delete else []
+        sub = self._cache.get(pkey)
+        if sub is None:
+            sub = self._cache[pkey] = {}
+        out, deferred, late = self._updates(sub, prefix, n.update, ts)
+        if late:
+            # A reset marker changed after counters it governs were decoded (it follows them in the
+            # notification): decode again, now with the new marker. Happens at start-up and on a clear.
+            out, deferred, _ = self._updates(sub, prefix, n.update, ts)
+        if deferred:
+            epochs = self._epochs
+            for leaf, value in deferred:
+                if leaf.rule.is_epoch:
+                    self._marker(leaf.epoch_key, value)
+            for leaf, value in deferred:
+                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs)
+                if sample is not None:
+                    out.append(sample)
+        if self._size > _MAX_CACHE:
+            self._cache.clear()
+            self._size = 0
+        return out, gone
+
+    def _updates(
+        self, sub: dict[bytes, Any], prefix: Any, updates: Any, ts: int | None
+    ) -> tuple[list[Sample], list[tuple[_Leaf, Any]], bool]:
+        """Decode the updates of one notification (the hot loop).
+
+        Returns:
+            samples, JSON-derived leaves still to convert, and whether a reset marker changed after
+            counters were decoded.
+        """
+        out: list[Sample] = []
+        deferred: list[tuple[_Leaf, Any]] = []
+        epochs = self._epochs
+        late = False
+        for u in updates:
+            val = u.val
+            pb = u.path.SerializeToString()
+            leaf = sub.get(pb)
+            if leaf is None:
+                leaf = sub[pb] = self._resolve(prefix, u.path)
+            if leaf is _NOMATCH:
+                continue
+            if leaf.__class__ is not _Leaf:  # the path only maps when the value is a JSON document
+                self._json(leaf, val, deferred)
+                continue
+            if leaf.plain_counter and val.WhichOneof("value") == "uint_val":  # the common case, inline
+                raw = val.uint_val
+                epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
+                out.append(Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts))
+                continue
+            if leaf.rule.is_epoch:
+                if self._marker(leaf.epoch_key, _scalar(val)):
+                    late = late or bool(out)
+                continue
+            sample = _sample(leaf, _scalar(val), ts, epochs)
+            if sample is not None:
+                out.append(sample)
+        return out, deferred, late
+
+    def _marker(self, key: Any, value: Any) -> bool:
+        """Record a reset marker's value.
+
+        Returns:
+            whether the counters it governs entered a new epoch (the marker changed after its first value).
+        """
+        old = self._markers.get(key, _NOMATCH)
+        if old == value:
+            return False
+        self._markers[key] = value
+        if old is _NOMATCH:
+            return False  # the baseline (see the module docstring)
+        self._epochs[key] = self._epochs.get(key, 0) + 1
+        return True
+
+    def _resolve(self, prefix: Any, path: Any) -> Any:
+        self._size += 1
+        elems = normalise(prefix, path)
+        leaf = self._leaf(elems)
+        if leaf is not None:
+            return leaf
+        # No leaf maps here; a JSON value at this path may still hold mapped leaves below it.
+        return elems if self._maps_below(elems) else _NOMATCH
+
+    def _leaf(self, elems: list[Elem]) -> _Leaf | None:
+        rule = self.table.match(elems)
+        if rule is None:
+            return None
+        lbls = rule.labels(elems)
+        if lbls is None:
+            return None
+        if not rule.is_epoch:
+            self._live.setdefault((rule.metric, lbls), elems)
+        return _Leaf(rule, lbls, rule.epoch_key(elems), elems)
+
+    def _maps_below(self, elems: list[Elem]) -> bool:
+        n = len(elems)
+        names = tuple(e[0] for e in elems)
+        if any(len(k) > n and k[:n] == names for k in self.table.exact):
+            return True
+        return any(size > n for size in self.table.wild)
+
+    def _json(self, base: list[Elem], val: Any, deferred: list[tuple[_Leaf, Any]]) -> None:
+        value = decode_value(val)
+        if not isinstance(value, JsonDoc):
+            return
+        for path, leaf_value in flatten_json(value, base):
+            leaf = self._leaf(path)
+            if leaf is not None:
+                deferred.append((leaf, leaf_value))
+
+    def _deletes(self, prefix: Any, deletes: Any) -> list[tuple[str, Labels]]:
+        gone: list[tuple[str, Labels]] = []
+        for d in deletes:
+            top = normalise(prefix, d)
+            if not top:
+                continue  # Huawei sends empty delete paths (issue_17412)
+            for ident, path in list(self._live.items()):
+                if is_under(path, top):
+                    del self._live[ident]
+                    gone.append(ident)
+        if gone:
+            # Deletes are rare; re-resolving paths afterwards is cheap and re-registers live series.
+            self._cache.clear()
+            self._size = 0
+        return gone
+
+
+def _scalar(val: Any) -> Any:
+    """A TypedValue as a Python scalar."""
+    kind = val.WhichOneof("value")
+    if kind == "uint_val":
+        return val.uint_val
+    return decode_value(val)
+
+
+def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> Sample | None:
+    rule = leaf.rule
+    x = number(value, rule.values)
+    if x is None:
+        return None
+    if leaf.plain_counter:
+        epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
+        raw = int(x)
+        return Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts)
+    if rule.counter:  # a counter in other units (µs -> s): the store tracks the integers, exports scaled
+        epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
+        raw = int(x)
+        return Sample(leaf.metric, leaf.labels, raw * rule.scale, raw, 64, epoch, ts, rule.scale)
+    return Sample(leaf.metric, leaf.labels, x * rule.scale, None, 64, None, ts)

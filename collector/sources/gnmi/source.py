@@ -1,0 +1,324 @@
+"""The gNMI streaming source: one supervised Subscribe stream per target (Telegraf's ServiceInput).
+
+``GnmiSource.run`` dials, subscribes (STREAM; SAMPLE / ON_CHANGE / TARGET_DEFINED per path, as the
+subscription sets say), feeds the store one notification batch at a time, and redials on failure:
+
+- transient failures (UNAVAILABLE, a stream the target ended, garbage on the wire, a stall) redial after a
+  capped, jittered exponential backoff; ``spanwatch_gnmi_reconnects_total`` counts redials;
+- permanent failures (INVALID_ARGUMENT, UNIMPLEMENTED, PERMISSION_DENIED, UNAUTHENTICATED, an unreadable
+  credential) are not retried in a loop: ``spanwatch_target_up{source="gnmi"}`` goes to 0, one error line
+  names the target and the cause, ``status`` says it, and the source waits ``permanent_retry`` seconds (an
+  operator may fix the device meanwhile) before one more try; ``None`` stops for good;
+- a stream that delivers nothing for ``max(stall_factor * sample_interval, stall_floor)`` is stalled: it is
+  cancelled and redialled (keepalive alone cannot see a target that acknowledges pings but sends nothing).
+
+At each dial the target's Capabilities are checked against the configured encoding: an unsupported one falls
+back to the best supported (proto > json_ietf > json) with a warning; a target that does not implement
+Capabilities (UNIMPLEMENTED), or lists no encodings, is taken at its word and gets the configured one.
+
+ON_CHANGE / TARGET_DEFINED paths ask for a heartbeat of half the stall timeout. This is what keeps the stall
+detector honest on a quiet on-change subscription (no change, no update, yet a healthy stream), and it is
+cheap: the device resends the current value of those paths at most twice per stall timeout (at least 5 s
+apart with the default 10 s floor), far below the SAMPLE traffic of the same stream.
+
+Health: ``spanwatch_target_up`` is 1 only while every stream of the target delivers (a target whose sets
+use two prefix targets has two streams; one failing stream makes the target down),
+``spanwatch_gnmi_updates_total`` (gNMI Update messages received),
+``spanwatch_gnmi_reconnects_total`` and ``spanwatch_gnmi_clock_offset_seconds`` (see ``gnmi_timing``); a
+clock skew above ``skew_warning`` seconds is logged once per excursion. ``spanwatch_polls_total`` is not used
+by streams: a stream has no polls, and its state is ``target_up`` plus the logged cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+from pygnmi.spec.v080 import gnmi_pb2
+
+from collector.clock import Clock, SystemClock
+from collector.config import GnmiConfig
+from collector.errors import ConfigError, MappingError
+from collector.sources.gnmi.client import (
+    ENCODINGS,
+    GnmiClient,
+    call_metadata,
+    open_channel,
+    subscribe_request,
+)
+from collector.sources.gnmi.decode import Decoder
+from collector.sources.gnmi.paths import SubscriptionSet, SubscriptionSpec, combined_table, load_set
+from collector.sources.gnmi.timing import Backoff, ClockOffset
+from collector.store import Store
+
+log = logging.getLogger(__name__)
+
+PERMANENT = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNAUTHENTICATED,
+    }
+)
+
+SOURCE = "gnmi"
+PREFERRED_ENCODINGS = ("proto", "json_ietf", "json")
+_parse = gnmi_pb2.SubscribeResponse.FromString
+
+
+class Stalled(Exception):
+    """No update arrived within the stall timeout."""
+
+
+class PermanentFailure(Exception):
+    """A failure that retrying will not fix."""
+
+
+class GnmiSource:
+    """One gNMI target's stream(s): one per distinct prefix target of its subscription sets (usually one).
+
+    Args:
+        device: the target's configured name.
+        cfg: its gNMI config.
+        sets: loaded subscription sets (default: the ones ``cfg.subscriptions`` names).
+        clock: time for backoff, stall detection and receive timestamps.
+        backoff: redial policy (default: 1 s doubling to 60 s).
+        stall_floor: the smallest stall timeout, seconds.
+        stall_factor: stall timeout in sample intervals.
+        permanent_retry: seconds to wait after a permanent failure before one more try (None: stop).
+        skew_warning: log a warning when the clock offset exceeds this many seconds.
+        channel_factory: builds the channel (tests); default ``open_channel``.
+    """
+
+    source = SOURCE
+
+    def __init__(
+        self,
+        device: str,
+        cfg: GnmiConfig,
+        *,
+        sets: Sequence[SubscriptionSet] | None = None,
+        clock: Clock | None = None,
+        backoff: Backoff | None = None,
+        stall_floor: float = 10.0,
+        stall_factor: float = 3.0,
+        permanent_retry: float | None = 600.0,
+        skew_warning: float = 1.0,
+        channel_factory: Callable[[GnmiConfig], grpc.aio.Channel] | None = None,
+    ) -> None:
+        self.device = device
+        self.cfg = cfg
+        self.sets = tuple(sets) if sets is not None else tuple(load_set(n) for n in cfg.subscriptions)
+        self.clock = clock or SystemClock()
+        self.backoff = backoff or Backoff(rng=random.Random())
+        self.stall_timeout = max(stall_factor * cfg.sample_interval, stall_floor)
+        self.permanent_retry = permanent_retry
+        self.skew_warning = skew_warning
+        self.channel_factory = channel_factory or open_channel
+        self.decoder = Decoder(combined_table(self.sets))
+        self.offset = ClockOffset()
+        self.status = "idle"
+        self.responses = 0  # SubscribeResponses handled (tests wait on it)
+        self._skewed = False
+        self._up: dict[str | None, bool] = {}  # prefix target -> its stream is delivering
+        self._dev = (("device", device),)
+        self._ds = (("device", device), ("source", SOURCE))
+
+    # -- the supervisor ----------------------------------------------------------------------------
+    async def run(self, store: Store) -> None:
+        """Subscribe and feed ``store`` until cancelled (or a permanent failure with no retry)."""
+        store.set("spanwatch_target_up", self._ds, 0)
+        store.inc("spanwatch_gnmi_reconnects_total", self._dev, 0)
+        store.inc("spanwatch_gnmi_updates_total", self._dev, 0)
+        groups: dict[str | None, list[SubscriptionSpec]] = {}
+        for s in self.sets:
+            groups.setdefault(s.target, []).extend(s.subscriptions)
+        self._up = dict.fromkeys(groups, False)
+        async with asyncio.TaskGroup() as tg:
+            for target, subs in groups.items():
+                tg.create_task(self._supervise(store, target, subs))
+
+    def _stream_up(self, store: Store, target: str | None, up: bool) -> None:
+        """Record one stream's state; the target is up only while all of its streams are."""
+        self._up[target] = up
+        store.set("spanwatch_target_up", self._ds, int(all(self._up.values())))
+
+    async def _supervise(self, store: Store, target: str | None, subs: list[SubscriptionSpec]) -> None:
+        first = True
+        while True:
+            if not first:
+                store.inc("spanwatch_gnmi_reconnects_total", self._dev)
+            first = False
+            try:
+                await self._stream(store, target, subs)
+                cause = "the target ended the stream"
+            except PermanentFailure as e:
+                self._down(store, target, f"failed: {e}")
+                log.error("gnmi %s (%s): %s; not retrying", self.device, self.cfg.address, e)
+                if self.permanent_retry is None:
+                    return
+                await self.clock.sleep(self.permanent_retry)
+                continue
+            except Stalled:
+                cause = f"stalled: no update for {self.stall_timeout:g}s"
+            except grpc.aio.AioRpcError as e:
+                cause = f"{e.code().name}: {e.details()}"
+            delay = self.backoff.next()
+            self._down(store, target, f"backoff: {cause}")
+            log.warning("gnmi %s (%s): %s; redial in %.2fs", self.device, self.cfg.address, cause, delay)
+            await self.clock.sleep(delay)
+
+    def _down(self, store: Store, target: str | None, status: str) -> None:
+        self.status = status
+        self._stream_up(store, target, False)
+
+    async def _encoding(self, client: GnmiClient) -> str:
+        """The encoding to subscribe with: the configured one if the target supports it, else the best it does.
+
+        Raises:
+            grpc.aio.AioRpcError: Capabilities failed other than UNIMPLEMENTED.
+        """
+        wanted = self.cfg.encoding
+        try:
+            caps = await client.capabilities(deadline_s=max(self.stall_timeout, 5.0))
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            return wanted  # not every target implements Capabilities: unknown, go on
+        return choose_encoding(wanted, caps.supported_encodings, self.device)
+
+    async def _stream(self, store: Store, target: str | None, subs: list[SubscriptionSpec]) -> None:
+        """One dial: check capabilities, subscribe and read until the stream ends.
+
+        Raises:
+            PermanentFailure: retrying will not help.
+            Stalled: no update within the stall timeout.
+            grpc.aio.AioRpcError: a transient RPC failure.
+        """
+        try:
+            metadata = call_metadata(self.cfg)
+            channel = self.channel_factory(self.cfg)
+        except (ConfigError, OSError, MappingError) as e:
+            raise PermanentFailure(str(e)) from None
+        self.status = "connecting"
+        call = None
+        watchdog = None
+        try:
+            client = GnmiClient(channel, metadata)
+            request = subscribe_request(
+                subs,
+                mode="stream",
+                sample_interval_s=self.cfg.sample_interval,
+                heartbeat_s=self.stall_timeout / 2,
+                encoding=await self._encoding(client),
+                target=target,
+            )
+            call = await client.subscribe(request, raw=True)
+            last_rx = [self.clock.monotonic()]  # per stream: a target may have two (prefix targets)
+            watchdog = asyncio.create_task(self._watchdog(call, last_rx))
+            await self._read(store, target, call, last_rx)
+        except grpc.aio.AioRpcError as e:
+            if e.code() in PERMANENT:
+                raise PermanentFailure(f"{e.code().name}: {e.details()}") from None
+            raise
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if watchdog is not None and watchdog.done() and task is not None and not task.cancelling():
+                raise Stalled() from None
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            if call is not None:
+                call.cancel()
+            await channel.close(grace=None)
+
+    async def _watchdog(self, call: Any, last_rx: list[float]) -> None:
+        """Cancel ``call`` when nothing arrived for the stall timeout."""
+        while True:
+            await self.clock.sleep(self.stall_timeout / 4)
+            if self.clock.monotonic() - last_rx[0] > self.stall_timeout:
+                call.cancel()
+                return
+
+    async def _read(self, store: Store, target: str | None, call: Any, last_rx: list[float]) -> None:
+        """Handle every response of ``call`` (serialised bytes) until it ends."""
+        healthy_after = 30.0
+        up = False
+        started = self.clock.monotonic()
+        async for raw in call:
+            now = self.clock.monotonic()
+            last_rx[0] = now
+            if not up:
+                up = True
+                self.status = "streaming"
+                self._stream_up(store, target, True)
+            if self.backoff.attempt and now - started >= healthy_after:
+                self.backoff.reset()
+            try:
+                resp = _parse(raw)
+            except DecodeError:
+                # gRPC framed it, so the stream itself is fine: drop the one message, keep the stream.
+                log.warning("gnmi %s: dropped a SubscribeResponse that does not parse", self.device)
+                continue
+            self.handle(store, resp)
+
+    # -- one response ------------------------------------------------------------------------------
+    def handle(self, store: Store, resp: Any) -> None:
+        """Fold one ``SubscribeResponse`` into the store (public for replay tests and benchmarks)."""
+        self.responses += 1
+        if not resp.HasField("update"):
+            if resp.HasField("error"):  # deprecated in gNMI 0.7, still sent by old agents
+                log.warning("gnmi %s: target error: %s", self.device, resp.error.message)
+            return
+        n = resp.update
+        received = self.clock.time_ns()
+        samples, gone = self.decoder.notification(n)
+        for metric, lbls in gone:
+            store.forget(self.device, metric, lbls)
+        if samples:
+            store.ingest(self.device, SOURCE, samples, received)
+        store.inc("spanwatch_gnmi_updates_total", self._dev, len(n.update))
+        if n.timestamp:
+            self._clock_offset(store, n.timestamp, received)
+
+    def _clock_offset(self, store: Store, ts: int, received: int) -> None:
+        offset = self.offset.observe(ts, received)
+        store.set("spanwatch_gnmi_clock_offset_seconds", self._dev, offset)
+        skewed = abs(offset) > self.skew_warning
+        if skewed and not self._skewed:
+            log.warning(
+                "gnmi %s: device clock is %+.3fs off the collector's; archive times are the device's",
+                self.device,
+                offset,
+            )
+        self._skewed = skewed
+
+
+def choose_encoding(wanted: str, supported: Sequence[int], device: str = "") -> str:
+    """The encoding to use given the target's ``supported_encodings``.
+
+    Args:
+        wanted: the configured encoding name.
+        supported: ``CapabilityResponse.supported_encodings`` (enum numbers); empty means unknown.
+        device: for the log line.
+
+    Returns:
+        ``wanted`` when supported (or when nothing is listed), else the first supported of
+        ``PREFERRED_ENCODINGS``; ``wanted`` again when none of ours is listed (let the target say no).
+    """
+    names = {ENCODINGS[n]: n for n in ENCODINGS}
+    offered = {names[e] for e in supported if e in names}
+    if not supported or wanted in offered:
+        return wanted
+    for name in PREFERRED_ENCODINGS:
+        if name in offered:
+            log.warning("gnmi %s: target does not support %s encoding; using %s", device, wanted, name)
+            return name
+    return wanted

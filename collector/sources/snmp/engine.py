@@ -1,0 +1,362 @@
+"""The SNMP engine: walked varbinds + cached label tables -> catalogue ``Sample``s. No sockets here.
+
+The per-MIB facts live in the YAML modules (``collector/mappings/snmp``); this module only knows the
+generic moves: split the index, resolve labels (ifIndex -> ifName, lookups, ENTITY containment), scale,
+enum, mW/W -> dBm, mantissa x 10^-exponent, sum rows that land on the same series (unicast + multicast +
+broadcast, Arista's per-packet-type queue rows), and attach the discontinuity epoch to counters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+
+from collector.contracts.catalog import CATALOG
+from collector.model import Sample, counter, gauge, labels
+from collector.sources.snmp.ber import TAG_COUNTER32, TAG_OCTETS, Oid, VarBind
+from collector.sources.snmp.tables import Column, Convert, LabelExpr, Lookup, SensorRule, SensorTable, Table
+from collector.sources.snmp.walk import parse_oid
+
+Rows = dict[Oid, dict[int, tuple[int, object]]]
+"""index suffix -> column -> (tag, value)."""
+
+_LANE = re.compile(r"(?i)\blane\s*(\d+)")
+
+
+def text(value: object) -> str:
+    """An OCTET STRING as text (device strings are ASCII/UTF-8 in practice; undecodable bytes are kept)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace").rstrip("\x00").strip()
+    return str(value)
+
+
+@dataclass
+class LabelCache:
+    """Label tables walked at start and every ``label_refresh`` (not every poll)."""
+
+    if_name: dict[int, str] = field(default_factory=dict)  # ifName, falling back to ifDescr
+    if_alias: dict[int, str] = field(default_factory=dict)
+    ent_name: dict[int, str] = field(default_factory=dict)
+    ent_descr: dict[int, str] = field(default_factory=dict)
+    ent_parent: dict[int, int] = field(default_factory=dict)
+    ent_ifindex: dict[int, int] = field(default_factory=dict)  # entAliasMappingIdentifier
+    lookups: dict[str, dict[Oid, object]] = field(default_factory=dict)
+    _names: dict[str, int] | None = None
+
+    def interface(self, ifindex: int) -> str:
+        """The interface label of ``ifindex``; the index itself when the agent has no name for it."""
+        return self.if_name.get(ifindex) or str(ifindex)
+
+    def by_name(self) -> dict[str, int]:
+        """Interface name -> ifIndex."""
+        if self._names is None:
+            self._names = {name: i for i, name in self.if_name.items()}
+        return self._names
+
+
+def table_roots(table: Table) -> list[Oid]:
+    """The column OIDs a poll walks for ``table``."""
+    entry = parse_oid(table.entry)
+    cols = {c.column for c in table.columns}
+    cols |= {c.exponent_column for c in table.columns if c.exponent_column is not None}
+    if table.discontinuity_column is not None:
+        cols.add(table.discontinuity_column)
+    return [(*entry, c) for c in sorted(cols)]
+
+
+def sensor_roots(table: SensorTable) -> list[Oid]:
+    """The column OIDs a poll walks for a sensor table."""
+    entry = parse_oid(table.entry)
+    cols = {table.type_column, table.scale_column, table.precision_column, table.value_column}
+    cols |= {c for c in (table.status_column, table.units_column, table.measured_column) if c is not None}
+    return [(*entry, c) for c in sorted(cols)]
+
+
+def rows_of(entry: Oid, walked: Mapping[Oid, list[VarBind]]) -> Rows:
+    """Regroup walked columns into rows keyed by index suffix."""
+    depth = len(entry) + 1
+    rows: Rows = {}
+    for root, binds in walked.items():
+        col = root[-1]
+        for oid, tag, value in binds:
+            rows.setdefault(oid[depth:], {})[col] = (tag, value)
+    return rows
+
+
+def column_values(walked: Mapping[Oid, list[VarBind]], root: Oid) -> dict[Oid, object]:
+    """One walked column as ``suffix -> value``."""
+    depth = len(root)
+    return {oid[depth:]: value for oid, _, value in walked.get(root, ())}
+
+
+def _convert(value: float, how: Convert | None) -> float | None:
+    if how is None:
+        return value
+    milliwatts = value if how == "mw_to_dbm" else value * 1000.0
+    if milliwatts <= 0:
+        return None  # no light (or no optic): dBm is undefined, so no sample
+    return 10.0 * math.log10(milliwatts)
+
+
+class Epochs:
+    """The discontinuity epoch of counters: device boots (sysUpTime going back) and, per ifIndex,
+    ifCounterDiscontinuityTime."""
+
+    def __init__(self) -> None:
+        self.boots = 0
+        self.uptime: int | None = None
+        self.per_ifindex: dict[int, object] = {}
+
+    def see_uptime(self, ticks: int | None) -> bool:
+        """Fold a sysUpTime reading in; True when it went backwards (the device rebooted)."""
+        rebooted = ticks is not None and self.uptime is not None and ticks < self.uptime
+        if rebooted:
+            self.boots += 1
+        if ticks is not None:
+            self.uptime = ticks
+        return rebooted
+
+    def of(self, ifindex: int | None) -> Hashable:
+        """The epoch for a counter of ``ifindex`` (or of no interface)."""
+        if ifindex is None:
+            return (self.boots,)
+        return (self.boots, self.per_ifindex.get(ifindex))
+
+
+class Resolver:
+    """Turns one row's index into labels (and the ifIndex the row belongs to)."""
+
+    def __init__(self, cache: LabelCache, module: str) -> None:
+        self.cache = cache
+        self.module = module
+
+    def value(self, expr: LabelExpr, parts: Mapping[str, int]) -> object:
+        """An index part's value, or what a lookup finds (None when it has no entry)."""
+        if isinstance(expr, str):
+            return parts[expr]
+        return self._lookup(expr, parts)
+
+    def _lookup(self, expr: Lookup, parts: Mapping[str, int]) -> object:
+        key: list[int] = []
+        for sub in expr.key:
+            v = self.value(sub, parts)
+            if not isinstance(v, int):
+                return None
+            key.append(v)
+        return self.cache.lookups.get(f"{self.module}.{expr.lookup}", {}).get(tuple(key))
+
+    def labels(self, table: Table, parts: Mapping[str, int]) -> tuple[dict[str, str], int | None] | None:
+        """The labels of one row and the ifIndex it belongs to; None when a lookup has no entry."""
+        out: dict[str, str] = {}
+        ifindex: int | None = None
+        for name, expr in table.labels.items():
+            v = self.value(expr, parts)
+            if v is None:
+                return None  # the lookup has no entry (stale or partial): the row cannot be labelled
+            if isinstance(v, int) and name in table.label_offset:
+                v += table.label_offset[name]
+            if name == "interface" and isinstance(v, int):
+                ifindex = v
+                out[name] = self.cache.interface(v)
+            else:
+                out[name] = text(v)
+        return out, ifindex
+
+
+def table_samples(
+    table: Table, rows: Rows, resolver: Resolver, epochs: Epochs, fallback: bool = False
+) -> list[Sample]:
+    """Samples of a plain table.
+
+    Args:
+        table: the mapping.
+        rows: the walked rows (see ``rows_of``).
+        resolver: labels for the module.
+        epochs: boot and discontinuity state.
+        fallback: emit the fallback columns instead of the others (see ``prefer``).
+
+    Returns:
+        one sample per mapped column per row (before summing; see ``combine``).
+    """
+    columns = [c for c in table.columns if c.fallback == fallback]
+    if not columns:
+        return []
+    out: list[Sample] = []
+    width = len(table.index)
+    for suffix, row in rows.items():
+        if len(suffix) != width:
+            continue  # an index that does not fit the table (sanitised or broken agent rows)
+        parts = dict(zip(table.index, suffix, strict=True))
+        if any(parts[k] != v for k, v in table.where.items()):
+            continue
+        resolved = resolver.labels(table, parts)
+        if resolved is None:
+            continue
+        lbls, ifindex = resolved
+        if ifindex is not None and table.discontinuity_column is not None:
+            marker = row.get(table.discontinuity_column)
+            epochs.per_ifindex[ifindex] = None if marker is None else marker[1]
+        for col in columns:
+            sample = _column_sample(col, row, lbls, ifindex, epochs)
+            if sample is not None:
+                out.append(sample)
+    return out
+
+
+def _column_sample(
+    col: Column,
+    row: Mapping[int, tuple[int, object]],
+    lbls: dict[str, str],
+    ifindex: int | None,
+    epochs: Epochs,
+) -> Sample | None:
+    cell = row.get(col.column)
+    if cell is None or not isinstance(cell[1], int) or cell[1] in col.skip:
+        return None
+    tag, raw = cell[0], cell[1]
+    spec = CATALOG[col.metric]
+    series = _series_labels(col.metric, {**lbls, **col.labels})
+    if spec.is_counter:
+        if raw < 0:
+            return None
+        return counter(col.metric, series, raw, 32 if tag == TAG_COUNTER32 else 64, epochs.of(ifindex))
+    scaled = float(raw) if col.enum is None else col.enum.get(raw, col.enum_default)
+    if scaled is None:
+        return None
+    scaled *= col.scale
+    if col.exponent_column is not None:
+        exp = row.get(col.exponent_column)
+        if exp is None or not isinstance(exp[1], int):
+            return None
+        scaled *= 10.0 ** -exp[1]
+    value = _convert(scaled, col.convert)
+    return None if value is None else gauge(col.metric, series, value)
+
+
+def _series_labels(metric: str, lbls: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    allowed = CATALOG[metric].labels
+    return labels(**{k: v for k, v in lbls.items() if k in allowed})
+
+
+def prefer(primary: list[Sample], fallback: list[Sample]) -> list[Sample]:
+    """``primary`` plus the ``fallback`` samples of series that no primary sample covers.
+
+    Per series (metric and labels, so per interface): an interface with ifHCInOctets never also gets
+    ifInOctets, and a 32-bit counter is only exported where the 64-bit one is missing.
+    """
+    covered = {(s.metric, s.labels) for s in primary}
+    return primary + [s for s in fallback if (s.metric, s.labels) not in covered]
+
+
+def combine(samples: list[Sample]) -> list[Sample]:
+    """Sum samples that land on the same series (counters: exact integer sum).
+
+    A sum of Counter32 parts no longer wraps at 2^32, so a summed counter is marked 64 bits wide: a
+    decrease then reads as a reset rather than a wrap (safe: no false spike).
+    """
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], Sample] = {}
+    out: list[Sample] = []
+    for s in samples:
+        key = (s.metric, s.labels)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = s
+            out.append(s)
+            continue
+        if first.raw is not None and s.raw is not None:
+            first.raw += s.raw
+            first.value = float(first.raw)
+            first.width = 64
+        else:
+            first.value += s.value
+    return out
+
+
+# -- ENTITY sensors ---------------------------------------------------------------------------------
+
+
+def sensor_samples(table: SensorTable, rows: Rows, cache: LabelCache) -> list[Sample]:
+    """Samples of an ENTITY-SENSOR-style table.
+
+    value = reading x 10^(3 x (scale - 9)) x 10^-precision (the SensorDataScale enum puts units at 9);
+    the rules pick the metric by sensor type, name/description and units; the interface comes from
+    entAliasMapping or from an interface name found in the entity's (or an ancestor's) name/description.
+    """
+    out: list[Sample] = []
+    for suffix, row in rows.items():
+        if len(suffix) != 1:
+            continue
+        sample = _sensor_sample(table, suffix[0], row, cache)
+        if sample is not None:
+            out.append(sample)
+    return out
+
+
+def _cell_int(row: Mapping[int, tuple[int, object]], col: int | None, default: int | None) -> int | None:
+    cell = row.get(col) if col is not None else None
+    return cell[1] if cell is not None and isinstance(cell[1], int) else default
+
+
+def _sensor_sample(
+    table: SensorTable, index: int, row: Mapping[int, tuple[int, object]], cache: LabelCache
+) -> Sample | None:
+    kind = _cell_int(row, table.type_column, None)
+    reading = _cell_int(row, table.value_column, None)
+    if kind is None or reading is None or _cell_int(row, table.status_column, 1) != 1:
+        return None  # unavailable / nonoperational sensors report stale values
+    name = f"{cache.ent_name.get(index, '')} {cache.ent_descr.get(index, '')}"
+    units_cell = row.get(table.units_column) if table.units_column is not None else None
+    units = text(units_cell[1]) if units_cell is not None and units_cell[0] == TAG_OCTETS else ""
+    rule = _rule(table.rules, kind, name, units)
+    if rule is None:
+        return None
+    scale = _cell_int(row, table.scale_column, 9) or 9
+    precision = _cell_int(row, table.precision_column, 0) or 0
+    value = _convert(reading * 10.0 ** (3 * (scale - 9) - precision), rule.convert)
+    measured = _cell_int(row, table.measured_column, 0) or index
+    ifindex = interface_of(measured, cache)
+    if value is None or ifindex is None:
+        return None
+    lane = _LANE.search(name)
+    series = _series_labels(
+        rule.metric, {"interface": cache.interface(ifindex), "lane": lane.group(1) if lane else ""}
+    )
+    return gauge(rule.metric, tuple((k, v) for k, v in series if v), value)
+
+
+def _rule(rules: tuple[SensorRule, ...], kind: int, name: str, units: str) -> SensorRule | None:
+    for rule in rules:
+        if kind not in rule.types:
+            continue
+        if rule.match is not None and not re.search(rule.match, name):
+            continue
+        if rule.units is not None and not re.search(rule.units, units):
+            continue
+        return rule
+    return None
+
+
+def interface_of(entity: int, cache: LabelCache) -> int | None:
+    """The ifIndex an entity belongs to: entAliasMapping first, then interface names in the entity's
+    name or description, climbing entPhysicalContainedIn (a transceiver's sensors sit below the port).
+
+    Arista names sensors "DOM RX Power Sensor for Ethernet1"; NX-OS "Ethernet1/25 Lane 1 Transceiver
+    Receive Power Sensor": both carry the interface name as one whitespace-separated word.
+    """
+    names = cache.by_name()
+    seen: set[int] = set()
+    node: int | None = entity
+    while node and node not in seen and len(seen) < 16:
+        seen.add(node)
+        if node in cache.ent_ifindex:
+            return cache.ent_ifindex[node]
+        for candidate in (cache.ent_name.get(node, ""), cache.ent_descr.get(node, "")):
+            if candidate in names:
+                return names[candidate]
+            for word in candidate.split():
+                if word in names:
+                    return names[word]
+        node = cache.ent_parent.get(node)
+    return None

@@ -1,0 +1,286 @@
+"""The SNMP source: a ``PolledSource`` that walks the configured mapping modules of one device.
+
+Each poll reads sysUpTime (a decrease means a reboot, which changes every counter's epoch), then walks
+every table of the selected modules with bounded GETBULK walks and maps the rows through the engine.
+Label tables (ifName/ifDescr, ifAlias, ENTITY names and containment, module lookups) are walked at the
+first poll and every ``label_refresh`` seconds. A table the device lacks costs one empty walk and is
+skipped until the next label refresh.
+
+Errors surface as ``SourceError`` subclasses: no answer -> ``TimeoutError_`` (SNMPv2c agents ignore a
+wrong community, so that is a timeout too); SNMPv3 unknown user / wrong digest / decryption failure ->
+``AuthError``; an undecodable answer -> ``InvalidResponse``; socket failures -> ``UnreachableError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from collector.clock import Clock, SystemClock
+from collector.config import Defaults, SnmpConfig
+from collector.errors import ConfigError, SourceError
+from collector.model import Sample
+from collector.sources.snmp import engine, usm
+from collector.sources.snmp.ber import Oid, VarBind
+from collector.sources.snmp.tables import Module, load_all
+from collector.sources.snmp.walk import (
+    AgentError,
+    PysnmpWalker,
+    V2cWalker,
+    V3Walker,
+    Walker,
+    hlapi,
+    parse_oid,
+    walk,
+)
+
+log = logging.getLogger(__name__)
+
+SYS_UPTIME: Oid = (1, 3, 6, 1, 2, 1, 1, 3, 0)
+IF_DESCR: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 2)
+IF_NAME: Oid = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1)
+IF_ALIAS: Oid = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 18)
+ENT_DESCR: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 2)
+ENT_PARENT: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 4)
+ENT_NAME: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 7)
+ENT_ALIAS: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 3, 2, 1, 2)
+IF_INDEX_OID: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 1)
+
+_AUTH = {
+    "MD5": "usmHMACMD5AuthProtocol",
+    "SHA": "usmHMACSHAAuthProtocol",
+    "SHA224": "usmHMAC128SHA224AuthProtocol",
+    "SHA256": "usmHMAC192SHA256AuthProtocol",
+    "SHA384": "usmHMAC256SHA384AuthProtocol",
+    "SHA512": "usmHMAC384SHA512AuthProtocol",
+}
+# AES-192/256 key localisation differs between vendors; net-snmp (and most Linux agents) use the
+# Blumenthal draft extension, so that is the default here.
+_PRIV = {
+    "DES": "usmDESPrivProtocol",
+    "3DES": "usm3DESEDEPrivProtocol",
+    "AES": "usmAesCfb128Protocol",
+    "AES128": "usmAesCfb128Protocol",
+    "AES192": "usmAesBlumenthalCfb192Protocol",
+    "AES256": "usmAesBlumenthalCfb256Protocol",
+}
+
+
+def make_walker(cfg: SnmpConfig, timeout: float) -> Walker:
+    """The transport for ``cfg``: our own v2c or v3 (USM) walker, or pysnmp for DES/3DES privacy.
+
+    Args:
+        cfg: the target's ``snmp`` section.
+        timeout: seconds for a whole request, shared by the first try and the retries.
+
+    Returns:
+        the walker.
+
+    Raises:
+        ConfigError: a secret cannot be read, or a v2c target has no community.
+    """
+    host, _, port = cfg.address.rpartition(":")
+    host = host.strip("[]")
+    per_request = timeout / (cfg.retries + 1)
+    if cfg.version == "2c":
+        if cfg.community is None:
+            raise ConfigError("snmp: SNMPv2c needs community_env or community_file")
+        return V2cWalker(host, int(port), cfg.community.read(), per_request, cfg.retries)
+    if usm.supports(cfg.auth_protocol, cfg.priv_protocol):
+        return V3Walker(host, int(port), _credentials(cfg), per_request, cfg.retries)
+    return PysnmpWalker(host, int(port), _usm(cfg), per_request, cfg.retries)
+
+
+def _credentials(cfg: SnmpConfig) -> usm.Credentials:
+    """The USM user of ``cfg`` for ``V3Walker`` (secrets read now)."""
+    auth_key, priv_key = cfg.auth_key, cfg.priv_key
+    return usm.Credentials(
+        user=(cfg.user or "").encode(),
+        auth=cfg.auth_protocol if auth_key is not None else None,
+        auth_password=auth_key.read().encode() if auth_key is not None else b"",
+        priv=cfg.priv_protocol if priv_key is not None else None,
+        priv_password=priv_key.read().encode() if priv_key is not None else b"",
+    )
+
+
+def _usm(cfg: SnmpConfig) -> Any:
+    """The pysnmp ``UsmUserData`` of ``cfg`` (the fallback for what ``snmp_usm`` does not implement)."""
+    hl = hlapi()
+    kwargs: dict[str, Any] = {}
+    if cfg.auth_protocol is not None and cfg.auth_key is not None:
+        kwargs["authKey"] = cfg.auth_key.read()
+        kwargs["authProtocol"] = getattr(hl, _AUTH[cfg.auth_protocol])
+    if cfg.priv_protocol is not None and cfg.priv_key is not None:
+        kwargs["privKey"] = cfg.priv_key.read()
+        kwargs["privProtocol"] = getattr(hl, _PRIV[cfg.priv_protocol])
+    return hl.UsmUserData(cfg.user, **kwargs)
+
+
+class SnmpSource:
+    """One device polled over SNMP.
+
+    Args:
+        device: the target's name.
+        cfg: its ``snmp`` section.
+        defaults: interval/timeout/label_refresh defaults.
+        clock: time source (label refresh).
+        walker: the transport; built from ``cfg`` when omitted (tests pass a ``MapWalker``).
+        modules: the mapping modules; the shipped ones when omitted.
+
+    Raises:
+        ConfigError: the config names an unknown module, or a secret cannot be read.
+    """
+
+    source = "snmp"
+
+    def __init__(
+        self,
+        device: str,
+        cfg: SnmpConfig,
+        defaults: Defaults | None = None,
+        clock: Clock | None = None,
+        walker: Walker | None = None,
+        modules: dict[str, Module] | None = None,
+    ) -> None:
+        self.device = device
+        self.cfg = cfg
+        self.defaults = defaults or Defaults()
+        self.clock = clock or SystemClock()
+        self.timeout = cfg.timeout or self.defaults.timeout
+        self.walker = walker or make_walker(cfg, self.timeout)
+        shipped = modules if modules is not None else load_all()
+        names = cfg.modules if cfg.modules is not None else tuple(sorted(shipped, key=_if_mib_first))
+        unknown = [n for n in names if n not in shipped]
+        if unknown:
+            raise ConfigError(f"{device}: unknown SNMP modules {unknown}")
+        self.modules = {n: shipped[n] for n in sorted(names, key=_if_mib_first)}
+        self.cache = engine.LabelCache()
+        self.epochs = engine.Epochs()
+        self.absent: set[str] = set()
+        self._refreshed: float | None = None
+        self.reboots = 0
+
+    # -- label tables ---------------------------------------------------------------------------
+    async def refresh_labels(self) -> None:
+        """Walk the label tables now and forget which tables were absent.
+
+        Raises:
+            SourceError: the walk failed.
+        """
+        cache = engine.LabelCache()
+        roots = [IF_DESCR, IF_NAME, IF_ALIAS]
+        if any(m.sensors for m in self.modules.values()):
+            roots += [ENT_DESCR, ENT_PARENT, ENT_NAME, ENT_ALIAS]
+        walked = await self._walk(roots)
+        names = engine.column_values(walked, IF_NAME)
+        for key, descr in engine.column_values(walked, IF_DESCR).items():
+            cache.if_name[key[0]] = engine.text(descr)
+        for key, name in names.items():
+            # ifName is what operators type; some agents leave it empty, then ifDescr stands in.
+            if engine.text(name):
+                cache.if_name[key[0]] = engine.text(name)
+        cache.if_alias = {k[0]: engine.text(v) for k, v in engine.column_values(walked, IF_ALIAS).items()}
+        cache.ent_name = {k[0]: engine.text(v) for k, v in engine.column_values(walked, ENT_NAME).items()}
+        cache.ent_descr = {k[0]: engine.text(v) for k, v in engine.column_values(walked, ENT_DESCR).items()}
+        cache.ent_parent = {
+            k[0]: v for k, v in engine.column_values(walked, ENT_PARENT).items() if isinstance(v, int)
+        }
+        cache.ent_ifindex = _alias_map(engine.column_values(walked, ENT_ALIAS))
+        await self._walk_lookups(cache)
+        self.cache = cache
+        self.absent.clear()
+        self._refreshed = self.clock.monotonic()
+
+    async def _walk_lookups(self, cache: engine.LabelCache) -> None:
+        wanted = {
+            f"{m}.{name}": parse_oid(oid)
+            for m, mod in self.modules.items()
+            for name, oid in mod.lookups.items()
+        }
+        if not wanted:
+            return
+        walked = await self._walk(list(wanted.values()))
+        for key, root in wanted.items():
+            cache.lookups[key] = engine.column_values(walked, root)
+
+    async def _walk(self, roots: list[Oid]) -> dict[Oid, list[VarBind]]:
+        return await walk(self.walker, roots, self.cfg.max_repetitions)
+
+    def _labels_stale(self) -> bool:
+        return self._refreshed is None or (
+            self.clock.monotonic() - self._refreshed >= self.defaults.label_refresh
+        )
+
+    # -- polling --------------------------------------------------------------------------------
+    async def poll(self) -> list[Sample]:
+        """Read every selected table once.
+
+        Returns:
+            the samples, in catalogue units, summed per series.
+
+        Raises:
+            SourceError: the device did not answer, refused, failed authentication or answered garbage.
+        """
+        if self._labels_stale():
+            await self.refresh_labels()
+        await self._read_uptime()
+        samples: list[Sample] = []
+        for name, module in self.modules.items():
+            samples += await self._poll_module(name, module)
+        return engine.combine(samples)
+
+    async def _read_uptime(self) -> None:
+        (_, tag, value), *_ = await self.walker.get([SYS_UPTIME])
+        ticks = value if tag == 0x43 and isinstance(value, int) else None
+        if self.epochs.see_uptime(ticks):
+            self.reboots += 1
+            log.info("%s: sysUpTime went backwards: the device rebooted", self.device)
+
+    async def _poll_module(self, name: str, module: Module) -> list[Sample]:
+        """The samples of one module: its tables (fallback columns only where needed) and sensors."""
+        primary: list[Sample] = []
+        fallback: list[Sample] = []
+        resolver = engine.Resolver(self.cache, name)
+        for table in module.tables:
+            rows = await self._rows(f"{name}.{table.name}", table.entry, engine.table_roots(table))
+            primary += engine.table_samples(table, rows, resolver, self.epochs)
+            fallback += engine.table_samples(table, rows, resolver, self.epochs, fallback=True)
+        for sensors in module.sensors:
+            rows = await self._rows(f"{name}.{sensors.name}", sensors.entry, engine.sensor_roots(sensors))
+            primary += engine.sensor_samples(sensors, rows, self.cache)
+        return engine.prefer(primary, fallback)
+
+    async def _rows(self, key: str, entry: str, roots: list[Oid]) -> engine.Rows:
+        if key in self.absent:
+            return {}
+        try:
+            walked = await self._walk(roots)
+        except AgentError as e:
+            # One vendor table answering genErr/noAccess must not fail the whole device.
+            log.info("%s: %s: %s; skipped until the next label refresh", self.device, key, e)
+            walked = {}
+        rows = engine.rows_of(parse_oid(entry), walked)
+        if not rows:
+            self.absent.add(key)
+        return rows
+
+    async def close(self) -> None:
+        """Release the socket and engine."""
+        await self.walker.close()
+
+
+def _if_mib_first(name: str) -> tuple[int, str]:
+    # if_mib carries ifCounterDiscontinuityTime, which the counters of the other modules use.
+    return (0 if name == "if_mib" else 1, name)
+
+
+def _alias_map(column: dict[Oid, object]) -> dict[int, int]:
+    """entAliasMappingIdentifier (index entPhysicalIndex.logicalIndex, value ifIndex.N OID)."""
+    out: dict[int, int] = {}
+    for key, value in column.items():
+        if isinstance(value, tuple) and len(value) == len(IF_INDEX_OID) + 1 and value[:-1] == IF_INDEX_OID:
+            out[key[0]] = value[-1]
+    return out
+
+
+__all__ = ["SnmpSource", "SourceError", "make_walker"]

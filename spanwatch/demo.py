@@ -1,0 +1,202 @@
+"""``spanwatch demo``: the simulated fabric with the collector and the training job, on loopback only and
+free ports, cleaning up everything it starts.
+
+It runs the fabric, the collector (``collector.daemon.Daemon`` in-process) and the job for
+``--duration`` seconds, then writes into ``--out``: ``config.yaml`` (the collector config it used, with the
+community in ``community``), ``archive/``, ``steps.jsonl`` (the plain step log), ``truth.json`` (episodes and
+each step's exposed network time and culprits) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
+a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
+into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from spanwatch.sim.commands import fabric_arguments, free_port, params, write_config
+from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.training import StepRecord
+
+log = logging.getLogger("spanwatch.demo")
+CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """``spanwatch demo`` options."""
+    fabric_arguments(p)
+    p.add_argument("--out", type=Path, default=Path("spanwatch-demo"), help="output folder")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of simulated training")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Fabric + collector + training job for ``--duration`` seconds, a summary of what was collected, then
+    the analysis and the vendor report (ending with the report's path)."""
+    status = asyncio.run(Demo(args).run())
+    print(f"report: {analyse(args.out)}")
+    return status
+
+
+def analyse(out: Path) -> Path:
+    """Analyse a finished demo folder with the shipped example claims; returns the HTML report's path.
+
+    The claims file is copied into ``out`` first, so the folder holds everything the report came from and
+    ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it after an edit.
+    """
+    from analyzer.analysis import Analysis, AnalysisInputs
+    from analyzer.report.command import write_report
+
+    claims = out / "claims.yaml"
+    shutil.copyfile(CLAIMS, claims)
+    inputs = AnalysisInputs(
+        archive=out / "archive",
+        logs=(out / "steps.jsonl",),
+        config=out / "config.yaml",
+        claims=claims,
+        truth=out / "truth.json",
+    )
+    Analysis(inputs).run().write(out)
+    return write_report(out, inputs.config, claims)[0]
+
+
+class Demo:
+    """One demo run (see the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.steps_file: IO[str] = (self.out / "steps.jsonl").open("w")
+        self.sim = SimulatedFabric(params(args), episodes_over_s=args.duration, on_step=self._step)
+        self.listen = f"127.0.0.1:{free_port()}"
+
+    def _step(self, record: StepRecord) -> None:
+        self.steps_file.write(json.dumps(self.sim.step_line(record)) + "\n")
+        self.steps_file.flush()
+
+    async def run(self) -> int:
+        from collector.daemon import Daemon
+
+        await self.sim.start()
+        daemon: Daemon | None = None
+        task: asyncio.Task[None] | None = None
+        metrics = ""
+        try:
+            config = write_config(self.sim, self.out, self.listen)
+            daemon = Daemon(config)
+            task = asyncio.create_task(daemon.run(), name="collector")
+            await self._progress(task)
+            metrics = await scrape(self.listen)
+        finally:
+            if daemon is not None and task is not None:
+                daemon.stop()
+                await asyncio.gather(task, return_exceptions=True)
+            await self.sim.stop()
+            self.steps_file.close()
+        if task is not None and task.done() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+        (self.out / "metrics.txt").write_text(metrics)
+        (self.out / "truth.json").write_text(json.dumps(self.sim.truth(), indent=1))
+        summarise(self.out, metrics, self.sim)
+        return 0
+
+    async def _progress(self, collector: asyncio.Task[None]) -> None:
+        duration = float(self.args.duration)
+        start = time.monotonic()
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
+            with Progress(*columns, transient=True) as bar:
+                job = bar.add_task("demo", total=duration)
+                while not collector.done() and (elapsed := time.monotonic() - start) < duration:
+                    bar.update(job, completed=elapsed, description=self._status())
+                    await asyncio.sleep(0.5)
+            return
+        next_log = 0.0
+        while not collector.done() and (elapsed := time.monotonic() - start) < duration:
+            if elapsed >= next_log:
+                log.info("demo: %.0f/%.0f s, %s", elapsed, duration, self._status())
+                next_log += 10.0
+            await asyncio.sleep(0.5)
+
+    def _status(self) -> str:
+        s = self.sim
+        return (
+            f"steps {len(s.steps)}  model lag {s.lag_s * 1e3:.0f} ms  collector http://{self.listen}/metrics"
+        )
+
+
+async def scrape(listen: str) -> str:
+    """``GET /metrics`` from the collector (plain HTTP on loopback)."""
+    host, _, port = listen.rpartition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"GET /metrics HTTP/1.1\r\nHost: {listen}\r\nConnection: close\r\n\r\n".encode())
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return raw.partition(b"\r\n\r\n")[2].decode(errors="replace")
+
+
+def families(metrics: str) -> dict[str, int]:
+    """Series count per metric family in a Prometheus text exposition."""
+    out: dict[str, int] = {}
+    for line in metrics.splitlines():
+        if line and not line.startswith("#"):
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            for suffix in ("_bucket", "_sum", "_count"):
+                name = name.removesuffix(suffix) if name.startswith("spanwatch_poll_duration") else name
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
+    """Print (rich) and return what was collected."""
+    fams = families(metrics)
+    archive = sorted((out / "archive").rglob("*.parquet"))
+    rows = 0
+    with contextlib.suppress(Exception):
+        import polars as pl
+
+        rows = (
+            int(pl.scan_parquet([str(p) for p in archive]).select(pl.len()).collect().item())
+            if archive
+            else 0
+        )
+    steps = sim.truth()["steps"]
+    late = [s for s in steps if s["culprits"]]
+    summary = {
+        "families": len(fams),
+        "series": sum(fams.values()),
+        "archive_files": len(archive),
+        "archive_rows": rows,
+        "steps": len(steps),
+        "late_steps": len(late),
+        "episodes": [e["kind"] for e in sim.truth()["episodes"]],
+    }
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=False)
+    table = Table(title=f"spanwatch demo: {out}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
+    dci = sorted(f for f in fams if f.startswith("dci_"))
+    table.add_row("dci_* families", str(len(dci)))
+    console.print(table)
+    console.print(
+        f"files: {out / 'config.yaml'}, {out / 'archive'}, {out / 'steps.jsonl'}, {out / 'truth.json'}"
+    )
+    return summary

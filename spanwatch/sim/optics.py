@@ -1,0 +1,132 @@
+"""The coherent optics of every wave, per receiver, updated at 100 Hz (physics.py states the relations).
+
+Values move as a real module's do: Rx power and OSNR wander (small random walks), the DSP's CD estimate
+jitters around distance x 17 ps/nm/km, DGD around 0.1 ps/sqrt(km) x sqrt(distance), and the carrier
+frequency offset drifts within +/-200 MHz. An optical loss episode lowers Rx power and OSNR together, dB
+for dB; ESNR, pre-FEC BER, Q, post-FEC BER and frame loss follow from OSNR by the stated chain. A wave that
+is down reads loss of signal: -40 dBm, and every frame is lost.
+
+Arrays are flat per (receiving device, wave), like the fabric's. Each update also feeds ten 100 ms stat
+windows behind the OpenConfig min/max/avg leaves (the last second).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spanwatch.sim import physics
+from spanwatch.sim.params import FabricParams
+
+QUANTITIES = (
+    "rx_power",
+    "tx_power",
+    "osnr",
+    "esnr",
+    "q",
+    "pre_fec_ber",
+    "post_fec_ber",
+    "cd",
+    "pmd",
+    "pdl",
+    "cfo",
+    "bias",
+)
+INDEX = {name: i for i, name in enumerate(QUANTITIES)}
+UPDATE_S = 0.01
+TX_POWER_DBM = -10.0
+RX_POWER_DBM = -12.0  # after the last in-line amplifier
+LOS_DBM = -40.0
+WINDOWS = 10
+
+
+class Optics:
+    """Optical state per (receiving device, wave).
+
+    Args:
+        params: the fabric.
+        rng: the model's random generator.
+    """
+
+    def __init__(self, params: FabricParams, rng: np.random.Generator) -> None:
+        n = params.waves
+        self.rng = rng
+        self.every = max(1, round(UPDATE_S / params.step_s))
+        self.freq_hz = physics.frequencies_hz(n)
+        self.cd0 = np.tile(physics.chromatic_dispersion_ps_nm(params.distance_km, self.freq_hz), 2)
+        self.dgd0 = physics.mean_dgd_ps(params.distance_km)
+        self.osnr0 = physics.nominal_osnr_db(params.distance_km)
+        self.chain = physics.Chain()
+        self.frame_bytes = params.training.frame_bytes
+        self.peer = np.concatenate([np.arange(n, 2 * n), np.arange(n)])
+        size = 2 * n
+        self.walk_osnr = np.zeros(size)
+        self.walk_power = np.zeros(size)
+        self.walk_dgd = np.zeros(size)
+        self.cfo = rng.uniform(-100e6, 100e6, size)
+        self.temperature = 45 + rng.uniform(-2, 2, size)
+        self.values = np.zeros((len(QUANTITIES), size))
+        self.frame_loss_rx = np.zeros(size)
+        self.block_error_rx = np.zeros(size)
+        self.block_uncorrectable_rx = np.zeros(size)
+        self.lossy = False
+        k = len(QUANTITIES)
+        self.mins = np.full((WINDOWS, k, size), np.inf)
+        self.maxs = np.full((WINDOWS, k, size), -np.inf)
+        self.sums = np.zeros((WINDOWS, k, size))
+        self.counts = np.zeros(WINDOWS)
+        self.window = 0
+        self.update(np.zeros(size), np.ones(size, dtype=bool))
+
+    def update(self, penalty_db: np.ndarray, up: np.ndarray) -> None:
+        """Recompute every optical value.
+
+        Args:
+            penalty_db: optical loss per (receiver, wave), dB.
+            up: whether each (device, wave) has light.
+        """
+        rng, v, size = self.rng, self.values, penalty_db.shape
+        self.walk_osnr = 0.98 * self.walk_osnr + rng.normal(0, 0.03, size)
+        self.walk_power = 0.98 * self.walk_power + rng.normal(0, 0.02, size)
+        self.walk_dgd = 0.99 * self.walk_dgd + rng.normal(0, 0.02, size)
+        self.cfo = np.clip(self.cfo + rng.normal(0, 2e6, size), -200e6, 200e6)
+        osnr = self.osnr0 + self.walk_osnr - penalty_db
+        esnr, pre, q = self.chain(osnr)
+        post = physics.post_fec_ber(pre)
+        v[INDEX["rx_power"]] = np.where(up, RX_POWER_DBM + self.walk_power - penalty_db, LOS_DBM)
+        v[INDEX["tx_power"]] = np.where(up, TX_POWER_DBM + 0.1 * self.walk_power[self.peer], TX_POWER_DBM)
+        v[INDEX["osnr"]] = np.where(up, osnr, 0.0)
+        v[INDEX["esnr"]] = np.where(up, esnr, 0.0)
+        v[INDEX["q"]] = np.where(up, q, 0.0)
+        v[INDEX["pre_fec_ber"]] = np.where(up, pre, 0.5)
+        v[INDEX["post_fec_ber"]] = np.where(up, post, 0.5)
+        v[INDEX["cd"]] = np.where(up, self.cd0 + rng.normal(0, 0.5, size), 0.0)
+        v[INDEX["pmd"]] = np.where(up, self.dgd0 * np.exp(self.walk_dgd), 0.0)
+        v[INDEX["pdl"]] = np.where(up, 0.4 + 0.05 * np.abs(self.walk_dgd), 0.0)
+        v[INDEX["cfo"]] = np.where(up, self.cfo, 0.0)
+        v[INDEX["bias"]] = 0.150 + 0.001 * self.walk_power
+        self.frame_loss_rx = np.where(up, physics.frame_loss(post, self.frame_bytes), 1.0)
+        self.lossy = bool(self.frame_loss_rx.any())
+        self.block_error_rx = np.where(up, -np.expm1(-pre * physics.FEC_BLOCK_BITS), 0.0)
+        self.block_uncorrectable_rx = np.where(up, -np.expm1(-post * physics.FEC_BLOCK_BITS), 0.0)
+        i = self.window
+        np.minimum(self.mins[i], v, out=self.mins[i])
+        np.maximum(self.maxs[i], v, out=self.maxs[i])
+        self.sums[i] += v
+        self.counts[i] += 1
+
+    def roll(self) -> None:
+        """Start the next 100 ms stat window (the oldest of the ten is forgotten)."""
+        self.window = i = (self.window + 1) % WINDOWS
+        self.mins[i] = np.inf
+        self.maxs[i] = -np.inf
+        self.sums[i] = 0.0
+        self.counts[i] = 0
+
+    def value(self, name: str) -> np.ndarray:
+        """The instant value of one quantity, per (receiver, wave)."""
+        return np.asarray(self.values[INDEX[name]])
+
+    def stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(min, max, avg) over the last second, each shaped (quantity, receiver x wave)."""
+        count = max(1.0, float(self.counts.sum()))
+        return self.mins.min(axis=0), self.maxs.max(axis=0), np.asarray(self.sums.sum(axis=0) / count)

@@ -1,0 +1,173 @@
+"""The OID table of one simulated switch, built from a fabric snapshot.
+
+It serves what the collector's mapping modules read (``collector/mappings/snmp``), with their indexes and
+wire units, so the collector maps it with no special case:
+
+- SNMPv2-MIB system group (sysDescr, sysUpTime, sysName); IF-MIB ifTable / ifXTable (ifName
+  ``Ethernet1/<wave+1>``, ifIndex ``wave+1``, HC counters, ifHighSpeed 800000, ifOperStatus,
+  ifCounterDiscontinuityTime 0); EtherLike-MIB FCS errors and 802.3x pause;
+- JUNIPER-IFOPTICS-MIB jnxOpticsPMCurrentTable (coherent CD ps/nm, DGD ps, PDL / Q / SNR 0.1 dB, power
+  0.01 dBm with min/max/avg, bias 0.1 mA, temperature 0.1 C, CFO MHz) and JNX-OPT-IF-EXT-MIB FEC table
+  (near end: corrected / uncorrected, pre-FEC BER as mantissa x 10^-exponent);
+- ARISTA-QUEUE-MIB egress queue counters (queue 3, unicast rows), ARISTA-QOS-MIB ECN marks,
+  ARISTA-PFC-MIB per-priority PFC frames and watchdog, JUNIPER-COS-MIB queue depth (current / peak).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from collector.sources.snmp import ber
+from collector.sources.snmp.ber import Oid
+from spanwatch.sim.params import PRIORITY, QUEUE
+from spanwatch.sim.snapshot import Snapshot
+from spanwatch.sim.snmp_agent import Table, encode_octets, encode_unsigned
+
+C32, G32, TT, C64 = ber.TAG_COUNTER32, ber.TAG_GAUGE32, ber.TAG_TIMETICKS, ber.TAG_COUNTER64
+IF_TABLE = (1, 3, 6, 1, 2, 1, 2, 2, 1)
+IF_X = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1)
+DOT3_STATS = (1, 3, 6, 1, 2, 1, 10, 7, 2, 1)
+DOT3_PAUSE = (1, 3, 6, 1, 2, 1, 10, 7, 10, 1)
+JNX_OPTICS = (1, 3, 6, 1, 4, 1, 2636, 3, 71, 1, 2, 1, 1)
+JNX_FEC = (1, 3, 6, 1, 4, 1, 2636, 3, 73, 1, 3, 3, 8, 1)
+JNX_COS = (1, 3, 6, 1, 4, 1, 2636, 3, 15, 4, 1)
+ARISTA_QUEUE = (1, 3, 6, 1, 4, 1, 30065, 3, 6, 1, 2, 1)
+ARISTA_ECN = (1, 3, 6, 1, 4, 1, 30065, 3, 13, 1, 9, 1)
+ARISTA_PFC = (1, 3, 6, 1, 4, 1, 30065, 3, 11, 1, 1, 1)
+ARISTA_PFC_WD = (1, 3, 6, 1, 4, 1, 30065, 3, 11, 1, 2, 1)
+Row = tuple[Oid, bytes]
+
+
+def interface_name(wave: int) -> str:
+    """The name a simulated switch gives the port of ``wave`` (0-based)."""
+    return f"Ethernet1/{wave + 1}"
+
+
+def _int(value: float) -> bytes:
+    return ber.encode_int(round(value))
+
+
+def _mantissa(ber_value: float) -> tuple[int, int]:
+    """BER as a 3-digit mantissa and exponent: value = mantissa x 10^-exponent."""
+    if ber_value <= 0:
+        return 0, 0
+    exponent = math.ceil(-math.log10(ber_value)) + 2
+    return round(ber_value * 10**exponent), exponent
+
+
+def build(s: Snapshot, d: int, device: str) -> Table:
+    """The sorted table of device ``d`` (0 or 1) named ``device``."""
+    rows = sorted(_rows(s, d, device))
+    return [oid for oid, _ in rows], [value for _, value in rows]
+
+
+def _rows(s: Snapshot, d: int, device: str) -> Iterator[Row]:
+    n = len(s.frequency_hz)
+    yield (1, 3, 6, 1, 2, 1, 1, 1, 0), encode_octets(f"spanwatch simulated DCI switch {device}")
+    yield (1, 3, 6, 1, 2, 1, 1, 3, 0), encode_unsigned(TT, s.uptime_ticks % 2**32)
+    yield (1, 3, 6, 1, 2, 1, 1, 5, 0), encode_octets(device)
+    yield (1, 3, 6, 1, 2, 1, 2, 1, 0), ber.encode_int(n)
+    for w in range(n):
+        yield from _interface(s, d, w)
+        yield from _optics(s, d, w)
+        yield from _queues(s, d, w)
+
+
+def _interface(s: Snapshot, d: int, w: int) -> Iterator[Row]:
+    c, i, name = s.counters, w + 1, interface_name(w)
+    up = s.gauges["oper_up"][d][w] > 0
+    for col, value in (
+        (1, ber.encode_int(i)),
+        (2, encode_octets(name)),
+        (3, ber.encode_int(6)),
+        (5, encode_unsigned(G32, 2**32 - 1)),
+        (7, ber.encode_int(1)),
+        (8, ber.encode_int(1 if up else 2)),
+        (10, encode_unsigned(C32, c["in_octets"][d][w] % 2**32)),
+        (11, encode_unsigned(C32, c["in_pkts"][d][w] % 2**32)),
+        (13, encode_unsigned(C32, c["in_discards"][d][w] % 2**32)),
+        (14, encode_unsigned(C32, c["in_errors"][d][w] % 2**32)),
+        (16, encode_unsigned(C32, c["out_octets"][d][w] % 2**32)),
+        (17, encode_unsigned(C32, c["out_pkts"][d][w] % 2**32)),
+        (19, encode_unsigned(C32, c["out_discards"][d][w] % 2**32)),
+        (20, encode_unsigned(C32, 0)),
+    ):
+        yield (*IF_TABLE, col, i), value
+    for col, value in (
+        (1, encode_octets(name)),
+        (6, encode_unsigned(C64, c["in_octets"][d][w])),
+        (7, encode_unsigned(C64, c["in_pkts"][d][w])),
+        (8, encode_unsigned(C64, 0)),
+        (9, encode_unsigned(C64, 0)),
+        (10, encode_unsigned(C64, c["out_octets"][d][w])),
+        (11, encode_unsigned(C64, c["out_pkts"][d][w])),
+        (12, encode_unsigned(C64, 0)),
+        (13, encode_unsigned(C64, 0)),
+        (15, encode_unsigned(G32, 800_000)),
+        (18, encode_octets(f"dci wave {w + 1}")),
+        (19, encode_unsigned(TT, 0)),
+    ):
+        yield (*IF_X, col, i), value
+    yield (*DOT3_STATS, 3, i), encode_unsigned(C32, c["in_fcs_errors"][d][w] % 2**32)
+    for col, key in ((3, "pause_rx"), (4, "pause_tx")):
+        yield (*DOT3_PAUSE, col, i), encode_unsigned(C32, c[key][d][w] % 2**32)
+    for col, key in ((5, "pause_rx"), (6, "pause_tx")):
+        yield (*DOT3_PAUSE, col, i), encode_unsigned(C64, c[key][d][w])
+
+
+# jnxOpticsPMCurrentTable columns: (instant, min, max, avg) column numbers, quantity, wire scale.
+_PM = (
+    ((1, 9, 10, 11), "cd", 1.0),
+    ((2, 12, 13, 14), "pmd", 1.0),
+    ((4, 18, 19, 20), "pdl", 10.0),
+    ((5, 21, 22, 23), "q", 10.0),
+    ((6, 24, 25, 26), "esnr", 10.0),
+    ((7, 27, 28, 29), "tx_power", 100.0),
+    ((8, 30, 31, 32), "rx_power", 100.0),
+    ((43, 44, 45, 46), "cfo", 1e-6),
+)
+
+
+def _optics(s: Snapshot, d: int, w: int) -> Iterator[Row]:
+    i, g = w + 1, s.gauges
+    for cols, name, scale in _PM:
+        lo, hi, avg = s.stats[name]
+        for col, value in zip(cols, (g[name][d][w], lo[d][w], hi[d][w], avg[d][w]), strict=True):
+            yield (*JNX_OPTICS, col, i), _int(value * scale)
+    yield (*JNX_OPTICS, 35, i), _int(g["bias"][d][w] * 1e4)  # 0.1 mA
+    yield (*JNX_OPTICS, 39, i), _int(g["temperature"][d][w] * 10)
+    c = s.counters
+    yield (*JNX_FEC, 3, i, 1), encode_unsigned(C64, c["fec_corrected"][d][w])
+    yield (*JNX_FEC, 4, i, 1), encode_unsigned(C64, c["fec_uncorrectable"][d][w])
+    lo, hi, avg = s.stats["pre_fec_ber"]
+    for col, value in ((5, g["pre_fec_ber"][d][w]), (7, lo[d][w]), (9, hi[d][w]), (11, avg[d][w])):
+        mantissa, exponent = _mantissa(value)
+        yield (*JNX_FEC, col, i, 1), ber.encode_int(mantissa)
+        yield (*JNX_FEC, col + 1, i, 1), ber.encode_int(exponent)
+
+
+def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
+    i, c, q = w + 1, s.counters, int(QUEUE)
+    for col, key in (
+        (4, "queue_tx_pkts"),
+        (5, "queue_tx_bytes"),
+        (6, "queue_drop_pkts"),
+        (7, "queue_drop_bytes"),
+    ):
+        yield (*ARISTA_QUEUE, col, i, q, 1), encode_unsigned(C64, c[key][d][w])
+    yield (*ARISTA_ECN, 4, i, q), encode_unsigned(C64, c["queue_ecn_pkts"][d][w])
+    for prio in range(8):
+        ours = prio == PRIORITY
+        for col, key in ((3, "pfc_tx_frames"), (4, "pfc_rx_frames")):
+            yield (*ARISTA_PFC, col, i, prio), encode_unsigned(C64, c[key][d][w] if ours else 0)
+        yield (*ARISTA_PFC_WD, 4, i, prio), encode_unsigned(C64, c["pfc_storms"][d][w] if ours else 0)
+    for col, key in (
+        (7, "queue_tx_pkts"),
+        (9, "queue_tx_bytes"),
+        (53, "queue_drop_pkts"),
+        (55, "queue_drop_bytes"),
+    ):
+        yield (*JNX_COS, col, i, q), encode_unsigned(C64, c[key][d][w])
+    yield (*JNX_COS, 58, i, q), encode_unsigned(C64, int(s.gauges["occupancy"][d][w]))
+    yield (*JNX_COS, 59, i, q), encode_unsigned(C64, int(s.gauges["watermark"][d][w]))
