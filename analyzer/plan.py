@@ -3,7 +3,7 @@
 ``plan(PlanInput) -> PlanResult`` is a pure function; ``analyzer.plan_render`` turns text from the command
 line into a ``PlanInput`` and the result into a table or JSON. The model, stated once:
 
-Delay (sources.md 4.4; the fibre arithmetic is ``collector.links.one_way_delay_seconds``)::
+Delay (sources.md 4.4; the fibre arithmetic is ``collector.contracts.fibre.one_way_delay_s``)::
 
     one_way = distance_km * fibre_delay_us_per_km * 1e-6        (default 4.9 us/km, the config default)
     rtt     = 2 * one_way
@@ -49,7 +49,7 @@ from typing import Literal, get_args
 
 from analyzer.errors import AnalyzerError
 from collector.config import Defaults
-from collector.links import one_way_delay_seconds
+from collector.contracts.fibre import one_way_delay_s
 
 Crossing = Literal["gradients", "activations"]
 CROSSINGS: tuple[str, ...] = get_args(Crossing)
@@ -286,7 +286,7 @@ def plan(p: PlanInput) -> PlanResult:
     Returns:
         Every figure of the budget.
     """
-    one_way = one_way_delay_seconds(p.distance_km, p.fibre_delay_us_per_km)
+    one_way = one_way_delay_s(p.distance_km, p.fibre_delay_us_per_km)
     rtt = 2 * one_way
     link_rate = p.link_gbps * 1e9 / 8
     goodput = p.links * link_rate * p.efficiency

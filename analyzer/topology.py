@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from collector import config as configuration
-from collector.links import one_way_delay_seconds
+from collector.contracts.fibre import one_way_delay_s
 
 SPEED = "dci_interface_speed_bytes_per_second"
 
@@ -67,7 +67,7 @@ def link_members(config: configuration.Config | None) -> pl.DataFrame:
     rows = []
     for link in config.links:
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
-        rtt = 2 * one_way_delay_seconds(link.distance_km, us_per_km)
+        rtt = 2 * one_way_delay_s(link.distance_km, us_per_km)
         rows += [
             {"link": link.name, "device": m.device, "interface": m.interface, "rtt_seconds": rtt}
             for m in link.members

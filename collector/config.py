@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from collector.contracts import fibre
 from collector.errors import ConfigError, SpanwatchError
 from collector.mappings import gnmi_subscription_names, snmp_module_names
 
@@ -106,7 +107,7 @@ class Defaults(Strict):
     timeout: Duration = 5.0
     expiry_intervals: int = Field(default=5, ge=1, description="series expire after this many intervals")
     label_refresh: Duration = 600.0
-    fibre_delay_us_per_km: float = Field(default=4.9, gt=0)
+    fibre_delay_us_per_km: float = Field(default=fibre.DELAY_US_PER_KM, gt=0)
 
 
 SnmpAuth = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]

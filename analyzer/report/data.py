@@ -38,7 +38,7 @@ from analyzer.report.units import iso, span_seconds
 from analyzer.report.verdicts import Tables, vendor_reports
 from analyzer.thresholds import Thresholds
 from collector.config import Config
-from collector.links import one_way_delay_seconds
+from collector.contracts.fibre import one_way_delay_s
 
 TABLES = ("steps", "events", "attribution", "links", "measures")
 CATEGORIES = {
@@ -221,7 +221,7 @@ def _links(config: Config | None) -> list[LinkInfo]:
     out = []
     for link in config.links:
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
-        rtt = 2 * one_way_delay_seconds(link.distance_km, us_per_km)
+        rtt = 2 * one_way_delay_s(link.distance_km, us_per_km)
         out.append(LinkInfo(link.name, link.site_a, link.site_b, link.distance_km, len(link.members), rtt))
     return out
 

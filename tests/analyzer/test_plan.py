@@ -17,7 +17,7 @@ from analyzer.plan import (
     plan,
     ring_allreduce_bytes,
 )
-from collector.links import one_way_delay_seconds
+from collector.contracts.fibre import one_way_delay_s
 from spanwatch.cli import main
 
 # The seed quotes round figures ("about 0.5 ms"); 4.9 us/km gives 0.49 ms, so allow a few per cent.
@@ -46,7 +46,7 @@ def test_500_km_is_five_milliseconds_round_trip() -> None:
 
 def test_the_fibre_arithmetic_is_the_collectors() -> None:
     r = plan(PlanInput(distance_km=321, params=1e9, fibre_delay_us_per_km=5.0))
-    assert r.one_way_delay_seconds == one_way_delay_seconds(321, 5.0)
+    assert r.one_way_delay_seconds == one_way_delay_s(321, 5.0)
 
 
 def test_a_trillion_bf16_parameters_is_two_terabytes_per_full_sync() -> None:
