@@ -38,12 +38,12 @@ import polars as pl
 from analyzer import schemas
 from analyzer.errors import InputError
 from analyzer.ingest._common import parse_wallclock
+from analyzer.kinds import KINDS
 
 # Event kinds by family; a truth kind is put in a family by the words in its name.
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "congestion": ("drops", "ecn", "pfc", "queue"),
-    "optical": ("ber", "osnr", "fcs", "fec_uncorrectable"),
-    "down": ("wave_down",),
+    family: tuple(k.name for k in KINDS.values() if k.family == family)
+    for family in ("congestion", "optical", "down")
 }
 _TRUTH_WORDS: dict[str, tuple[str, ...]] = {
     "down": ("down", "cut", "flap", "los", "outage"),

@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from collector.contracts import fibre
+from collector.contracts import optics as optics_profiles
 from collector.errors import ConfigError, SpanwatchError
 from collector.mappings import gnmi_subscription_names, snmp_module_names
 
@@ -252,6 +261,19 @@ class Link(Strict):
     site_b: str
     distance_km: float = Field(gt=0, le=20_000)
     fibre_delay_us_per_km: float | None = Field(default=None, gt=0)
+    # The optics profile of the link's waves (``collector.contracts.optics``): its FEC limit, required OSNR,
+    # CD tolerance and reach are the levels the analysis, the report, the rules and the boards apply.
+    optics: str = optics_profiles.DEFAULT
+
+    @field_validator("optics")
+    @classmethod
+    def _known_profile(cls, name: str) -> str:
+        if name not in optics_profiles.PROFILES:
+            raise ValueError(
+                f"unknown optics profile {name!r} (known: {', '.join(optics_profiles.PROFILES)})"
+            )
+        return name
+
     members: tuple[LinkMember, ...] = Field(min_length=1)
 
 
