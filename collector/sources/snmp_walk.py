@@ -85,11 +85,14 @@ async def walk(
     max_repetitions: int = 25,
     max_rows: int = 100_000,
     max_requests: int = 10_000,
+    max_varbinds: int = 250_000,
 ) -> dict[Oid, list[VarBind]]:
     """Walk several subtrees side by side with GETBULK, bounded so no agent can make it endless.
 
     A column stops when its OID leaves the subtree, does not increase (a looping agent), hits
-    endOfMibView, or reaches ``max_rows``; the whole walk stops after ``max_requests`` requests.
+    endOfMibView, or reaches ``max_rows``; the whole walk stops after ``max_requests`` requests or
+    ``max_varbinds`` rows in all (memory: an agent that always has one more row). The poll deadline
+    bounds it in time.
 
     Args:
         walker: the transport.
@@ -97,6 +100,7 @@ async def walk(
         max_repetitions: GETBULK repetitions per request, shared by the columns still active.
         max_rows: most rows kept per subtree.
         max_requests: most requests for the whole walk.
+        max_varbinds: most rows kept for the whole walk.
 
     Returns:
         for each root, the varbinds found under it, in OID order.
@@ -107,14 +111,16 @@ async def walk(
     out: dict[Oid, list[VarBind]] = {r: [] for r in roots}
     cursor = {r: r for r in roots}
     active = list(dict.fromkeys(roots))
+    kept = 0
     for _ in range(max_requests):
-        if not active:
+        if not active or kept >= max_varbinds:
             break
         reps = max(1, max_repetitions // len(active))
         got = await walker.bulk([cursor[r] for r in active], reps)
         if not got:
             break
         active = _fold(got, active, cursor, out, max_rows)
+        kept = sum(map(len, out.values()))
     return out
 
 
@@ -541,25 +547,27 @@ class PysnmpWalker:
 
     async def get(self, oids: Sequence[Oid]) -> list[VarBind]:
         target = await self._target_for()
-        with _quiet_pysmi():
-            res = await hlapi().get_cmd(
-                self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
-            )
+        async with agent_gate(self.host, self.port):
+            with _quiet_pysmi():
+                res = await hlapi().get_cmd(
+                    self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
+                )
         return self._result(res)
 
     async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
         target = await self._target_for()
-        with _quiet_pysmi():
-            res = await hlapi().bulk_cmd(
-                self.engine,
-                self.auth,
-                target,
-                self.context,
-                0,
-                max_repetitions,
-                *_object_types(oids),
-                lookupMib=False,
-            )
+        async with agent_gate(self.host, self.port):
+            with _quiet_pysmi():
+                res = await hlapi().bulk_cmd(
+                    self.engine,
+                    self.auth,
+                    target,
+                    self.context,
+                    0,
+                    max_repetitions,
+                    *_object_types(oids),
+                    lookupMib=False,
+                )
         return self._result(res)
 
     def _result(self, res: Any) -> list[VarBind]:
