@@ -14,12 +14,13 @@ wrong community, so that is a timeout too); SNMPv3 unknown user / wrong digest /
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 from collector.clock import Clock, SystemClock
 from collector.config import Defaults, SnmpConfig
 from collector.errors import ConfigError, SourceError
-from collector.model import Sample
+from collector.model import Labels, Sample
 from collector.sources.snmp import engine, usm
 from collector.sources.snmp.ber import Oid, VarBind
 from collector.sources.snmp.tables import Module, load_all
@@ -45,6 +46,7 @@ ENT_PARENT: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 4)
 ENT_NAME: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 7)
 ENT_ALIAS: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 3, 2, 1, 2)
 IF_INDEX_OID: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 1)
+DROPPED = "spanwatch_snmp_dropped_packets_total"
 
 _AUTH = {
     "MD5": "usmHMACMD5AuthProtocol",
@@ -104,7 +106,7 @@ def _credentials(cfg: SnmpConfig) -> usm.Credentials:
 
 
 def _usm(cfg: SnmpConfig) -> Any:
-    """The pysnmp ``UsmUserData`` of ``cfg`` (the fallback for what ``snmp_usm`` does not implement)."""
+    """The pysnmp ``UsmUserData`` of ``cfg`` (the fallback for what ``usm`` does not implement)."""
     hl = hlapi()
     kwargs: dict[str, Any] = {}
     if cfg.auth_protocol is not None and cfg.auth_key is not None:
@@ -159,6 +161,8 @@ class SnmpSource:
         self.absent: set[str] = set()
         self._refreshed: float | None = None
         self.reboots = 0
+        self._completed: list[Sample] = []  # samples of the modules this poll finished
+        self._running: str | None = None  # what this poll is reading now
 
     # -- label tables ---------------------------------------------------------------------------
     async def refresh_labels(self) -> None:
@@ -221,13 +225,31 @@ class SnmpSource:
         Raises:
             SourceError: the device did not answer, refused, failed authentication or answered garbage.
         """
+        self._completed, self._running = [], "labels"
         if self._labels_stale():
             await self.refresh_labels()
+        self._running = "sysUpTime"
         await self._read_uptime()
-        samples: list[Sample] = []
         for name, module in self.modules.items():
-            samples += await self._poll_module(name, module)
-        return engine.combine(samples)
+            self._running = f"module {name}"
+            self._completed += await self._poll_module(name, module)
+        self._running = None
+        return engine.combine(self._completed)
+
+    def salvage(self) -> tuple[list[Sample], str | None]:
+        """The samples of the modules the current poll completed, and what it was reading (timeouts)."""
+        return engine.combine(self._completed), self._running
+
+    def take_counts(self) -> list[tuple[str, Labels, int]]:
+        """Datagrams the walker dropped since the last call, per reason (receive checks, stray replies)."""
+        dropped: Counter[str] | None = getattr(self.walker, "dropped", None)
+        if not dropped:
+            return []
+        out: list[tuple[str, Labels, int]] = [
+            (DROPPED, (("device", self.device), ("reason", r)), n) for r, n in sorted(dropped.items())
+        ]
+        dropped.clear()
+        return out
 
     async def _read_uptime(self) -> None:
         (_, tag, value), *_ = await self.walker.get([SYS_UPTIME])

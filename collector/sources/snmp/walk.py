@@ -2,7 +2,7 @@
 
 Three walkers sit behind the seam:
 
-- ``V2cWalker``: SNMPv2c over asyncio UDP with the BER codec of ``snmp_ber`` (the fast path: decoding
+- ``V2cWalker``: SNMPv2c over asyncio UDP with the BER codec of ``ber`` (the fast path: decoding
   dominates a large walk and pyasn1 is the slow part of pysnmp);
 - ``PysnmpWalker``: SNMPv3 (USM auth/priv) through ``pysnmp.hlapi.v3arch.asyncio`` with one SnmpEngine per
   source and no MIB lookups;
@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
 import contextlib
 import importlib
 import itertools
 import os
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from collector.errors import AuthError, InvalidResponse, SourceError, TimeoutError_, UnreachableError
@@ -33,6 +36,7 @@ from collector.sources.snmp.ber import (
     Oid,
     VarBind,
     decode_response,
+    encode_pdu,
     encode_request,
     request_id_of,
 )
@@ -81,11 +85,14 @@ async def walk(
     max_repetitions: int = 25,
     max_rows: int = 100_000,
     max_requests: int = 10_000,
+    max_varbinds: int = 250_000,
 ) -> dict[Oid, list[VarBind]]:
     """Walk several subtrees side by side with GETBULK, bounded so no agent can make it endless.
 
     A column stops when its OID leaves the subtree, does not increase (a looping agent), hits
-    endOfMibView, or reaches ``max_rows``; the whole walk stops after ``max_requests`` requests.
+    endOfMibView, or reaches ``max_rows``; the whole walk stops after ``max_requests`` requests or
+    ``max_varbinds`` rows in all (memory: an agent that always has one more row). The poll deadline
+    bounds it in time.
 
     Args:
         walker: the transport.
@@ -93,6 +100,7 @@ async def walk(
         max_repetitions: GETBULK repetitions per request, shared by the columns still active.
         max_rows: most rows kept per subtree.
         max_requests: most requests for the whole walk.
+        max_varbinds: most rows kept for the whole walk.
 
     Returns:
         for each root, the varbinds found under it, in OID order.
@@ -103,14 +111,16 @@ async def walk(
     out: dict[Oid, list[VarBind]] = {r: [] for r in roots}
     cursor = {r: r for r in roots}
     active = list(dict.fromkeys(roots))
+    kept = 0
     for _ in range(max_requests):
-        if not active:
+        if not active or kept >= max_varbinds:
             break
         reps = max(1, max_repetitions // len(active))
         got = await walker.bulk([cursor[r] for r in active], reps)
         if not got:
             break
         active = _fold(got, active, cursor, out, max_rows)
+        kept = sum(map(len, out.values()))
     return out
 
 
@@ -144,34 +154,82 @@ def _fold(
 # -- v2c: own codec over asyncio UDP --------------------------------------------------------------
 
 
-class _Datagrams(asyncio.DatagramProtocol):
-    """Routes responses to the waiting request by request-id; remembers undecodable datagrams."""
+Reply = tuple[int, int, int, list[VarBind]]
+"""``(request_id, error_status, error_index, varbinds)`` of an accepted response."""
 
-    def __init__(self, key_of: Callable[[bytes], int | None] = request_id_of) -> None:
+
+class Dropped(Exception):
+    """A datagram that fails the receive checks: discarded, counted, and the request keeps waiting."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason  # the ``reason`` label of spanwatch_snmp_dropped_packets_total
+
+
+@dataclass(eq=False)
+class _Pending:
+    """One request on the wire: its future and the checks a reply to it must pass."""
+
+    future: asyncio.Future[Reply]
+    accept: Callable[[bytes], Reply]
+    dropped: Dropped | None = None
+
+
+class _Datagrams(asyncio.DatagramProtocol):
+    """Routes each datagram to the request it names and runs that request's receive checks on it.
+
+    Checking here, not in the waiting task, means a forged or broken datagram is dropped and the request
+    keeps waiting for the real answer within its timeout.
+    """
+
+    def __init__(self, key_of: Callable[[bytes], int | None], on_drop: Callable[[str], None]) -> None:
         self.key_of = key_of
-        self.waiting: dict[int, asyncio.Future[bytes]] = {}
+        self.on_drop = on_drop
+        self.waiting: dict[int, _Pending] = {}
         self.garbage = 0
         self.error: OSError | None = None
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        rid = self.key_of(data)
-        fut = self.waiting.get(rid) if rid is not None else None
-        if fut is None:
-            self.garbage += rid is None
+        key = self.key_of(data)
+        pending = self.waiting.get(key) if key is not None else None
+        if pending is None or pending.future.done():
+            self.garbage += key is None
+            self.on_drop("malformed" if key is None else "unmatched")
             return
-        if not fut.done():
-            fut.set_result(data)
+        try:
+            pending.future.set_result(pending.accept(data))
+        except Dropped as e:
+            pending.dropped = e
+            self.on_drop(e.reason)
+        except Exception as e:  # what the reply means for the request (a Report), or a bug: the request's
+            pending.future.set_exception(e)
 
     def error_received(self, exc: Exception) -> None:
         # ICMP port unreachable surfaces here (ConnectionRefusedError) on a connected UDP socket.
         self.error = exc if isinstance(exc, OSError) else OSError(str(exc))
-        for fut in self.waiting.values():
-            if not fut.done():
-                fut.set_exception(self.error)
+        for pending in self.waiting.values():
+            if not pending.future.done():
+                pending.future.set_exception(self.error)
+
+
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def agent_gate(host: str, port: int) -> asyncio.Lock:
+    """The lock that keeps one request in flight per agent address, shared by every walker in this loop.
+
+    Several targets can sit behind one agent (one address, several contexts or communities); a slow
+    agent then answers one request at a time instead of dropping a burst (snmp_exporter and gufo-snmp
+    limit per agent the same way).
+    """
+    per_loop = _gates.setdefault(asyncio.get_running_loop(), {})
+    return per_loop.setdefault((host, port), asyncio.Lock())
 
 
 class V2cWalker:
-    """SNMPv2c GET/GETBULK with the ``snmp_ber`` codec.
+    """SNMPv2c GET/GETBULK with the ``ber`` codec.
 
     Args:
         host: agent address.
@@ -188,17 +246,21 @@ class V2cWalker:
         self._ids = itertools.count(int.from_bytes(os.urandom(3), "big") + 1)
         self._transport: asyncio.DatagramTransport | None = None
         self._proto: _Datagrams | None = None
+        self.dropped: collections.Counter[str] = collections.Counter()
 
     async def _open(self) -> tuple[asyncio.DatagramTransport, _Datagrams]:
         if self._transport is None or self._proto is None or self._transport.is_closing():
             loop = asyncio.get_running_loop()
             try:
                 self._transport, self._proto = await loop.create_datagram_endpoint(
-                    lambda: _Datagrams(self._key_of), remote_addr=(self.host, self.port)
+                    lambda: _Datagrams(self._key_of, self._count_drop), remote_addr=(self.host, self.port)
                 )
             except OSError as e:
                 raise UnreachableError(f"{self.host}:{self.port}: {e.strerror or e}") from None
         return self._transport, self._proto
+
+    def _count_drop(self, reason: str) -> None:
+        self.dropped[reason] += 1
 
     async def get(self, oids: Sequence[Oid]) -> list[VarBind]:
         return await self._request(oids, 0)
@@ -220,34 +282,49 @@ class V2cWalker:
         """The id that routes a datagram to its request (v2c: the request-id)."""
         return request_id_of(data)
 
-    def _encode(self, rid: int, oids: Sequence[Oid], reps: int) -> bytes:
-        return encode_request(self.community, rid, oids, reps)
+    def _encode(self, rid: int, oids: Sequence[Oid], reps: int) -> tuple[bytes, Callable[[bytes], Reply]]:
+        """The datagram of one request and the checks its reply must pass."""
 
-    def _decode(self, data: bytes) -> tuple[int, int, int, list[VarBind]]:
-        return decode_response(data)
+        def accept(data: bytes) -> Reply:
+            try:
+                reply = decode_response(data)
+            except BerError as e:
+                raise Dropped("malformed", f"malformed response ({e})") from None
+            if reply[0] != rid:
+                raise Dropped("request_id", "request-id does not match the request")
+            return reply
 
-    async def _exchange(self, oids: Sequence[Oid], reps: int) -> tuple[int, int, int, list[VarBind]]:
+        return encode_request(self.community, rid, oids, reps), accept
+
+    async def _exchange(self, oids: Sequence[Oid], reps: int) -> Reply:
         transport, proto = await self._open()
+        where = f"{self.host}:{self.port}"
+        garbage, dropped = proto.garbage, None
+        loop = asyncio.get_running_loop()
         for _ in range(self.retries + 1):
             rid = next(self._ids) & 0x7FFFFFFF
-            fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            proto.waiting[rid] = fut
-            try:
-                transport.sendto(self._encode(rid, oids, reps))
-                data = await asyncio.wait_for(fut, self.timeout)
-            except TimeoutError:
-                continue
-            except OSError as e:
-                raise UnreachableError(f"{self.host}:{self.port}: {e.strerror or e}") from None
-            finally:
-                proto.waiting.pop(rid, None)
-            try:
-                return self._decode(data)
-            except BerError as e:
-                raise InvalidResponse(f"{self.host}:{self.port}: malformed response ({e})") from None
-        if proto.garbage:
-            raise InvalidResponse(f"{self.host}:{self.port}: only undecodable datagrams received")
-        raise TimeoutError_(f"{self.host}:{self.port}: no response")
+            async with agent_gate(self.host, self.port):
+                data, accept = self._encode(rid, oids, reps)
+                pending = _Pending(loop.create_future(), accept)
+                proto.waiting[rid] = pending
+                try:
+                    transport.sendto(data)
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for returns a result that lands together
+                    # with a cancellation and swallows the cancel, which let polls outlive their deadline.
+                    async with asyncio.timeout(self.timeout):
+                        return await pending.future
+                except TimeoutError:
+                    dropped = pending.dropped or dropped
+                    continue
+                except OSError as e:
+                    raise UnreachableError(f"{where}: {e.strerror or e}") from None
+                finally:
+                    proto.waiting.pop(rid, None)
+        if dropped is not None:
+            raise InvalidResponse(f"{where}: only replies that failed the receive checks ({dropped})")
+        if proto.garbage > garbage:
+            raise InvalidResponse(f"{where}: only undecodable datagrams received")
+        raise TimeoutError_(f"{where}: no response")
 
     async def close(self) -> None:
         if self._transport is not None:
@@ -259,7 +336,7 @@ class V2cWalker:
 
 
 class _Resync(Exception):
-    """The agent asked for fresh engine ID / boots / time (a Report); the request is sent again."""
+    """The agent gave us fresh engine ID / boots / time (a Report); the request is sent again."""
 
 
 _AUTH_REPORTS = {
@@ -268,12 +345,16 @@ _AUTH_REPORTS = {
     usm.UNSUPPORTED_SEC_LEVEL: "security level not supported for this user",
     usm.DECRYPTION_ERROR: "decryption error (privacy key or protocol)",
 }
+_ENGINE_ID_SIZE = range(5, 33)  # SnmpEngineID SIZE(5..32), RFC 3411
 
 
 class V3Walker(V2cWalker):
-    """SNMPv3 GET/GETBULK with our own USM (``snmp_usm``): SHA-1/SHA-2/MD5 auth, AES privacy.
+    """SNMPv3 GET/GETBULK with our own USM (``usm``): SHA-1/SHA-2/MD5 auth, AES privacy.
 
-    The engine ID is discovered with the first request and boots/time follow the agent's Reports.
+    Every reply passes the receive checks of RFC 3412 7.2 and RFC 3414 3.2 (``usm.receive``) or is
+    dropped and counted. The engine ID is learnt only from the unauthenticated discovery exchange, and
+    boots/time only from authenticated messages, so a spoofed Report cannot steer or stop the walker:
+    at worst it costs one request, after which the engine is discovered again.
     A wrong privacy key reads as a timeout: net-snmp drops what it cannot decrypt without a Report.
 
     Args:
@@ -288,39 +369,62 @@ class V3Walker(V2cWalker):
         super().__init__(host, port, "", timeout, retries)
         self.creds = creds
         self.engine = usm.Engine()
-        self._discovering = False
+        self._suspect = False  # a report or a stale message hinted that the engine changed
 
     def _key_of(self, data: bytes) -> int | None:
         return usm.msg_id_of(data)
 
-    def _encode(self, rid: int, oids: Sequence[Oid], reps: int) -> bytes:
-        now = self.engine.now(time.monotonic())
-        return usm.encode(self.creds, self.engine, now, rid, oids, reps, discovery=self._discovering)
+    def _encode(self, rid: int, oids: Sequence[Oid], reps: int) -> tuple[bytes, Callable[[bytes], Reply]]:
+        engine = self.engine
+        discovery = not engine.engine_id
+        header = usm.request_header(self.creds, engine, engine.now(time.monotonic()), rid, discovery)
+        data = usm.wrap(self.creds, header, encode_pdu(rid, oids, reps))
+        sent = usm.Sent(header, discovery)
+        return data, lambda reply: self._accept(sent, reply)
 
-    def _decode(self, data: bytes) -> tuple[int, int, int, list[VarBind]]:
+    def _accept(self, sent: usm.Sent, data: bytes) -> Reply:
+        now = time.monotonic()
         try:
-            msg = usm.decode(data, self.creds)
-        except usm.UsmError as e:
-            raise InvalidResponse(f"{self.host}:{self.port}: {e}") from None
-        report = msg.report()
+            msg = usm.receive(data, self.creds, sent, self.engine, now)
+        except usm.Drop as e:
+            self._suspect |= e.reason == "time_window"
+            raise Dropped(e.reason, str(e)) from None
+        if msg.authenticated:
+            self.engine.learn(msg.boots, msg.time, now)
+            self._suspect = False
         if msg.pdu_tag == REPORT:
-            self._report(msg, report)
+            self._report(msg, sent)
         return msg.request_id, msg.status, msg.index, msg.binds
 
-    def _report(self, msg: usm.Message, report: int | None) -> None:
+    def _report(self, msg: usm.Message, sent: usm.Sent) -> None:
         where = f"{self.host}:{self.port}"
+        report = msg.report()
         if report in _AUTH_REPORTS:
+            # Agents send these unauthenticated (RFC 3412 7.1.3e): a forged one fails one request only.
             raise AuthError(
                 f"{where}: SNMPv3 user {self.creds.user.decode(errors='replace')!r}: {_AUTH_REPORTS[report]}"
             )
-        if report in (usm.UNKNOWN_ENGINE_ID, usm.NOT_IN_TIME_WINDOW):
-            if report == usm.NOT_IN_TIME_WINDOW and not msg.flags & usm.FLAG_AUTH and self.creds.auth:
-                raise InvalidResponse(f"{where}: unauthenticated time-window report ignored")
-            self.engine = usm.Engine(msg.engine_id, msg.boots, msg.time, time.monotonic())
+        if report == usm.UNKNOWN_ENGINE_ID and sent.discovery:
+            if len(msg.engine_id) not in _ENGINE_ID_SIZE:
+                raise Dropped(
+                    "engine_id", f"discovery report with an engine ID of {len(msg.engine_id)} bytes"
+                )
+            # Unauthenticated boots/time only seed what we send; out of range they are ignored, and the
+            # first authenticated message (a time-window Report if needed) sets the real values.
+            ok = usm.in_range(msg.boots) and usm.in_range(msg.time)
+            boots, etime = (msg.boots, msg.time) if ok else (0, 0)
+            self.engine = usm.Engine(msg.engine_id, boots, etime, time.monotonic())
             raise _Resync
+        if report == usm.NOT_IN_TIME_WINDOW and msg.authenticated:
+            raise _Resync  # boots/time were learnt in _accept
+        if report in (usm.UNKNOWN_ENGINE_ID, usm.NOT_IN_TIME_WINDOW):
+            self._suspect = True
+            raise Dropped("unauthenticated_report", "unauthenticated engine report outside discovery")
         raise InvalidResponse(f"{where}: unexpected report {msg.binds[:1]}")
 
     async def _request(self, oids: Sequence[Oid], reps: int) -> list[VarBind]:
+        if self._suspect:
+            self.engine, self._suspect = usm.Engine(), False  # discover again: never stuck on old state
         if not self.engine.engine_id:
             await self._discover()
         for _ in range(2):
@@ -335,16 +439,12 @@ class V3Walker(V2cWalker):
                         f"{e} (with SNMPv3 privacy, a wrong priv key also reads as silence)"
                     ) from None
                 raise
+        self._suspect = True
         raise AuthError(f"{self.host}:{self.port}: the agent keeps rejecting our engine boots/time")
 
     async def _discover(self) -> None:
-        self._discovering = True
-        try:
+        with contextlib.suppress(_Resync):
             await self._exchange([], 0)
-        except _Resync:
-            pass
-        finally:
-            self._discovering = False
         if not self.engine.engine_id:
             raise InvalidResponse(f"{self.host}:{self.port}: engine ID discovery got no engine ID")
 
@@ -447,25 +547,27 @@ class PysnmpWalker:
 
     async def get(self, oids: Sequence[Oid]) -> list[VarBind]:
         target = await self._target_for()
-        with _quiet_pysmi():
-            res = await hlapi().get_cmd(
-                self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
-            )
+        async with agent_gate(self.host, self.port):
+            with _quiet_pysmi():
+                res = await hlapi().get_cmd(
+                    self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
+                )
         return self._result(res)
 
     async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
         target = await self._target_for()
-        with _quiet_pysmi():
-            res = await hlapi().bulk_cmd(
-                self.engine,
-                self.auth,
-                target,
-                self.context,
-                0,
-                max_repetitions,
-                *_object_types(oids),
-                lookupMib=False,
-            )
+        async with agent_gate(self.host, self.port):
+            with _quiet_pysmi():
+                res = await hlapi().bulk_cmd(
+                    self.engine,
+                    self.auth,
+                    target,
+                    self.context,
+                    0,
+                    max_repetitions,
+                    *_object_types(oids),
+                    lookupMib=False,
+                )
         return self._result(res)
 
     def _result(self, res: Any) -> list[VarBind]:
