@@ -19,7 +19,8 @@ from collector.config import Defaults, SnmpConfig
 from collector.scheduler import Poller, Schedule
 from collector.sources.snmp.ber import TAG_COUNTER64, TAG_OCTETS, TAG_TIMETICKS, Oid, VarBind
 from collector.sources.snmp.source import SnmpSource
-from collector.sources.snmp.walk import MapWalker, V2cWalker, parse_oid
+from collector.sources.snmp.transport import V2cWalker
+from collector.sources.snmp.walk import MapWalker, parse_oid
 from collector.store import Store
 from tests.collector.snmp_wire import pdu, v2c_message
 

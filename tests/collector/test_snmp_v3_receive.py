@@ -14,7 +14,7 @@ import pytest
 
 from collector.errors import SourceError
 from collector.sources.snmp import usm
-from collector.sources.snmp.walk import V3Walker
+from collector.sources.snmp.transport import V3Walker
 from tests.collector.snmp_wire import SYS_UPTIME, V3Peer, honest, pdu, plain_v3, report_pdu
 
 Script = Callable[[V3Peer, int, int], list[bytes]]

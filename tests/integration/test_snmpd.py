@@ -26,8 +26,8 @@ from collector.clock import FakeClock
 from collector.config import SnmpConfig
 from collector.errors import AuthError, SourceError, TimeoutError_
 from collector.model import Sample
-from collector.sources.snmp.source import SnmpSource, make_walker
-from collector.sources.snmp.walk import PysnmpWalker, V3Walker
+from collector.sources.snmp.source import SnmpSource
+from collector.sources.snmp.transport import PysnmpWalker, V3Walker, make_walker
 from collector.store import Store
 
 pytestmark = pytest.mark.integration
