@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from collector import yaml_input
 from collector.errors import ConfigError, SpanwatchError
 from collector.mappings import gnmi_subscription_names, snmp_module_names
 
@@ -93,6 +93,8 @@ def _secret(file: Path | None, env: str | None) -> SecretRef | None:
 class ArchiveConfig(Strict):
     path: Path = Path("archive")
     flush_interval: Duration = 1.0
+    # rows waiting for a disk that is full or read-only; the oldest go first (about 280 B a row)
+    max_buffer_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024)
 
 
 class CollectorConfig(Strict):
@@ -107,6 +109,7 @@ class Defaults(Strict):
     expiry_intervals: int = Field(default=5, ge=1, description="series expire after this many intervals")
     label_refresh: Duration = 600.0
     fibre_delay_us_per_km: float = Field(default=4.9, gt=0)
+    max_series_per_target: int = Field(default=50_000, ge=1, description="new series beyond are dropped")
 
 
 SnmpAuth = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]
@@ -187,6 +190,9 @@ class GnmiConfig(Strict):
     sample_interval: Duration = 1.0
     subscriptions: tuple[str, ...] = ("interfaces",)
     encoding: Literal["proto", "json", "json_ietf"] = "proto"
+    max_message_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024, description="largest gNMI message"
+    )
 
     @model_validator(mode="after")
     def _transport(self) -> GnmiConfig:
@@ -277,17 +283,17 @@ def load(path: str | Path) -> Config:
 
 
 def read_yaml(path: Path, error: type[SpanwatchError] = ConfigError) -> Any:
-    """A YAML file's document ({} when empty).
+    """A YAML file's document ({} when empty), read within ``yaml_input``'s bounds.
 
     Raises:
         SpanwatchError: of type ``error``, when the file cannot be read or is not YAML.
     """
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_input.load(path)
     except OSError as e:
         raise error(f"{path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise error(f"{path}: not valid YAML: {e}") from None
+    except yaml_input.YamlInputError as e:
+        raise error(f"{path}: {e}") from None
     return raw if raw is not None else {}
 
 
