@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +62,7 @@ class Daemon:
             SpanwatchError: the config is invalid, or the address cannot be bound, at start-up (a reload
                 keeps the running config instead).
         """
+        raise_descriptor_limit()
         config = sharding.select(await self._load(), self.shard)
         await self._apply(config)
         self._install_signals()
@@ -276,6 +278,17 @@ class Daemon:
         else:
             log.warning("second stop signal: exiting without the final flush")
             os._exit(1)
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft descriptor limit to the hard one (as Go programs do at start): every target, scrape
+    connection and archive file takes one, and the soft default of 1024 is easy to exhaust."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError) as e:  # a seccomp filter may refuse setrlimit: keep what we have
+        log.debug("cannot raise the descriptor limit: %s", e)
 
 
 def _interval(target: Target, config: Config) -> float:
