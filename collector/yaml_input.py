@@ -78,7 +78,10 @@ def load(path: Path) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise YamlInputError(f"not UTF-8 text (byte {e.start})") from None
-    loader = _BoundedLoader(text)
+    try:
+        loader = _BoundedLoader(text)  # the reader refuses control characters here already
+    except yaml.YAMLError as e:
+        raise YamlInputError(f"not valid YAML: {' '.join(str(e).split())}") from None
     try:
         node = loader.get_single_node()
         if node is None:
