@@ -282,7 +282,14 @@ def _summary(
         "skew_seconds": skew,
         "gpus": i.gpus,
         "thresholds": i.thresholds.model_dump(),
-        "telemetry": {"rows": net.rows, "devices": net.devices},
+        "telemetry": {
+            "rows": net.rows,
+            "devices": net.devices,
+            "skipped_files": {
+                "count": len(net.skipped),
+                "first": [f"{path}: {why}" for path, why in net.skipped[:MALFORMED_SHOWN]],
+            },
+        },
         "events": {"count": net.events.height, "by_kind": dict(by_kind.iter_rows())},
         "steps": {
             "rows": steps.height,

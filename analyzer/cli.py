@@ -21,7 +21,7 @@ from analyzer.ingest import FORMATS
 from analyzer.ingest._common import parse_wallclock
 from analyzer.report import command as report_command
 from analyzer.thresholds import load_thresholds
-from collector.config import parse_duration
+from collector.durations import parse_duration
 
 log = logging.getLogger("spanwatch.analyze")
 
