@@ -44,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
     the analysis and the vendor report (ending with the report's path)."""
     status = asyncio.run(Demo(args).run())
     report, result = analyse(args.out)
-    print(json.dumps(result, indent=2, default=str))
-    print(f"score: {'passed' if result['passed'] else 'failed'} ({args.out / 'score.json'})")
+    from spanwatch.score import headline
+
+    print(json.dumps(headline(result), indent=2, default=str))
+    print(f"score: {'passed' if result['passed'] else 'failed'} (every figure: {args.out / 'score.json'})")
     print(f"report: {report}")
     return status
 

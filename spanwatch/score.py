@@ -783,6 +783,19 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     return out
 
 
+def headline(result: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a score and of its control, ``passed`` and ``why``, without the detail."""
+    control = result["control"]
+    return {
+        **{name: result[name] for name in GOALS},
+        "control": {"missing": control["missing"]}
+        if "missing" in control
+        else {name: control[name] for name in (*GOALS, "shift_seconds", "fails_timing_goal")},
+        "passed": result["passed"],
+        "why": result["why"],
+    }
+
+
 def arguments(p: argparse.ArgumentParser) -> None:
     """``spanwatch score`` options."""
     p.add_argument("--truth", type=Path, required=True, help="the simulated fabric's truth.json")
