@@ -13,7 +13,7 @@ from analyzer.report import data, html, markdown
 from analyzer.topology import load_config
 from spanwatch.cli import main
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "report.md"
+GOLDEN = Path(__file__).parents[2] / "golden" / "report.md"
 
 
 def test_markdown_golden(small_analysis: tuple[Path, Path, Path], update_golden: bool) -> None:
