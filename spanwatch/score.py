@@ -9,7 +9,8 @@ only when the real run meets every goal and the control fails one of the goals t
 
 Every attribution figure is computed per step and per link, never from totals that let errors cancel. Per
 (step, link) each side is the mean over its ranks of that step; where both sides have per-rank rows for a
-step, only the ranks present on both sides count (a job-wide row, rank null, is one rank of its own).
+step, only the ranks present on both sides count. A job-wide row (rank null) is already the step's figure:
+it is added as it is, never divided among ranks.
 A figure that cannot be computed (the analysis has no such output, or it is undefined) is null and fails.
 """
 
@@ -238,8 +239,9 @@ def _steps(raw: Any, legacy_link: str | None, path: Path) -> tuple[pl.DataFrame,
         where = f"{path}: steps[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("step"), int):
             raise ScoreError(where, "a step row needs an integer step")
-        rank = item.get("rank")
-        rank = JOB_WIDE if rank is None else int(rank)
+        rank = JOB_WIDE if item.get("rank") is None else item["rank"]
+        if not isinstance(rank, int) or rank < 0:
+            raise ScoreError(where, f"rank must be a non-negative integer or null, not {rank!r}")
         start, end = item.get("start_time", item.get("start")), item.get("end_time", item.get("end"))
         times.append(
             {
@@ -259,7 +261,9 @@ def _steps(raw: Any, legacy_link: str | None, path: Path) -> tuple[pl.DataFrame,
 def _links(raw: dict[str, Any], path: Path) -> dict[str, dict[str, float]]:
     """Steady figures per link, from ``links`` as an object keyed by name or a list with ``name``."""
     links = raw.get("links")
-    items = [{"name": k, **v} for k, v in links.items()] if isinstance(links, dict) else links or []
+    if isinstance(links, dict):
+        links = [{"name": k, **v} if isinstance(v, dict) else v for k, v in links.items()]
+    items = links or []
     if not isinstance(items, list):
         raise ScoreError(path, "links must be an object keyed by link name or a list of objects")
     out: dict[str, dict[str, float]] = {}
@@ -374,6 +378,16 @@ def read_analysis(folder: Path) -> Analysis:
     attribution = _table(folder, "attribution")
     events = _table(folder, "events")
     steps = _table(folder, "steps")
+    try:
+        return _narrow(attribution, events, steps, _table(folder, "links"))
+    except pl.exceptions.PolarsError as exc:
+        raise ScoreError(folder, f"a column does not hold what the scorer reads: {exc}") from None
+
+
+def _narrow(
+    attribution: pl.DataFrame, events: pl.DataFrame, steps: pl.DataFrame, links: pl.DataFrame
+) -> Analysis:
+    """The columns the scorer reads, in its types (job-wide ranks and unlinked rows given their keys)."""
     return Analysis(
         attribution=attribution.select(
             pl.col("step").cast(pl.Int64),
@@ -397,7 +411,7 @@ def read_analysis(folder: Path) -> Analysis:
             _optional(steps, "start_time", TIME),
             _optional(steps, "duration_seconds", pl.Float64()),
         ),
-        links=_table(folder, "links"),
+        links=links,
     )
 
 
@@ -405,24 +419,33 @@ def read_analysis(folder: Path) -> Analysis:
 
 
 def _kept_ranks(truth: pl.DataFrame, ours: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The (step, rank) pairs each side is averaged over: the common ranks where a step has some."""
-    common = truth.join(ours, on=["step", "rank"], how="inner")
+    """The (step, rank) pairs each side is read over: per-rank rows only for the ranks both sides have at
+    a step where they share some, else all of the side's; job-wide rows always."""
+    wide = pl.col("rank") == JOB_WIDE
+    common = truth.filter(~wide).join(ours.filter(~wide), on=["step", "rank"], how="inner")
 
     def side(ranks: pl.DataFrame) -> pl.DataFrame:
-        return pl.concat([ranks.join(common, on="step", how="anti"), common])
+        per_rank = ranks.filter(~wide).join(common, on="step", how="anti")
+        return pl.concat([per_rank, common, ranks.filter(wide)])
 
     return side(truth), side(ours)
 
 
 def _mean_over_ranks(rows: pl.DataFrame, kept: pl.DataFrame, name: str) -> pl.DataFrame:
-    """Per (step, link): the sum of ``seconds`` over the kept ranks divided by their number."""
-    counts = kept.group_by("step").agg(ranks=pl.len())
-    sums = (
-        rows.join(kept, on=["step", "rank"], how="semi").group_by("step", "link").agg(pl.col("seconds").sum())
+    """Per (step, link): the mean of ``seconds`` over the kept ranks, plus any job-wide row's seconds."""
+    wide = pl.col("rank") == JOB_WIDE
+    counts = kept.filter(~wide).group_by("step").agg(ranks=pl.len())
+    rows = rows.join(kept, on=["step", "rank"], how="semi")
+    per_rank = (
+        rows.filter(~wide)
+        .group_by("step", "link")
+        .agg(pl.col("seconds").sum())
+        .join(counts, on="step")
+        .select("step", "link", seconds=pl.col("seconds") / pl.col("ranks"))
     )
-    return sums.join(counts, on="step").select(
-        "step", "link", (pl.col("seconds") / pl.col("ranks")).alias(name)
-    )
+    job_wide = rows.filter(wide).group_by("step", "link").agg(pl.col("seconds").sum())
+    both = pl.concat([per_rank, job_wide]).group_by("step", "link").agg(pl.col("seconds").sum())
+    return both.rename({"seconds": name})
 
 
 def step_link_table(truth: Truth, analysis: Analysis) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -141,6 +141,7 @@ def write_analysis(
     shift: float = 0.0,
     ranks: list[int | None] | None = None,
     steady: Mapping[str, tuple[float, float]] | None = STEADY,
+    attribution_ranks: list[int | None] | None = None,
 ) -> Path:
     """Write the four tables the scorer reads, as ``spanwatch analyze`` names them.
 
@@ -150,6 +151,7 @@ def write_analysis(
         events: detected events (times in seconds from ``T0``); the perfect ones unless given.
         shift: seconds added to every step time (a shifted log).
         ranks: the ranks with rows (None: a job-wide row).
+        attribution_ranks: the ranks attribution rows are written for, when not ``ranks``.
         steady: measured round trip and serialization per link, or None for none measured.
     """
     folder.mkdir(parents=True, exist_ok=True)
@@ -175,7 +177,7 @@ def write_analysis(
         {"step": s, "rank": r, "link": link, "attributed_seconds": seconds}
         for s, per_link in costs.items()
         for link, seconds in per_link.items()
-        for r in ranks
+        for r in (ranks if attribution_ranks is None else attribution_ranks)
     ]
     schema = {"step": pl.Int64(), "rank": pl.Int64(), "link": pl.String(), "attributed_seconds": pl.Float64()}
     pl.DataFrame(rows, schema=schema).write_parquet(folder / "attribution.parquet")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from scoring_frames import (
     COSTS,
@@ -212,6 +213,8 @@ def test_false_blame_on_clean_steps(tmp_path: Path) -> None:
 def test_ranks_are_averaged_and_a_job_wide_row_is_one_rank(tmp_path: Path) -> None:
     # Truth per rank (0 and 1), the analysis job-wide: each side is its own mean.
     assert scored(tmp_path / "wide", ranks=[None])["step_error"] == pytest.approx(0.0)
+    # Steps per rank, attribution job-wide: the job-wide figure is the step's, not shared among ranks.
+    assert scored(tmp_path / "mixed", attribution_ranks=[None])["step_error"] == pytest.approx(0.0)
     # The analysis logged rank 0 only: the truth is read for rank 0 too.
     assert scored(tmp_path / "one", ranks=[0])["step_error"] == pytest.approx(0.0)
 
@@ -260,6 +263,7 @@ def test_the_command_prints_the_score(tmp_path: Path, capsys: pytest.CaptureFixt
         ("relative_without_start", "no run start_time"),
         ("no_by_link", "a step needs by_link"),
         ("bad_duration", "not a duration"),
+        ("bad_column", "does not hold what the scorer reads"),
     ],
 )
 def test_bad_input_is_a_clear_error(
@@ -272,6 +276,9 @@ def test_bad_input_is_a_clear_error(
     else:
         if setup == "no_table":
             (folder / "events.parquet").unlink()
+        elif setup == "bad_column":
+            bad = {"step": ["x"], "rank": [0], "link": ["L1"], "attributed_seconds": [0.1]}
+            pl.DataFrame(bad).write_parquet(folder / "attribution.parquet")
         elif setup == "relative_without_start":
             del doc["start_time"]
         elif setup == "no_by_link":
