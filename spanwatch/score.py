@@ -239,9 +239,10 @@ def _steps(raw: Any, legacy_link: str | None, path: Path) -> tuple[pl.DataFrame,
         where = f"{path}: steps[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("step"), int):
             raise ScoreError(where, "a step row needs an integer step")
-        rank = JOB_WIDE if item.get("rank") is None else item["rank"]
-        if not isinstance(rank, int) or rank < 0:
+        rank = item.get("rank")
+        if rank is not None and (not isinstance(rank, int) or rank < 0):
             raise ScoreError(where, f"rank must be a non-negative integer or null, not {rank!r}")
+        rank = JOB_WIDE if rank is None else rank
         start, end = item.get("start_time", item.get("start")), item.get("end_time", item.get("end"))
         times.append(
             {
