@@ -13,7 +13,7 @@ from collector.exporters.prometheus import escape_help, format_value, render
 from collector.model import counter, gauge, labels
 from collector.store import Store, TargetLabels
 
-GOLDEN = Path(__file__).parent / "golden" / "exposition.prom"
+GOLDEN = Path(__file__).parents[1] / "golden" / "exposition.prom"
 RX = "dci_interface_receive_bytes_total"
 
 
