@@ -10,7 +10,7 @@ All vectorised (no per-row Python):
 * inflation: how far a step exceeds its baseline (never negative); a step is *inflated* when that exceeds
   both a share of the baseline and a multiple of the MAD;
 * attribution: a step's inflation is split over the events it overlaps, in proportion to overlap seconds
-  times the kind's weight (``KIND_WEIGHTS``: loss and pauses stall collectives directly, a deep queue or ECN
+  times the kind's weight (``analyzer.kinds``: loss and pauses stall collectives directly, a deep queue or ECN
   marks slow them less, optical margins warn before they cost anything);
 * per link: the exposed latency per step (mean over ranks of what is attributed to the link), with zeros
   for unaffected steps, summarised as total, p50, p99, share of run time and GPU-hours lost.
@@ -21,19 +21,10 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer import schemas
+from analyzer.kinds import KINDS
 from analyzer.thresholds import Thresholds
 
-KIND_WEIGHTS: dict[str, float] = {
-    "drops": 1.0,
-    "wave_down": 1.0,
-    "pfc": 1.0,
-    "fec_uncorrectable": 1.0,
-    "fcs": 1.0,
-    "queue": 0.5,
-    "ecn": 0.5,
-    "ber": 0.1,
-    "osnr": 0.1,
-}
+KIND_WEIGHTS: dict[str, float] = {kind.name: kind.weight for kind in KINDS.values()}
 
 _STEP = ["step", "rank"]
 _MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its standard deviation

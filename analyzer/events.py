@@ -1,7 +1,7 @@
 """Signals -> congestion and health episodes per link member interface (pure LazyFrame logic).
 
-``RULES`` is the one list of what makes an episode: a kind, the catalogue metrics it reads, which direction
-is bad, and its enter/exit levels (``analyzer.thresholds``). Detection is vectorised per series:
+Each event kind is declared once in ``analyzer.kinds``: the catalogue metrics it reads, which direction is
+bad, and its enter/exit levels. Detection is vectorised per series:
 
 1. hysteresis: a reading past the enter level switches the series on, one past the exit level switches it
    off, anything in between keeps the previous state (a forward fill of the on/off decisions);
@@ -17,119 +17,18 @@ an interface, are placed by their component.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import polars as pl
 
 from analyzer import schemas
+from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, Rule
 from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
 
-Level = Callable[[Thresholds], pl.Expr]
-
 EVENT_KEYS = ["kind", "link", "device", "interface"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One way an episode of ``kind`` is recognised.
-
-    Attributes:
-        kind: the event kind written to events.parquet.
-        metrics: catalogue names whose signal is compared (counters as per-second rates).
-        enter: the level that starts an episode (an expression: it may use the row's ``bdp_bytes``).
-        exit: the level that ends it.
-        low_is_bad: True when small values are the problem (OSNR, oper-status).
-    """
-
-    kind: str
-    metrics: tuple[str, ...]
-    enter: Level
-    exit: Level
-    low_is_bad: bool = False
-
-
-def _lit(name: str) -> Level:
-    return lambda t: pl.lit(float(getattr(t, name)))
-
-
-def _queue(fraction: str, fallback: str) -> Level:
-    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level.
-    return lambda t: pl.coalesce(
-        pl.col("bdp_bytes") * float(getattr(t, fraction)), pl.lit(float(getattr(t, fallback)))
-    )
-
-
-def _ber(fraction: str) -> Level:
-    return lambda t: pl.lit(t.fec_limit_ber * float(getattr(t, fraction)))
-
-
-def _osnr(margin: str) -> Level:
-    return lambda t: pl.lit(t.osnr_required_db + float(getattr(t, margin)))
-
-
-ECN = "dci_queue_ecn_marked_packets_total"
-QUEUE_SENT = "dci_queue_transmit_packets_total"
-# Derived: ECN-marked / transmitted packets of one queue over a sample interval. DCQCN marks a percent or
-# so of packets in normal operation on a busy shallow buffer, so the share, not the rate, tells congestion.
-ECN_FRACTION = schemas.ECN_FRACTION
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "drops",
-        ("dci_queue_dropped_packets_total", "dci_interface_transmit_discards_total"),
-        _lit("drop_rate_enter_pps"),
-        _lit("drop_rate_exit_pps"),
-    ),
-    Rule("ecn", (ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
-    # Only for queues whose transmitted packets are not reported (no fraction can be formed).
-    Rule("ecn", (ECN,), _lit("ecn_rate_enter_pps"), _lit("ecn_rate_exit_pps")),
-    Rule(
-        "pfc",
-        ("dci_pfc_pause_duration_seconds_total",),
-        _lit("pfc_pause_fraction_enter"),
-        _lit("pfc_pause_fraction_exit"),
-    ),
-    Rule("pfc", ("dci_pfc_pause_frames_total",), _lit("pfc_frames_enter_pps"), _lit("pfc_frames_exit_pps")),
-    Rule(
-        "queue",
-        ("dci_queue_watermark_bytes", "dci_queue_occupancy_bytes"),
-        _queue("queue_bdp_fraction_enter", "queue_fallback_enter_bytes"),
-        _queue("queue_bdp_fraction_exit", "queue_fallback_exit_bytes"),
-    ),
-    Rule(
-        "ber",
-        ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max"),
-        _ber("ber_limit_fraction_enter"),
-        _ber("ber_limit_fraction_exit"),
-    ),
-    Rule(
-        "osnr",
-        ("dci_optics_osnr_db", "dci_optics_osnr_db_min"),
-        _osnr("osnr_margin_enter_db"),
-        _osnr("osnr_margin_exit_db"),
-        low_is_bad=True,
-    ),
-    Rule(
-        "fcs",
-        ("dci_interface_receive_fcs_errors_total",),
-        _lit("fcs_rate_enter_per_second"),
-        _lit("fcs_rate_exit_per_second"),
-    ),
-    Rule(
-        "fec_uncorrectable",
-        ("dci_interface_fec_uncorrectable_blocks_total",),
-        _lit("fec_uncorrectable_enter_per_second"),
-        _lit("fec_uncorrectable_exit_per_second"),
-    ),
-    Rule("wave_down", ("dci_interface_oper_up",), lambda t: pl.lit(0.5), lambda t: pl.lit(0.5), True),
+RULES: tuple[tuple[str, Rule], ...] = tuple(
+    (kind.name, rule) for kind in KINDS.values() for rule in kind.rules
 )
-
-KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in RULES))
-LOW_IS_BAD: frozenset[str] = frozenset(rule.kind for rule in RULES if rule.low_is_bad)
-METRICS: frozenset[str] = frozenset(m for rule in RULES for m in rule.metrics) - {ECN_FRACTION} | {QUEUE_SENT}
-"""The catalogue metrics detection reads."""
+"""Every (kind, rule) pair, in the order of ``analyzer.kinds.KINDS``."""
 
 
 def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
@@ -180,11 +79,13 @@ def _coverage() -> tuple[pl.Expr, pl.Expr]:
     return start.alias("start_time"), end.alias("end_time")
 
 
-def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> pl.LazyFrame:
+def raw_episodes(signals: pl.LazyFrame, kind: str, rule: Rule, thresholds: Thresholds) -> pl.LazyFrame:
     """Runs of readings of one rule's metrics that are "on", one row per run and series.
 
     Args:
-        signals: ``schemas.SIGNALS`` rows grouped by series in time order, optionally with a ``bdp_bytes`` column.
+        signals: ``schemas.SIGNALS`` rows grouped by series in time order, optionally with the link figures
+            ``bdp_bytes``, ``fec_limit_ber`` and ``osnr_required_db``.
+        kind: the kind the rule recognises.
         rule: the rule to apply.
         thresholds: the levels.
 
@@ -193,8 +94,15 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
         ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``.
     """
     keyed = signals.filter(pl.col("metric").is_in(list(rule.metrics)))  # keeps the order
-    if "bdp_bytes" not in keyed.collect_schema().names():
+    fec, osnr = thresholds.optical_limits()
+    present = keyed.collect_schema().names()
+    if "bdp_bytes" not in present:
         keyed = keyed.with_columns(bdp_bytes=pl.lit(None, pl.Float64()))
+    limits = {"fec_limit_ber": fec, "osnr_required_db": osnr}  # the default profile's, for series of no link
+    keyed = keyed.with_columns(
+        (pl.col(name).fill_null(value) if name in present else pl.lit(value, pl.Float64())).alias(name)
+        for name, value in limits.items()
+    )
     staged = keyed.with_columns(_state(rule, thresholds).alias("on"), *_coverage())
     runs = staged.with_columns(run=(pl.col("on") != pl.col("on").shift(1)).fill_null(True).cum_sum())
     sign = -1.0 if rule.low_is_bad else 1.0
@@ -208,7 +116,7 @@ def raw_episodes(signals: pl.LazyFrame, rule: Rule, thresholds: Thresholds) -> p
             score=(pl.col("value") * sign).max(),
             samples=pl.len().cast(pl.Int64),
         )
-        .select(pl.lit(rule.kind).alias("kind"), pl.exclude("run"))
+        .select(pl.lit(kind).alias("kind"), pl.exclude("run"))
     )
 
 
@@ -242,7 +150,11 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
 
 
 def detect_events(
-    signals: pl.LazyFrame, thresholds: Thresholds, labels: pl.LazyFrame, bdp: pl.LazyFrame | None = None
+    signals: pl.LazyFrame,
+    thresholds: Thresholds,
+    labels: pl.LazyFrame,
+    bdp: pl.LazyFrame | None = None,
+    link_optics: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """Every congestion and health episode the signals show.
 
@@ -251,6 +163,8 @@ def detect_events(
         thresholds: the levels, minimum duration and merge gap.
         labels: ``schemas.SERIES`` rows (``telemetry.series_labels``) naming each series' place.
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
+        link_optics: optional ``link``, ``fec_limit_ber``, ``osnr_required_db`` (``topology.link_optics``);
+            series of no link get the default profile's.
 
     Returns:
         ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
@@ -258,16 +172,20 @@ def detect_events(
     # Each rule filters its own metrics (an enum: a cheap integer scan) rather than all rules sharing one
     # copy of every relevant row; only the ECN rules read derived rows.
     ecn = ecn_fraction(signals, labels).collect().lazy()
-    per_series = None
+    per_series = labels.select("series", "device", "interface", "link")
     if bdp is not None:
-        per_series = labels.join(bdp, on=["device", "interface"]).select("series", "bdp_bytes")
+        per_series = per_series.join(bdp, on=["device", "interface"], how="left")
+    if link_optics is not None:
+        per_series = per_series.join(link_optics, on="link", how="left")
+    per_series = per_series.drop("device", "interface", "link")
+    joined = bdp is not None or link_optics is not None
     inputs = []
-    for rule in RULES:
+    for kind, rule in RULES:
         rows = ecn if {ECN, ECN_FRACTION} & set(rule.metrics) else signals
         rows = rows.filter(pl.col("metric").is_in(list(rule.metrics)))
-        if per_series is not None:
+        if joined:
             rows = rows.join(per_series, on="series", how="left", maintain_order="left")
-        inputs.append(raw_episodes(rows, rule, thresholds))
+        inputs.append(raw_episodes(rows, kind, rule, thresholds))
     raw = pl.concat(inputs, how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then. PFC series name their priority where queue series name the queue.

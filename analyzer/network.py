@@ -21,8 +21,8 @@ from pathlib import Path
 import polars as pl
 
 from analyzer import measures, schemas, spill, telemetry, topology
-from analyzer.events import METRICS as EVENT_METRICS
 from analyzer.events import detect_events
+from analyzer.kinds import METRICS as EVENT_METRICS
 from analyzer.thresholds import Thresholds
 
 # What the measures read beyond the event rules' metrics.
@@ -159,9 +159,10 @@ def analyse_frame(
     del readings
     labels = labels_df.lazy()
     bdp = topology.interface_bdp(sig.lazy(), labels, members) if members.height else None
+    optics = topology.link_optics(members, thresholds) if members.height else None
     events, tot, smp = pl.collect_all(
         [
-            detect_events(sig.lazy(), thresholds, labels, bdp),
+            detect_events(sig.lazy(), thresholds, labels, bdp, optics),
             totals(sig.lazy(), labels),
             samples(sig.lazy(), labels),
         ]

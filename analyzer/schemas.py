@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from collector.contracts import archive as layout
 from collector.contracts.catalog import CATALOG
 
 TIME = pl.Datetime("ns", "UTC")
@@ -196,23 +197,19 @@ def from_rows(table: str, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 # Kept apart from ``TABLES`` on purpose: ``TABLES`` is what log parsers fill, and every ParseResult carries
 # one (possibly empty) frame per entry there.
 
-_SERIES: dict[str, pl.DataType] = {
-    "device": pl.String(),
-    "metric": pl.String(),
-    "interface": pl.String(),
-    "queue": pl.String(),
-    "priority": pl.String(),
-    "lane": pl.String(),
-    "direction": pl.String(),
-    "pool": pl.String(),
-    "component": pl.String(),
-    "link": pl.String(),
+_POLARS_TYPES: dict[str, pl.DataType] = {
+    "timestamp": TIME,
+    "string": pl.String(),
+    "float64": pl.Float64(),
+    "uint64": pl.UInt64(),
 }
+ARCHIVE: pl.Schema = pl.Schema({name: _POLARS_TYPES[kind] for name, kind in layout.COLUMNS})
+"""Every column of the archive, as the collector writes it (``collector.contracts.archive``)."""
 
-SERIES_KEYS: tuple[str, ...] = tuple(_SERIES)
+SERIES_KEYS: tuple[str, ...] = layout.SERIES_KEYS
 """The columns that identify one time series in the archive."""
 
-TELEMETRY: pl.Schema = pl.Schema({"time": TIME, **_SERIES, "value": pl.Float64(), "counter": pl.UInt64()})
+TELEMETRY: pl.Schema = pl.Schema({name: ARCHIVE[name] for name in ("time", *SERIES_KEYS, "value", "counter")})
 """The archive's readings the analyzer uses (``received_time`` and ``source`` are not needed)."""
 
 ECN_FRACTION = "ecn_marked_fraction"
@@ -243,7 +240,7 @@ Narrow on purpose (the labels live once per series in ``SERIES``): sorting and f
 rows costs in proportion to their width.
 """
 
-SERIES: pl.Schema = pl.Schema({"series": pl.UInt64(), **_SERIES})
+SERIES: pl.Schema = pl.Schema({"series": pl.UInt64(), **{name: ARCHIVE[name] for name in SERIES_KEYS}})
 """One row per series: its id and its labels."""
 
 EVENTS: pl.Schema = pl.Schema(

@@ -17,13 +17,12 @@ from pathlib import Path
 import polars as pl
 
 from analyzer import schemas, telemetry
+from collector.contracts import archive as layout
 
 PIECE_ROWS = 4_000_000
 
 
-def _slot(path: Path) -> str:
-    """``YYYY-MM-DDTHH`` of a file from its hive folders (``date=...``/``hour=...``)."""
-    return f"{path.parent.parent.name.removeprefix('date=')}T{path.parent.name.removeprefix('hour=')}"
+_slot = layout.hour_of
 
 
 def files_in_range(root: Path, start: datetime | None, end: datetime | None) -> list[Path]:

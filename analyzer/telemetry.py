@@ -21,6 +21,7 @@ import polars.selectors as cs
 
 from analyzer import schemas
 from analyzer.errors import InputError
+from collector.contracts import archive as layout
 from collector.contracts.catalog import CATALOG
 
 COUNTERS: frozenset[str] = frozenset(name for name, spec in CATALOG.items() if spec.is_counter)
@@ -49,7 +50,7 @@ def archive_files(root: Path) -> list[Path]:
     """
     if not root.is_dir():
         raise InputError(root, "archive directory not found")
-    files = sorted(p for p in root.glob("date=*/hour=*/*.parquet") if not p.name.startswith("."))
+    files = layout.data_files(root)
     if not files:
         raise InputError(root, "no Parquet files under date=YYYY-MM-DD/hour=HH/ (is this an archive?)")
     return files

@@ -5,64 +5,35 @@ enter level and lasts until it falls back past the exit level, so a signal hover
 does not flap into many short episodes. Episodes of one kind on one interface closer than
 ``merge_gap_seconds`` are merged; episodes shorter than ``min_duration_seconds`` are dropped.
 
-Defaults and why:
-
-* drops, FCS errors, uncorrectable FEC blocks: any sustained loss matters to RDMA traffic, so enter at
-  1 per second, leave below 0.5 per second.
-* ECN marks: DCQCN marks about 1% of a busy queue's packets in normal operation; 5% marked means the
-  queue sits above its marking threshold (leave below 2.5%). Queues that report no transmitted packets
-  fall back to a rate: 100 marks/s.
-* PFC: paused 1% of the time (duration counters) or 100 pause frames/s (frame counters only).
-* queue depth: 1.5 x the interface's bandwidth-delay product (speed x round-trip fibre delay from the
-  config), leaving below 1 x: a training job's own bursts fill a deep buffer up to about one BDP, a
-  standing queue beyond that is another flow's traffic; without a config, 1 MB.
-* pre-FEC BER: a tenth of the FEC limit (2e-2, the oFEC limit of 400ZR/800ZR coherent optics, what inter-DC
-  waves use); set ``fec_limit_ber: 2.4e-4`` for KP4 RS(544,514) grey optics.
-* OSNR: within 2 dB of the required OSNR (26 dB, 400ZR's 0.1 nm figure).
-* a wave down: the interface reports oper-status down.
+The levels of each event kind are declared with the kind (``analyzer.kinds``, where their defaults are
+explained); this module adds the ones every kind shares. The optical limits (FEC limit, required OSNR)
+come from each link's optics profile in the collector config (``collector.contracts.optics``); a
+thresholds file may override them for every link.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from analyzer.errors import InputError
+from analyzer.kinds import KINDS, Level
+from collector.contracts import optics
 
 
-class Thresholds(BaseModel):
-    """Every tunable level of event detection and step classification (see the module docstring)."""
+class SharedThresholds(BaseModel):
+    """The levels every kind shares and the step classification's (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    drop_rate_enter_pps: float = Field(default=1.0, gt=0, description="dropped packets per second")
-    drop_rate_exit_pps: float = Field(default=0.5, ge=0)
-    ecn_fraction_enter: float = Field(default=0.05, gt=0, le=1, description="ECN-marked share of packets")
-    ecn_fraction_exit: float = Field(default=0.025, ge=0, le=1)
-    ecn_rate_enter_pps: float = Field(default=100.0, gt=0, description="ECN-marked packets per second")
-    ecn_rate_exit_pps: float = Field(default=10.0, ge=0)
-    pfc_pause_fraction_enter: float = Field(default=0.01, gt=0, le=1, description="share of time paused")
-    pfc_pause_fraction_exit: float = Field(default=0.001, ge=0, le=1)
-    pfc_frames_enter_pps: float = Field(default=100.0, gt=0, description="PFC pause frames per second")
-    pfc_frames_exit_pps: float = Field(default=10.0, ge=0)
-    queue_bdp_fraction_enter: float = Field(
-        default=1.5, gt=0, description="queue depth / bandwidth-delay product"
+    optics: str | None = Field(
+        default=None, description="an optics profile for every link, over the config's"
     )
-    queue_bdp_fraction_exit: float = Field(default=1.0, ge=0)
-    queue_fallback_enter_bytes: float = Field(default=1e6, gt=0, description="when the BDP is unknown")
-    queue_fallback_exit_bytes: float = Field(default=5e5, ge=0)
-    fec_limit_ber: float = Field(default=2e-2, gt=0, description="the pre-FEC BER the FEC can still correct")
-    ber_limit_fraction_enter: float = Field(default=0.1, gt=0)
-    ber_limit_fraction_exit: float = Field(default=0.05, ge=0)
-    osnr_required_db: float = Field(default=26.0, description="the receiver's required OSNR")
-    osnr_margin_enter_db: float = Field(default=2.0, description="enter when OSNR < required + this")
-    osnr_margin_exit_db: float = Field(default=3.0)
-    fcs_rate_enter_per_second: float = Field(default=1.0, gt=0)
-    fcs_rate_exit_per_second: float = Field(default=0.5, ge=0)
-    fec_uncorrectable_enter_per_second: float = Field(default=1.0, gt=0)
-    fec_uncorrectable_exit_per_second: float = Field(default=0.5, ge=0)
+    fec_limit_ber: float | None = Field(default=None, gt=0, description="overrides the profiles' FEC limit")
+    osnr_required_db: float | None = Field(default=None, description="overrides the profiles' required OSNR")
     min_duration_seconds: float = Field(default=0.0, ge=0, description="shorter episodes are dropped")
     merge_gap_seconds: float = Field(default=2.0, ge=0, description="closer episodes of one kind are merged")
     inflated_min_ratio: float = Field(
@@ -70,6 +41,35 @@ class Thresholds(BaseModel):
     )
     inflated_mad_factor: float = Field(
         default=3.0, ge=0, description="... and by this many median absolute deviations of the clean steps"
+    )
+
+    def level(self, name: str) -> float:
+        """A named level (``analyzer.kinds.Levels``)."""
+        return float(getattr(self, name))
+
+    def optical_limits(self, profile: str | None = None) -> tuple[float, float]:
+        """(pre-FEC BER limit, required OSNR dB) for a link of ``profile``, with this file's overrides."""
+        chosen = optics.profile(self.optics or profile)
+        fec = self.fec_limit_ber if self.fec_limit_ber is not None else chosen.fec_ber_limit
+        osnr = self.osnr_required_db if self.osnr_required_db is not None else chosen.required_osnr_db
+        return fec, osnr
+
+
+def _field(level: Level) -> Any:
+    return (
+        float,
+        Field(default=level.default, ge=level.lowest, le=level.highest, description=level.description),
+    )
+
+
+if TYPE_CHECKING:
+    Thresholds = SharedThresholds
+else:
+    Thresholds = create_model(
+        "Thresholds",
+        __base__=SharedThresholds,
+        __doc__="Every tunable level: the shared ones and each event kind's (``analyzer.kinds``).",
+        **{level.name: _field(level) for kind in KINDS.values() for level in kind.levels},
     )
 
 

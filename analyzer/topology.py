@@ -10,8 +10,9 @@ from pathlib import Path
 
 import polars as pl
 
+from analyzer.thresholds import SharedThresholds
 from collector import config as configuration
-from collector.links import one_way_delay_seconds
+from collector.contracts.fibre import one_way_delay_s
 
 SPEED = "dci_interface_speed_bytes_per_second"
 
@@ -48,31 +49,56 @@ def device_labels(config: configuration.Config | None) -> pl.DataFrame:
 
 
 def link_members(config: configuration.Config | None) -> pl.DataFrame:
-    """One row per link member interface with the link's round-trip fibre delay.
+    """One row per link member interface with the link's round-trip fibre delay and optics profile.
 
     Args:
         config: the collector config, or None.
 
     Returns:
-        Columns ``link``, ``device``, ``interface``, ``rtt_seconds``.
+        Columns ``link``, ``device``, ``interface``, ``rtt_seconds``, ``optics``.
     """
     schema = {
         "link": pl.String(),
         "device": pl.String(),
         "interface": pl.String(),
         "rtt_seconds": pl.Float64(),
+        "optics": pl.String(),
     }
     if config is None:
         return pl.DataFrame(schema=schema)
     rows = []
     for link in config.links:
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
-        rtt = 2 * one_way_delay_seconds(link.distance_km, us_per_km)
+        rtt = 2 * one_way_delay_s(link.distance_km, us_per_km)
         rows += [
-            {"link": link.name, "device": m.device, "interface": m.interface, "rtt_seconds": rtt}
+            {
+                "link": link.name,
+                "device": m.device,
+                "interface": m.interface,
+                "rtt_seconds": rtt,
+                "optics": link.optics,
+            }
             for m in link.members
         ]
     return pl.DataFrame(rows, schema=schema)
+
+
+def link_optics(members: pl.DataFrame, thresholds: SharedThresholds) -> pl.LazyFrame:
+    """The optical limits of each link's optics profile, with the thresholds file's overrides.
+
+    Args:
+        members: ``link_members`` output.
+        thresholds: the analysis's thresholds.
+
+    Returns:
+        Columns ``link``, ``fec_limit_ber``, ``osnr_required_db``.
+    """
+    if "optics" not in members.columns:  # members built without a config's profiles: the default's
+        members = members.with_columns(optics=pl.lit(None, pl.String()))
+    links = members.select("link", "optics").unique().iter_rows()
+    limits = [(link, *thresholds.optical_limits(profile)) for link, profile in links]
+    schema = {"link": pl.String(), "fec_limit_ber": pl.Float64(), "osnr_required_db": pl.Float64()}
+    return pl.LazyFrame(limits, schema=schema, orient="row")
 
 
 def interface_bdp(signals: pl.LazyFrame, labels: pl.LazyFrame, members: pl.DataFrame) -> pl.LazyFrame:

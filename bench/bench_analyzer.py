@@ -58,10 +58,6 @@ METRICS = (
 )
 RANKS = 8
 PENALTY = 0.3
-DROP_ENTER, DROP_EXIT = 1.0, 0.5
-PFC_ENTER, PFC_EXIT = 0.01, 0.001
-QUEUE_ENTER, QUEUE_EXIT = 1e6, 5e5
-GAP_S = 2.0
 
 
 # -- data -------------------------------------------------------------------------------------------------
@@ -192,6 +188,8 @@ def _overlapping(start: np.ndarray, end: np.ndarray, ep_start: np.ndarray, ep_en
 
 # -- engines ------------------------------------------------------------------------------------------------
 def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
+    from analyzer_levels import GAP_S
+
     from analyzer import correlate, network
     from analyzer.thresholds import Thresholds
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
-from bench_analyzer import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QUEUE_ENTER, QUEUE_EXIT
+from analyzer_levels import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QUEUE_ENTER, QUEUE_EXIT
 
 SQL = """
 CREATE TEMP TABLE sig AS

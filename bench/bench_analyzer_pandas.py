@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
-from bench_analyzer import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QUEUE_ENTER, QUEUE_EXIT
+from analyzer_levels import DROP_ENTER, DROP_EXIT, GAP_S, PFC_ENTER, PFC_EXIT, QUEUE_ENTER, QUEUE_EXIT
 
 RULES = {  # metric -> (kind, enter, exit, low_is_bad, interval semantics)
     "dci_queue_dropped_packets_total": ("drops", DROP_ENTER, DROP_EXIT, False, True),

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
-from bench_analyzer import GAP_S
+from analyzer_levels import GAP_S
 from bench_analyzer_pandas import COUNTERS, KEYS, RULES, WEIGHTS
 
 STAGES: dict[str, float] = {}

@@ -14,8 +14,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from collector.contracts import fibre
+from collector.contracts import optics as optics_profiles
 from collector.errors import ConfigError, SpanwatchError
 from collector.mappings import gnmi_subscription_names, snmp_module_names
 
@@ -106,7 +116,7 @@ class Defaults(Strict):
     timeout: Duration = 5.0
     expiry_intervals: int = Field(default=5, ge=1, description="series expire after this many intervals")
     label_refresh: Duration = 600.0
-    fibre_delay_us_per_km: float = Field(default=4.9, gt=0)
+    fibre_delay_us_per_km: float = Field(default=fibre.DELAY_US_PER_KM, gt=0)
 
 
 SnmpAuth = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]
@@ -251,6 +261,19 @@ class Link(Strict):
     site_b: str
     distance_km: float = Field(gt=0, le=20_000)
     fibre_delay_us_per_km: float | None = Field(default=None, gt=0)
+    # The optics profile of the link's waves (``collector.contracts.optics``): its FEC limit, required OSNR,
+    # CD tolerance and reach are the levels the analysis, the report, the rules and the boards apply.
+    optics: str = optics_profiles.DEFAULT
+
+    @field_validator("optics")
+    @classmethod
+    def _known_profile(cls, name: str) -> str:
+        if name not in optics_profiles.PROFILES:
+            raise ValueError(
+                f"unknown optics profile {name!r} (known: {', '.join(optics_profiles.PROFILES)})"
+            )
+        return name
+
     members: tuple[LinkMember, ...] = Field(min_length=1)
 
 

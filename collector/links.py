@@ -11,14 +11,10 @@ from collections import defaultdict
 
 from collector.config import Config, Link
 from collector.contracts.catalog import LINK_METRICS
+from collector.contracts.fibre import one_way_delay_s
 from collector.store import Store
 
 SPEED = "dci_interface_speed_bytes_per_second"
-
-
-def one_way_delay_seconds(distance_km: float, us_per_km: float) -> float:
-    """Propagation delay of ``distance_km`` of fibre."""
-    return distance_km * us_per_km * 1e-6
 
 
 def member_links(config: Config) -> dict[str, dict[tuple[str, str], str]]:
@@ -52,7 +48,7 @@ def update(store: Store, config: Config) -> None:
     for link in config.links:
         name = (("link", link.name),)
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
-        delay = one_way_delay_seconds(link.distance_km, us_per_km)
+        delay = one_way_delay_s(link.distance_km, us_per_km)
         capacity = capacity_bytes_per_second(link, config, store)
         store.set("dci_link_distance_meters", name, link.distance_km * 1000.0)
         store.set("dci_link_propagation_delay_seconds", name, delay)

@@ -21,13 +21,15 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
+from collector.contracts import optics
 from collector.contracts.catalog import CATALOG, Kind
 
 OUT = Path(__file__).resolve().parent
 
-# Thresholds shared with the alert rules (deploy/prometheus/rules/spanwatch.rules.yml; a test compares them).
-PRE_FEC_BER_LIMIT = 1.22e-2  # 400ZR C-FEC correction threshold: past it, post-FEC errors appear
-REQUIRED_OSNR_DB = 26.0  # 400ZR DWDM amplified links: required OSNR (0.1 nm)
+# The optical limits of the default optics profile, as the alert rules use them
+# (deploy/prometheus/rules/spanwatch.rules.yml; a test compares them).
+PRE_FEC_BER_LIMIT = optics.profile().fec_ber_limit  # past it, post-FEC errors appear
+REQUIRED_OSNR_DB = optics.profile().required_osnr_db  # (0.1 nm)
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Every device panel filters on the board's variables; "All" is ".*", so series without a link label match.

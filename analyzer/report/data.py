@@ -19,6 +19,7 @@ import polars as pl
 from analyzer.claims import Claims, match_vendors
 from analyzer.correlate import exposure_per_step
 from analyzer.errors import InputError
+from analyzer.kinds import KINDS
 from analyzer.plan import PlanInput
 from analyzer.report import optics as optics_section
 from analyzer.report import planned
@@ -38,16 +39,10 @@ from analyzer.report.units import iso, span_seconds
 from analyzer.report.verdicts import Tables, vendor_reports
 from analyzer.thresholds import Thresholds
 from collector.config import Config
-from collector.links import one_way_delay_seconds
+from collector.contracts.fibre import one_way_delay_s
 
 TABLES = ("steps", "events", "attribution", "links", "measures")
-CATEGORIES = {
-    "wave_down": "down",
-    "ber": "optical",
-    "osnr": "optical",
-    "fcs": "optical",
-    "fec_uncorrectable": "optical",
-}
+CATEGORIES = {kind.name: kind.family for kind in KINDS.values()}  # the timeline's band colours
 QUANTILES = np.linspace(0.0, 1.0, 101)
 
 
@@ -138,7 +133,7 @@ def build_report(
         timeline=_timeline(analysis, start),
         link_exposure=_link_exposure(analysis),
         distributions=[_distributions(n, list(d), analysis, readings) for n, d in devices.items()],
-        optics=optics_section.optics(readings.optics, start, thresholds, vendor_of),
+        optics=optics_section.optics(readings.optics, start, thresholds, vendor_of, _profiles(config)),
         plan=planned.compare(plan, run) if plan is not None else None,
         notes=[readings.note] if readings.note else [],
     )
@@ -154,6 +149,12 @@ def _bytes_per_step(analysis: AnalysisFiles, readings: Readings) -> float | None
 
 def _existing(path: Path | None) -> Path | None:
     return path if path is not None and path.exists() else None
+
+
+def _profiles(config: Config | None) -> dict[str, str]:
+    """device -> the optics profile of the link it is a member of."""
+    links = config.links if config is not None else ()
+    return {member.device: link.optics for link in links for member in link.members}
 
 
 def _sources(analysis: AnalysisFiles, has_config: bool, claims: Claims | None) -> dict[str, str | None]:
@@ -221,7 +222,7 @@ def _links(config: Config | None) -> list[LinkInfo]:
     out = []
     for link in config.links:
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
-        rtt = 2 * one_way_delay_seconds(link.distance_km, us_per_km)
+        rtt = 2 * one_way_delay_s(link.distance_km, us_per_km)
         out.append(LinkInfo(link.name, link.site_a, link.site_b, link.distance_km, len(link.members), rtt))
     return out
 
@@ -249,7 +250,7 @@ def _timeline(analysis: AnalysisFiles, start: Any) -> Timeline:
     bands = [
         Band(
             e["link"] or "(no link)",
-            CATEGORIES.get(e["kind"], "congestion"),  # type: ignore[arg-type]
+            CATEGORIES.get(e["kind"], "congestion"),
             e["kind"],
             e["device"],
             e["interface"],

@@ -1,7 +1,9 @@
 """Optical health for the report: each interface's worst pre-FEC BER and OSNR against the thresholds.
 
-The levels are the analysis's own (``analyzer.thresholds``): the FEC limit (what the FEC can still
-correct), the BER event level (a fraction of it), the required OSNR and its event margin. An interface is
+The levels are those of each device's link optics profile (``collector.contracts.optics``, with the
+analysis's overrides, ``analyzer.thresholds``): the FEC limit (what the FEC can still correct), the BER
+event level (a fraction of it), the required OSNR and its event margin. The section's header shows the
+default profile's. An interface is
 "over limit" past the FEC limit or below the required OSNR, a "warning" past the event levels.
 """
 
@@ -18,7 +20,11 @@ from analyzer.thresholds import Thresholds
 
 
 def optics(
-    frame: pl.DataFrame, start: object, thresholds: Thresholds, vendor_of: Mapping[str, str]
+    frame: pl.DataFrame,
+    start: object,
+    thresholds: Thresholds,
+    vendor_of: Mapping[str, str],
+    profile_of: Mapping[str, str] | None = None,
 ) -> Optics:
     """Rows (worst values and margins) and the downsampled series of every optical interface.
 
@@ -27,24 +33,35 @@ def optics(
         start: time zero of the series (an aware datetime), or None for the first reading.
         thresholds: the analysis's thresholds.
         vendor_of: device -> vendor name (devices of no vendor are absent).
+        profile_of: device -> the optics profile of its link (devices of no link use the default).
 
     Returns:
         The optics section.
     """
-    ber_level = thresholds.fec_limit_ber * thresholds.ber_limit_fraction_enter
-    osnr_level = thresholds.osnr_required_db + thresholds.osnr_margin_enter_db
+    profile_of = profile_of or {}
+    fec_limit, osnr_required = thresholds.optical_limits()
+    ber_level = fec_limit * thresholds.level("ber_limit_fraction_enter")
+    osnr_level = osnr_required + thresholds.level("osnr_margin_enter_db")
     worst = frame.group_by("device", "interface").agg(
         ber=pl.col("value").filter(pl.col("metric") == PRE_FEC[0]).max(),
         osnr=pl.col("value").filter(pl.col("metric") == OSNR[0]).min(),
     )
     rows = [
-        _row(r["device"], r["interface"], r["ber"], r["osnr"], thresholds, vendor_of.get(r["device"]))
+        _row(
+            r["device"],
+            r["interface"],
+            r["ber"],
+            r["osnr"],
+            thresholds,
+            vendor_of.get(r["device"]),
+            profile_of.get(r["device"]),
+        )
         for r in worst.sort("device", "interface").iter_rows(named=True)
     ]
     return Optics(
-        thresholds.fec_limit_ber,
+        fec_limit,
         ber_level,
-        thresholds.osnr_required_db,
+        osnr_required,
         osnr_level,
         rows,
         _series(frame, start),
@@ -52,14 +69,21 @@ def optics(
 
 
 def _row(
-    device: str, interface: str, ber: float | None, osnr: float | None, t: Thresholds, vendor: str | None
+    device: str,
+    interface: str,
+    ber: float | None,
+    osnr: float | None,
+    t: Thresholds,
+    vendor: str | None,
+    profile: str | None,
 ) -> OpticsRow:
+    fec_limit, osnr_required = t.optical_limits(profile)
     # Margin in decades: how many factors of ten the worst BER stays below the FEC limit.
-    ber_margin = math.log10(t.fec_limit_ber / ber) if ber is not None and ber > 0 else None
-    osnr_margin = osnr - t.osnr_required_db if osnr is not None else None
-    over = (ber is not None and ber >= t.fec_limit_ber) or (osnr_margin is not None and osnr_margin < 0)
-    warn = (ber is not None and ber >= t.fec_limit_ber * t.ber_limit_fraction_enter) or (
-        osnr_margin is not None and osnr_margin < t.osnr_margin_enter_db
+    ber_margin = math.log10(fec_limit / ber) if ber is not None and ber > 0 else None
+    osnr_margin = osnr - osnr_required if osnr is not None else None
+    over = (ber is not None and ber >= fec_limit) or (osnr_margin is not None and osnr_margin < 0)
+    warn = (ber is not None and ber >= fec_limit * t.level("ber_limit_fraction_enter")) or (
+        osnr_margin is not None and osnr_margin < t.level("osnr_margin_enter_db")
     )
     status: Status = (
         "no data" if ber is None and osnr is None else "over limit" if over else "warning" if warn else "ok"

@@ -21,25 +21,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from collector.clock import Clock, SystemClock
+from collector.contracts import archive as layout
 from collector.contracts.catalog import SERIES_LABELS
 from collector.model import Labels
 
 log = logging.getLogger(__name__)
 
-LABEL_COLUMNS = (*SERIES_LABELS, "link")
-
-SCHEMA = pa.schema(
-    [
-        ("time", pa.timestamp("ns", tz="UTC")),
-        ("received_time", pa.timestamp("ns", tz="UTC")),
-        ("device", pa.string()),
-        ("source", pa.string()),
-        ("metric", pa.string()),
-        *[(name, pa.string()) for name in LABEL_COLUMNS],
-        ("value", pa.float64()),
-        ("counter", pa.uint64()),
-    ]
-)
+LABEL_COLUMNS = layout.LABEL_COLUMNS
+_ARROW_TYPES = {
+    "timestamp": pa.timestamp("ns", tz="UTC"),
+    "string": pa.string(),
+    "float64": pa.float64(),
+    "uint64": pa.uint64(),
+}
+SCHEMA = pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in layout.COLUMNS])
 
 Row = tuple[int, int, str, str, str, Labels, "str | None", float, "int | None"]
 _HOUR_NS = 3600 * 10**9
@@ -114,7 +109,7 @@ class Archive:
 
     def _write(self, hour_ns: int, rows: Sequence[Row]) -> Path:
         stamp = _utc(hour_ns)
-        folder = self.root / f"date={stamp[:10]}" / f"hour={stamp[11:13]}"
+        folder = self.root / layout.folder(stamp)
         folder.mkdir(parents=True, exist_ok=True)
         self._seq += 1
         final = folder / f"{self.writer}-{self._seq:06d}.parquet"

@@ -1,36 +1,21 @@
 """A reusable ``grpc.aio`` gNMI target: Capabilities, Get and Subscribe (STREAM, ONCE, POLL).
 
-``GnmiServer`` serves whatever ``notifications()`` returns; by default that is a recording (a JSON list of
-``SubscribeResponse`` in protojson, as in ``shared/testdata/gnmi``), so tests replay what real devices
-sent. Fault knobs make it misbehave on purpose: no ``sync_response``, end the stream after N responses,
+``GnmiServer`` serves whatever ``notifications()`` returns; by default a fixed list of responses, which the
+tests fill from recordings of real devices (``tests/integration/gnmi_support.py``). Fault knobs make it misbehave on purpose: no ``sync_response``, end the stream after N responses,
 stall after N responses, or answer every Subscribe with an error status. The simulated fabric subclasses it
 and overrides ``notifications``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf.json_format import ParseDict
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 GNMI_VERSION = "0.8.0"
-
-
-def load_recording(path: str | Path) -> list[Any]:
-    """Parse a recording: a JSON list of protojson ``SubscribeResponse`` messages.
-
-    Raises:
-        OSError, ValueError: unreadable file or not a recording.
-    """
-    items = json.loads(Path(path).read_text())
-    return [ParseDict(item, gnmi_pb2.SubscribeResponse()) for item in items]
 
 
 class GnmiServer(gnmi_pb2_grpc.gNMIServicer):  # type: ignore[misc]
@@ -165,24 +150,3 @@ async def serve(
         bound = server.add_secure_port(address, credentials)
     await server.start()
     return server, bound
-
-
-async def _main(args: argparse.Namespace) -> None:
-    servicer = GnmiServer(load_recording(args.recording), repeat=args.repeat, hold=not args.end)
-    server, port = await serve(servicer, port=args.port)
-    print(port, flush=True)
-    await server.wait_for_termination()
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m spanwatch.sim.gnmi_server RECORDING [--port N] [--repeat N]``: replay on loopback."""
-    p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("recording")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--end", action="store_true", help="end each stream after the responses")
-    asyncio.run(_main(p.parse_args(argv)))
-
-
-if __name__ == "__main__":
-    main()

@@ -2,9 +2,9 @@
 
 The agent answers from a sorted OID table (``snmp_mib.build``) rebuilt lazily when the fabric publishes a
 new snapshot; GETNEXT and GETBULK find the next OID by bisection. A request with the wrong community is
-ignored, as real v2c agents do (the manager sees a timeout). Messages are parsed and built with the
-collector's own BER codec (``collector.sources.snmp.ber``); only value encoding for the response is added
-here.
+ignored, as real v2c agents do (the manager sees a timeout). Messages are decoded and encoded by pysnmp's
+v2c protocol API over pyasn1's BER codec, not by the collector's own codec, so a collector polling the
+simulator meets an independent implementation of the protocol.
 """
 
 from __future__ import annotations
@@ -13,111 +13,137 @@ import asyncio
 import bisect
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from collector.sources.snmp import ber
-from collector.sources.snmp.ber import Oid
+from pyasn1.codec.ber import decoder, encoder
+from pyasn1.error import PyAsn1Error
+from pysnmp.proto import api, rfc1905
 
 log = logging.getLogger(__name__)
 
-GET, GETNEXT, GETBULK = 0xA0, 0xA1, 0xA5
-RESPONSE = 0xA2
+v2c = api.v2c
+Oid = tuple[int, ...]
+Value = Any
+"""An SNMP value as pysnmp types it (``rfc1902.Counter64``, ``OctetString``...): pysnmp has no type hints."""
+Table = tuple[list[Oid], list[Value]]
+"""Sorted OIDs and, at the same positions, each one's value."""
+VarBind = tuple[Oid, Value]
+
+GET, GETNEXT, GETBULK = "get", "getnext", "getbulk"
+_KINDS = {
+    v2c.GetRequestPDU.tagSet: GET,
+    v2c.GetNextRequestPDU.tagSet: GETNEXT,
+    v2c.GetBulkRequestPDU.tagSet: GETBULK,
+}
 MAX_RESPONSE = 60_000  # bytes: stay under a UDP datagram with room to spare
-Table = tuple[list[Oid], list[bytes]]
-"""Sorted OIDs and, at the same positions, each one's encoded value TLV."""
+_TOO_BIG = 1
 
 
-def encode_unsigned(tag: int, value: int) -> bytes:
-    """A Counter32 / Gauge32 / TimeTicks / Counter64 TLV (a leading zero keeps it positive)."""
-    return ber.tlv(tag, value.to_bytes(max(1, (value.bit_length() + 8) // 8), "big"))
+class BadRequest(ValueError):
+    """Not an SNMPv2c GET, GETNEXT or GETBULK request."""
 
 
-def encode_octets(text: str | bytes) -> bytes:
-    """An OCTET STRING TLV."""
-    return ber.tlv(ber.TAG_OCTETS, text.encode() if isinstance(text, str) else text)
+class Request:
+    """A decoded request.
 
-
-_END = ber.tlv(ber.TAG_END_OF_MIB, b"")
-_NO_SUCH_OBJECT = ber.tlv(ber.TAG_NO_SUCH_OBJECT, b"")
-
-
-def _varbind(oid: Oid, value: bytes) -> bytes:
-    return ber.tlv(0x30, ber.tlv(ber.TAG_OID, ber.encode_oid(oid)) + value)
-
-
-def parse_request(data: bytes) -> tuple[bytes, int, int, int, int, list[Oid]]:
-    """Decode a v2c GET / GETNEXT / GETBULK message.
-
-    Returns:
-        ``(community, pdu_tag, request_id, non_repeaters, max_repetitions, oids)`` (the two GETBULK
-        fields are the error-status / error-index positions of the other PDUs).
+    Args:
+        data: the datagram.
 
     Raises:
-        BerError: not a well-formed v2c request.
+        BadRequest: it is not a well-formed v2c GET, GETNEXT or GETBULK message.
     """
-    end = len(data)
-    start, stop = ber.expect(data, 0, end, 0x30)
-    version, pos = ber.read_int(data, start, stop)
-    if version != 1:
-        raise ber.BerError(f"not SNMPv2c (version {version})")
-    c_start, c_end = ber.expect(data, pos, stop, ber.TAG_OCTETS)
-    tag, request_id, a, b, binds = ber.decode_pdu(data, c_end, stop, frozenset((GET, GETNEXT, GETBULK)))
-    return data[c_start:c_end], tag, request_id, a, b, [oid for oid, _, _ in binds]
+
+    def __init__(self, data: bytes) -> None:
+        try:
+            msg, rest = decoder.decode(data, asn1Spec=v2c.Message())
+        except PyAsn1Error as e:
+            raise BadRequest(str(e)) from e
+        if rest:
+            raise BadRequest(f"{len(rest)} bytes after the message")
+        if int(v2c.apiMessage.get_version(msg)) != api.SNMP_VERSION_2C:
+            raise BadRequest(f"not SNMPv2c (version {int(v2c.apiMessage.get_version(msg))})")
+        pdu = v2c.apiMessage.get_pdu(msg)
+        kind = _KINDS.get(pdu.tagSet)
+        if kind is None:
+            raise BadRequest("not a GET, GETNEXT or GETBULK request")
+        self.message: Any = msg
+        self.community = bytes(v2c.apiMessage.get_community(msg))
+        self.kind = kind
+        self.oids: list[Oid] = [name.asTuple() for name, _ in v2c.apiPDU.get_varbinds(pdu)]
+        bulk = kind == GETBULK
+        self.non_repeaters = int(v2c.apiBulkPDU.get_non_repeaters(pdu)) if bulk else 0
+        self.max_repetitions = int(v2c.apiBulkPDU.get_max_repetitions(pdu)) if bulk else 0
 
 
-def answer(table: Table, tag: int, non_repeaters: int, max_repetitions: int, oids: list[Oid]) -> list[bytes]:
-    """The response varbinds for a request against ``table``."""
+def answer(table: Table, request: Request) -> tuple[list[VarBind], int, int]:
+    """The response varbinds for ``request`` against ``table``.
+
+    Returns:
+        ``(varbinds, fixed, width)``: the first ``fixed`` varbinds must all be sent; the rest are GETBULK
+        repetitions, rows of ``width``, which may be dropped from the end to fit the message size.
+    """
     keys, values = table
-    if tag == GET:
+    oids = request.oids
+    if request.kind == GET:
         out = []
         for oid in oids:
             i = bisect.bisect_left(keys, oid)
-            out.append(_varbind(oid, values[i] if i < len(keys) and keys[i] == oid else _NO_SUCH_OBJECT))
-        return out
-    if tag == GETNEXT:
-        return [_next(table, oid) for oid in oids]
-    nr = max(0, min(non_repeaters, len(oids)))
+            out.append((oid, values[i] if i < len(keys) and keys[i] == oid else rfc1905.noSuchObject))
+        return out, len(out), 0
+    if request.kind == GETNEXT:
+        return [_next(table, oid) for oid in oids], len(oids), 0
+    nr = max(0, min(request.non_repeaters, len(oids)))
     out = [_next(table, oid) for oid in oids[:nr]]
     cursors = list(oids[nr:])
-    size = sum(len(v) for v in out)
-    for _ in range(max(0, max_repetitions)):
-        if not cursors:
+    # A lower bound of each varbind's encoded size (an arc takes at least a byte, a TLV at least two)
+    # stops the repetitions well before the encoder would have to trim thousands of them.
+    floor = 0
+    for _ in range(max(0, request.max_repetitions)):
+        if not cursors or floor > MAX_RESPONSE:
             break
-        row, ended = [], 0
+        ended = 0
         for j, cursor in enumerate(cursors):
             i = bisect.bisect_right(keys, cursor)
             if i >= len(keys):
-                row.append(_varbind(cursor, _END))
+                out.append((cursor, rfc1905.endOfMibView))
                 ended += 1
             else:
-                row.append(_varbind(keys[i], values[i]))
+                out.append((keys[i], values[i]))
                 cursors[j] = keys[i]
-        size += sum(len(v) for v in row)
-        if size > MAX_RESPONSE and out:
-            break  # RFC 3416: a GETBULK response may stop short rather than exceed the message size
-        out += row
+            floor += len(cursors[j]) + 5
         if ended == len(cursors):
             break
-    return out
+    return out, nr, len(cursors)
 
 
-def _next(table: Table, oid: Oid) -> bytes:
+def _next(table: Table, oid: Oid) -> VarBind:
     keys, values = table
     i = bisect.bisect_right(keys, oid)
     if i >= len(keys):
-        return _varbind(oid, _END)
-    return _varbind(keys[i], values[i])
+        return oid, rfc1905.endOfMibView
+    return keys[i], values[i]
 
 
-def response(community: bytes, request_id: int, varbinds: list[bytes]) -> bytes:
-    """A v2c Response message."""
-    pdu = ber.tlv(
-        RESPONSE,
-        ber.encode_int(request_id)
-        + ber.encode_int(0)
-        + ber.encode_int(0)
-        + ber.tlv(0x30, b"".join(varbinds)),
-    )
-    return ber.tlv(0x30, ber.encode_int(1) + encode_octets(community) + pdu)
+def response(request: Request, varbinds: list[VarBind], fixed: int, width: int) -> bytes:
+    """The encoded Response message, within ``MAX_RESPONSE`` bytes.
+
+    GETBULK rows are dropped from the end until it fits (RFC 3416 4.2.3); when even the varbinds that
+    cannot be dropped do not fit, the answer is tooBig with no varbinds (RFC 3416 4.2.1).
+    """
+    msg = v2c.apiMessage.get_response(request.message)
+    pdu = v2c.apiMessage.get_pdu(msg)
+    while True:
+        v2c.apiPDU.set_varbinds(pdu, varbinds)
+        wire: bytes = encoder.encode(msg)
+        if len(wire) <= MAX_RESPONSE:
+            return wire
+        rows = (len(varbinds) - fixed) // width if width else 0
+        if rows == 0:
+            v2c.apiPDU.set_error_status(pdu, _TOO_BIG)
+            v2c.apiPDU.set_varbinds(pdu, [])
+            return bytes(encoder.encode(msg))
+        keep = min(rows - 1, rows * MAX_RESPONSE // len(wire))  # in proportion, and always fewer
+        varbinds = varbinds[: fixed + keep * width]
 
 
 class Agent(asyncio.DatagramProtocol):
@@ -139,14 +165,14 @@ class Agent(asyncio.DatagramProtocol):
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
         try:
-            community, tag, request_id, a, b, oids = parse_request(data)
-        except ber.BerError as e:
+            request = Request(data)
+        except BadRequest as e:
             log.debug("ignoring a malformed request from %s: %s", addr, e)
             return
-        if community != self.community or self.transport is None:
+        if request.community != self.community or self.transport is None:
             return
         self.requests += 1
-        self.transport.sendto(response(community, request_id, answer(self.table(), tag, a, b, oids)), addr)
+        self.transport.sendto(response(request, *answer(self.table(), request)), addr)
 
 
 async def serve(

@@ -18,13 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from collector.sources.snmp import ber
-from collector.sources.snmp.ber import Oid
+from pysnmp.proto.rfc1902 import Counter32, Counter64, Gauge32, Integer, OctetString, TimeTicks
+
 from spanwatch.sim.params import PRIORITY, QUEUE
 from spanwatch.sim.snapshot import Snapshot
-from spanwatch.sim.snmp_agent import Table, encode_octets, encode_unsigned
+from spanwatch.sim.snmp_agent import Oid, Table, Value
 
-C32, G32, TT, C64 = ber.TAG_COUNTER32, ber.TAG_GAUGE32, ber.TAG_TIMETICKS, ber.TAG_COUNTER64
 IF_TABLE = (1, 3, 6, 1, 2, 1, 2, 2, 1)
 IF_X = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1)
 DOT3_STATS = (1, 3, 6, 1, 2, 1, 10, 7, 2, 1)
@@ -36,7 +35,7 @@ ARISTA_QUEUE = (1, 3, 6, 1, 4, 1, 30065, 3, 6, 1, 2, 1)
 ARISTA_ECN = (1, 3, 6, 1, 4, 1, 30065, 3, 13, 1, 9, 1)
 ARISTA_PFC = (1, 3, 6, 1, 4, 1, 30065, 3, 11, 1, 1, 1)
 ARISTA_PFC_WD = (1, 3, 6, 1, 4, 1, 30065, 3, 11, 1, 2, 1)
-Row = tuple[Oid, bytes]
+Row = tuple[Oid, Value]
 
 
 def interface_name(wave: int) -> str:
@@ -44,8 +43,8 @@ def interface_name(wave: int) -> str:
     return f"Ethernet1/{wave + 1}"
 
 
-def _int(value: float) -> bytes:
-    return ber.encode_int(round(value))
+def _int(value: float) -> Value:
+    return Integer(round(value))
 
 
 def _mantissa(ber_value: float) -> tuple[int, int]:
@@ -64,10 +63,10 @@ def build(s: Snapshot, d: int, device: str) -> Table:
 
 def _rows(s: Snapshot, d: int, device: str) -> Iterator[Row]:
     n = len(s.frequency_hz)
-    yield (1, 3, 6, 1, 2, 1, 1, 1, 0), encode_octets(f"spanwatch simulated DCI switch {device}")
-    yield (1, 3, 6, 1, 2, 1, 1, 3, 0), encode_unsigned(TT, s.uptime_ticks % 2**32)
-    yield (1, 3, 6, 1, 2, 1, 1, 5, 0), encode_octets(device)
-    yield (1, 3, 6, 1, 2, 1, 2, 1, 0), ber.encode_int(n)
+    yield (1, 3, 6, 1, 2, 1, 1, 1, 0), OctetString(f"spanwatch simulated DCI switch {device}")
+    yield (1, 3, 6, 1, 2, 1, 1, 3, 0), TimeTicks(s.uptime_ticks % 2**32)
+    yield (1, 3, 6, 1, 2, 1, 1, 5, 0), OctetString(device)
+    yield (1, 3, 6, 1, 2, 1, 2, 1, 0), Integer(n)
     for w in range(n):
         yield from _interface(s, d, w)
         yield from _optics(s, d, w)
@@ -78,42 +77,42 @@ def _interface(s: Snapshot, d: int, w: int) -> Iterator[Row]:
     c, i, name = s.counters, w + 1, interface_name(w)
     up = s.gauges["oper_up"][d][w] > 0
     for col, value in (
-        (1, ber.encode_int(i)),
-        (2, encode_octets(name)),
-        (3, ber.encode_int(6)),
-        (5, encode_unsigned(G32, 2**32 - 1)),
-        (7, ber.encode_int(1)),
-        (8, ber.encode_int(1 if up else 2)),
-        (10, encode_unsigned(C32, c["in_octets"][d][w] % 2**32)),
-        (11, encode_unsigned(C32, c["in_pkts"][d][w] % 2**32)),
-        (13, encode_unsigned(C32, c["in_discards"][d][w] % 2**32)),
-        (14, encode_unsigned(C32, c["in_errors"][d][w] % 2**32)),
-        (16, encode_unsigned(C32, c["out_octets"][d][w] % 2**32)),
-        (17, encode_unsigned(C32, c["out_pkts"][d][w] % 2**32)),
-        (19, encode_unsigned(C32, c["out_discards"][d][w] % 2**32)),
-        (20, encode_unsigned(C32, 0)),
+        (1, Integer(i)),
+        (2, OctetString(name)),
+        (3, Integer(6)),
+        (5, Gauge32(2**32 - 1)),
+        (7, Integer(1)),
+        (8, Integer(1 if up else 2)),
+        (10, Counter32(c["in_octets"][d][w] % 2**32)),
+        (11, Counter32(c["in_pkts"][d][w] % 2**32)),
+        (13, Counter32(c["in_discards"][d][w] % 2**32)),
+        (14, Counter32(c["in_errors"][d][w] % 2**32)),
+        (16, Counter32(c["out_octets"][d][w] % 2**32)),
+        (17, Counter32(c["out_pkts"][d][w] % 2**32)),
+        (19, Counter32(c["out_discards"][d][w] % 2**32)),
+        (20, Counter32(0)),
     ):
         yield (*IF_TABLE, col, i), value
     for col, value in (
-        (1, encode_octets(name)),
-        (6, encode_unsigned(C64, c["in_octets"][d][w])),
-        (7, encode_unsigned(C64, c["in_pkts"][d][w])),
-        (8, encode_unsigned(C64, 0)),
-        (9, encode_unsigned(C64, 0)),
-        (10, encode_unsigned(C64, c["out_octets"][d][w])),
-        (11, encode_unsigned(C64, c["out_pkts"][d][w])),
-        (12, encode_unsigned(C64, 0)),
-        (13, encode_unsigned(C64, 0)),
-        (15, encode_unsigned(G32, 800_000)),
-        (18, encode_octets(f"dci wave {w + 1}")),
-        (19, encode_unsigned(TT, 0)),
+        (1, OctetString(name)),
+        (6, Counter64(c["in_octets"][d][w])),
+        (7, Counter64(c["in_pkts"][d][w])),
+        (8, Counter64(0)),
+        (9, Counter64(0)),
+        (10, Counter64(c["out_octets"][d][w])),
+        (11, Counter64(c["out_pkts"][d][w])),
+        (12, Counter64(0)),
+        (13, Counter64(0)),
+        (15, Gauge32(800_000)),
+        (18, OctetString(f"dci wave {w + 1}")),
+        (19, TimeTicks(0)),
     ):
         yield (*IF_X, col, i), value
-    yield (*DOT3_STATS, 3, i), encode_unsigned(C32, c["in_fcs_errors"][d][w] % 2**32)
+    yield (*DOT3_STATS, 3, i), Counter32(c["in_fcs_errors"][d][w] % 2**32)
     for col, key in ((3, "pause_rx"), (4, "pause_tx")):
-        yield (*DOT3_PAUSE, col, i), encode_unsigned(C32, c[key][d][w] % 2**32)
+        yield (*DOT3_PAUSE, col, i), Counter32(c[key][d][w] % 2**32)
     for col, key in ((5, "pause_rx"), (6, "pause_tx")):
-        yield (*DOT3_PAUSE, col, i), encode_unsigned(C64, c[key][d][w])
+        yield (*DOT3_PAUSE, col, i), Counter64(c[key][d][w])
 
 
 # jnxOpticsPMCurrentTable columns: (instant, min, max, avg) column numbers, quantity, wire scale.
@@ -138,13 +137,13 @@ def _optics(s: Snapshot, d: int, w: int) -> Iterator[Row]:
     yield (*JNX_OPTICS, 35, i), _int(g["bias"][d][w] * 1e4)  # 0.1 mA
     yield (*JNX_OPTICS, 39, i), _int(g["temperature"][d][w] * 10)
     c = s.counters
-    yield (*JNX_FEC, 3, i, 1), encode_unsigned(C64, c["fec_corrected"][d][w])
-    yield (*JNX_FEC, 4, i, 1), encode_unsigned(C64, c["fec_uncorrectable"][d][w])
+    yield (*JNX_FEC, 3, i, 1), Counter64(c["fec_corrected"][d][w])
+    yield (*JNX_FEC, 4, i, 1), Counter64(c["fec_uncorrectable"][d][w])
     lo, hi, avg = s.stats["pre_fec_ber"]
     for col, value in ((5, g["pre_fec_ber"][d][w]), (7, lo[d][w]), (9, hi[d][w]), (11, avg[d][w])):
         mantissa, exponent = _mantissa(value)
-        yield (*JNX_FEC, col, i, 1), ber.encode_int(mantissa)
-        yield (*JNX_FEC, col + 1, i, 1), ber.encode_int(exponent)
+        yield (*JNX_FEC, col, i, 1), Integer(mantissa)
+        yield (*JNX_FEC, col + 1, i, 1), Integer(exponent)
 
 
 def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
@@ -155,19 +154,19 @@ def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
         (6, "queue_drop_pkts"),
         (7, "queue_drop_bytes"),
     ):
-        yield (*ARISTA_QUEUE, col, i, q, 1), encode_unsigned(C64, c[key][d][w])
-    yield (*ARISTA_ECN, 4, i, q), encode_unsigned(C64, c["queue_ecn_pkts"][d][w])
+        yield (*ARISTA_QUEUE, col, i, q, 1), Counter64(c[key][d][w])
+    yield (*ARISTA_ECN, 4, i, q), Counter64(c["queue_ecn_pkts"][d][w])
     for prio in range(8):
         ours = prio == PRIORITY
         for col, key in ((3, "pfc_tx_frames"), (4, "pfc_rx_frames")):
-            yield (*ARISTA_PFC, col, i, prio), encode_unsigned(C64, c[key][d][w] if ours else 0)
-        yield (*ARISTA_PFC_WD, 4, i, prio), encode_unsigned(C64, c["pfc_storms"][d][w] if ours else 0)
+            yield (*ARISTA_PFC, col, i, prio), Counter64(c[key][d][w] if ours else 0)
+        yield (*ARISTA_PFC_WD, 4, i, prio), Counter64(c["pfc_storms"][d][w] if ours else 0)
     for col, key in (
         (7, "queue_tx_pkts"),
         (9, "queue_tx_bytes"),
         (53, "queue_drop_pkts"),
         (55, "queue_drop_bytes"),
     ):
-        yield (*JNX_COS, col, i, q), encode_unsigned(C64, c[key][d][w])
-    yield (*JNX_COS, 58, i, q), encode_unsigned(C64, int(s.gauges["occupancy"][d][w]))
-    yield (*JNX_COS, 59, i, q), encode_unsigned(C64, int(s.gauges["watermark"][d][w]))
+        yield (*JNX_COS, col, i, q), Counter64(c[key][d][w])
+    yield (*JNX_COS, 58, i, q), Counter64(int(s.gauges["occupancy"][d][w]))
+    yield (*JNX_COS, 59, i, q), Counter64(int(s.gauges["watermark"][d][w]))

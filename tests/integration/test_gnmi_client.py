@@ -7,8 +7,8 @@ import pytest
 
 from collector.sources.gnmi.client import GnmiClient, make_path, subscribe_request
 from collector.sources.gnmi.paths import SubscriptionSpec, load_set
-from spanwatch.sim.gnmi_server import GnmiServer, load_recording
-from tests.integration.gnmi_support import recording, running
+from spanwatch.sim.gnmi_server import GnmiServer
+from tests.integration.gnmi_support import load_recording, recording, running
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ from collector.sources.gnmi.paths import load_set
 from collector.sources.gnmi.source import GnmiSource, choose_encoding
 from collector.sources.gnmi.timing import Backoff
 from collector.store import Store
-from spanwatch.sim.gnmi_server import GnmiServer, load_recording
-from tests.integration.gnmi_support import config, recording, running, until
+from spanwatch.sim.gnmi_server import GnmiServer
+from tests.integration.gnmi_support import config, load_recording, recording, running, until
 
 pytestmark = pytest.mark.integration
 UP = ("spanwatch_target_up", (("device", "d"), ("source", "gnmi")))

@@ -19,8 +19,8 @@ from collector.config import GnmiConfig
 from collector.sources.gnmi.source import GnmiSource
 from collector.sources.gnmi.timing import Backoff
 from collector.store import Store
-from spanwatch.sim.gnmi_server import GnmiServer, load_recording
-from tests.integration.gnmi_support import config, recording, running, until
+from spanwatch.sim.gnmi_server import GnmiServer
+from tests.integration.gnmi_support import config, load_recording, recording, running, until
 
 pytestmark = pytest.mark.integration
 UP = ("spanwatch_target_up", (("device", "d"), ("source", "gnmi")))

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from spanwatch.sim.gnmi_server import GnmiServer, load_recording
-from tests.integration.gnmi_support import recording, running
+from spanwatch.sim.gnmi_server import GnmiServer
+from tests.integration.gnmi_support import load_recording, recording, running
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,16 @@ from collector.mappings import gnmi_subscription_names
 from collector.sources.gnmi.paths import load_set
 from collector.sources.gnmi.source import GnmiSource
 from collector.store import Store
-from spanwatch.sim.gnmi_server import GnmiServer, load_recording
-from tests.integration.gnmi_support import PROJECT_ROOT, config, recording, recording_cases, running, until
+from spanwatch.sim.gnmi_server import GnmiServer
+from tests.integration.gnmi_support import (
+    PROJECT_ROOT,
+    config,
+    load_recording,
+    recording,
+    recording_cases,
+    running,
+    until,
+)
 
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "gnmi"
 pytestmark = pytest.mark.integration

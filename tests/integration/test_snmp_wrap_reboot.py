@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from pysnmp.proto.rfc1902 import Counter32, Counter64, OctetString, TimeTicks
 
 from collector.clock import FakeClock
 from collector.config import Defaults, SnmpConfig
@@ -17,9 +18,8 @@ from collector.scheduler import Poller, Schedule
 from collector.sources.snmp.ber import Oid
 from collector.sources.snmp.source import SnmpSource
 from collector.store import Store
-from spanwatch.sim.snmp_agent import Table, encode_octets, encode_unsigned, serve
+from spanwatch.sim.snmp_agent import Table, serve
 
-COUNTER32, TIMETICKS, COUNTER64 = 0x41, 0x43, 0x46
 SYS_UPTIME: Oid = (1, 3, 6, 1, 2, 1, 1, 3, 0)
 IF_DESCR: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 2, 1)
 IF_IN_DISCARDS: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 13, 1)  # Counter32
@@ -38,11 +38,11 @@ class Device:
     def table(self) -> Table:
         rows = sorted(
             [
-                (SYS_UPTIME, encode_unsigned(TIMETICKS, self.uptime)),
-                (IF_DESCR, encode_octets("Ethernet1")),
-                (IF_IN_DISCARDS, encode_unsigned(COUNTER32, self.discards)),
-                (IF_NAME, encode_octets("Ethernet1")),
-                (IF_HC_IN_OCTETS, encode_unsigned(COUNTER64, self.octets)),
+                (SYS_UPTIME, TimeTicks(self.uptime)),
+                (IF_DESCR, OctetString("Ethernet1")),
+                (IF_IN_DISCARDS, Counter32(self.discards)),
+                (IF_NAME, OctetString("Ethernet1")),
+                (IF_HC_IN_OCTETS, Counter64(self.octets)),
             ]
         )
         return [oid for oid, _ in rows], [value for _, value in rows]

@@ -1,0 +1,254 @@
+"""The kinds of network event: each kind is one declaration here.
+
+A kind says how it is recognised (its rules: the catalogue metrics read, which direction is bad, and the
+enter/exit levels of its hysteresis), the tunable levels it owns with their defaults (they become fields of
+``analyzer.thresholds.Thresholds``, overridable from ``--thresholds FILE``), how much of an overlapping
+step's excess it may be blamed for (``weight``), and its family (congestion, optical or down: the report's
+category). Adding a kind is adding one entry to ``KINDS``.
+
+Level defaults and why:
+
+* drops, FCS errors, uncorrectable FEC blocks: any sustained loss matters to RDMA traffic, so enter at
+  1 per second, leave below 0.5 per second.
+* ECN marks: DCQCN marks about 1% of a busy queue's packets in normal operation; 5% marked means the
+  queue sits above its marking threshold (leave below 2.5%). Queues that report no transmitted packets
+  fall back to a rate: 100 marks/s.
+* PFC: paused 1% of the time (duration counters) or 100 pause frames/s (frame counters only).
+* queue depth: 1.5 x the interface's bandwidth-delay product (speed x round-trip fibre delay from the
+  config), leaving below 1 x: a training job's own bursts fill a deep buffer up to about one BDP, a
+  standing queue beyond that is another flow's traffic; without a config, 1 MB.
+* pre-FEC BER: a tenth of the FEC limit of the link's optics profile (``collector.contracts.optics``).
+* OSNR: within 2 dB of the required OSNR of the link's optics profile.
+* a wave down: the interface reports oper-status down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import polars as pl
+
+from analyzer import schemas
+
+Family = Literal["congestion", "optical", "down"]
+
+
+class Levels(Protocol):
+    """What a rule reads its levels from (``analyzer.thresholds.Thresholds``)."""
+
+    def level(self, name: str) -> float:
+        """The value of a named level."""
+        ...
+
+
+LevelExpr = Callable[[Levels], pl.Expr]
+
+
+@dataclass(frozen=True)
+class Level:
+    """A tunable threshold owned by a kind.
+
+    Attributes:
+        name: the field name in a thresholds file.
+        default: its value when not overridden.
+        description: what it measures, for the thresholds schema.
+        lowest: the smallest accepted value (inclusive).
+        highest: the largest accepted value (inclusive), if bounded.
+    """
+
+    name: str
+    default: float
+    description: str = ""
+    lowest: float = 0.0
+    highest: float | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One way a kind is recognised.
+
+    Attributes:
+        metrics: catalogue names (or derived signals) whose value is compared; counters as per-second rates.
+        enter: the level that starts an episode (an expression: it may read the row's ``bdp_bytes``,
+            ``fec_limit_ber`` and ``osnr_required_db``, the link's figures).
+        exit: the level that ends it.
+        low_is_bad: True when small values are the problem (OSNR, oper-status).
+    """
+
+    metrics: tuple[str, ...]
+    enter: LevelExpr
+    exit: LevelExpr
+    low_is_bad: bool = False
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """One kind of event (see the module docstring)."""
+
+    name: str
+    family: Family
+    weight: float
+    rules: tuple[Rule, ...]
+    levels: tuple[Level, ...] = ()
+
+
+def _lit(name: str) -> LevelExpr:
+    return lambda t: pl.lit(t.level(name))
+
+
+def _queue(fraction: str, fallback: str) -> LevelExpr:
+    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level.
+    return lambda t: pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback)))
+
+
+def _ber(fraction: str) -> LevelExpr:
+    return lambda t: pl.col("fec_limit_ber") * t.level(fraction)
+
+
+def _osnr(margin: str) -> LevelExpr:
+    return lambda t: pl.col("osnr_required_db") + t.level(margin)
+
+
+def _pair(
+    prefix: str, enter: float, leave: float, unit: str, highest: float | None = None
+) -> tuple[Level, ...]:
+    """The enter and exit levels of one hysteresis."""
+    return (
+        Level(f"{prefix}_enter{unit}", enter, highest=highest),
+        Level(f"{prefix}_exit{unit}", leave, highest=highest),
+    )
+
+
+def _rate(metrics: tuple[str, ...], prefix: str, unit: str) -> Rule:
+    return Rule(metrics, _lit(f"{prefix}_enter{unit}"), _lit(f"{prefix}_exit{unit}"))
+
+
+ECN = "dci_queue_ecn_marked_packets_total"
+QUEUE_SENT = "dci_queue_transmit_packets_total"
+# Derived: ECN-marked / transmitted packets of one queue over a sample interval. DCQCN marks a percent or
+# so of packets in normal operation on a busy shallow buffer, so the share, not the rate, tells congestion.
+ECN_FRACTION = schemas.ECN_FRACTION
+
+# Weights: loss and pauses stall collectives directly, a deep queue or ECN marks slow them less, optical
+# margins warn before they cost anything.
+KINDS: dict[str, EventKind] = {
+    kind.name: kind
+    for kind in (
+        EventKind(
+            "drops",
+            "congestion",
+            1.0,
+            (
+                _rate(
+                    ("dci_queue_dropped_packets_total", "dci_interface_transmit_discards_total"),
+                    "drop_rate",
+                    "_pps",
+                ),
+            ),
+            _pair("drop_rate", 1.0, 0.5, "_pps"),
+        ),
+        EventKind(
+            "ecn",
+            "congestion",
+            0.5,
+            (
+                Rule((ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
+                # Only for queues whose transmitted packets are not reported (no fraction can be formed).
+                _rate((ECN,), "ecn_rate", "_pps"),
+            ),
+            (*_pair("ecn_fraction", 0.05, 0.025, "", highest=1.0), *_pair("ecn_rate", 100.0, 10.0, "_pps")),
+        ),
+        EventKind(
+            "pfc",
+            "congestion",
+            1.0,
+            (
+                Rule(
+                    ("dci_pfc_pause_duration_seconds_total",),
+                    _lit("pfc_pause_fraction_enter"),
+                    _lit("pfc_pause_fraction_exit"),
+                ),
+                _rate(("dci_pfc_pause_frames_total",), "pfc_frames", "_pps"),
+            ),
+            (
+                *_pair("pfc_pause_fraction", 0.01, 0.001, "", highest=1.0),
+                *_pair("pfc_frames", 100.0, 10.0, "_pps"),
+            ),
+        ),
+        EventKind(
+            "queue",
+            "congestion",
+            0.5,
+            (
+                Rule(
+                    ("dci_queue_watermark_bytes", "dci_queue_occupancy_bytes"),
+                    _queue("queue_bdp_fraction_enter", "queue_fallback_enter_bytes"),
+                    _queue("queue_bdp_fraction_exit", "queue_fallback_exit_bytes"),
+                ),
+            ),
+            (*_pair("queue_bdp_fraction", 1.5, 1.0, ""), *_pair("queue_fallback", 1e6, 5e5, "_bytes")),
+        ),
+        EventKind(
+            "ber",
+            "optical",
+            0.1,
+            (
+                Rule(
+                    ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max"),
+                    _ber("ber_limit_fraction_enter"),
+                    _ber("ber_limit_fraction_exit"),
+                ),
+            ),
+            _pair("ber_limit_fraction", 0.1, 0.05, ""),
+        ),
+        EventKind(
+            "osnr",
+            "optical",
+            0.1,
+            (
+                Rule(
+                    ("dci_optics_osnr_db", "dci_optics_osnr_db_min"),
+                    _osnr("osnr_margin_enter_db"),
+                    _osnr("osnr_margin_exit_db"),
+                    low_is_bad=True,
+                ),
+            ),
+            (
+                Level("osnr_margin_enter_db", 2.0, "enter when OSNR < required + this", lowest=-50.0),
+                Level("osnr_margin_exit_db", 3.0, lowest=-50.0),
+            ),
+        ),
+        EventKind(
+            "fcs",
+            "optical",
+            1.0,
+            (_rate(("dci_interface_receive_fcs_errors_total",), "fcs_rate", "_per_second"),),
+            _pair("fcs_rate", 1.0, 0.5, "_per_second"),
+        ),
+        EventKind(
+            "fec_uncorrectable",
+            "optical",
+            1.0,
+            (_rate(("dci_interface_fec_uncorrectable_blocks_total",), "fec_uncorrectable", "_per_second"),),
+            _pair("fec_uncorrectable", 1.0, 0.5, "_per_second"),
+        ),
+        EventKind(
+            "wave_down",
+            "down",
+            1.0,
+            (
+                Rule(
+                    ("dci_interface_oper_up",), lambda t: pl.lit(0.5), lambda t: pl.lit(0.5), low_is_bad=True
+                ),
+            ),
+        ),
+    )
+}
+
+LOW_IS_BAD: frozenset[str] = frozenset(k.name for k in KINDS.values() if any(r.low_is_bad for r in k.rules))
+METRICS: frozenset[str] = frozenset(m for k in KINDS.values() for r in k.rules for m in r.metrics) - {
+    ECN_FRACTION
+} | {QUEUE_SENT}
+"""The catalogue metrics detection reads."""
