@@ -68,6 +68,7 @@ COMMANDS: dict[str, Command] = {
     "check-config": Command(
         "validate a config file and exit", "collector.commands", "check_config", "config_arguments"
     ),
+    "reflect": Command("answer TWAMP-light round-trip probes (a link's far end)", "collector.probes.command"),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
     "analyze": Command("post-run analysis: steps x network events", "spanwatch.analyze"),
     "score": Command("score an analysis against a simulated fabric's truth", "spanwatch.score"),

@@ -39,7 +39,7 @@ from analyzer.report.units import iso, span_seconds
 from analyzer.report.verdicts import Tables, vendor_reports
 from analyzer.thresholds import Thresholds
 from collector.config import Config
-from collector.contracts.fibre import one_way_delay_s
+from collector.contracts.fibre import length_from_dispersion_km, one_way_delay_s
 
 TABLES = ("steps", "events", "attribution", "links", "measures")
 CATEGORIES = {kind.name: kind.family for kind in KINDS.values()}  # the timeline's band colours
@@ -193,7 +193,7 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
     start, end = steps["start_time"].min(), steps["end_time"].max()
     if start is None:
         start, end = readings.counts["first"].min(), readings.counts["last"].max()
-    links = _links(config)
+    links = _links(config, readings)
     exposed = float(analysis.links["exposed_total_seconds"].sum())
     per_step = float(steps.group_by("step").agg(pl.col("duration_seconds").mean())["duration_seconds"].sum())
     median = steps["duration_seconds"].median()
@@ -216,14 +216,35 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
     )
 
 
-def _links(config: Config | None) -> list[LinkInfo]:
+ROUTE_LONGER_FACTOR = 1.1  # as the boards and SpanwatchRouteLongerThanFibre
+
+
+def _links(config: Config | None, readings: Readings) -> list[LinkInfo]:
     if config is None:
         return []
+    measured = (
+        {r["link"]: r for r in readings.links.iter_rows(named=True)} if readings.links is not None else {}
+    )
     out = []
     for link in config.links:
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
         rtt = 2 * one_way_delay_s(link.distance_km, us_per_km)
-        out.append(LinkInfo(link.name, link.site_a, link.site_b, link.distance_km, len(link.members), rtt))
+        m = measured.get(link.name, {})
+        fastest, cd = m.get("rtt_min"), m.get("cd")
+        out.append(
+            LinkInfo(
+                link.name,
+                link.site_a,
+                link.site_b,
+                link.distance_km,
+                len(link.members),
+                rtt,
+                fastest,
+                m.get("rtt_median"),
+                None if cd is None else length_from_dispersion_km(cd),
+                None if fastest is None else fastest > ROUTE_LONGER_FACTOR * rtt,
+            )
+        )
     return out
 
 

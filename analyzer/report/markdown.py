@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from analyzer.report.model import ClaimResult, Glance, ReportData, VendorReport
+from analyzer.report.model import ClaimResult, Glance, LinkInfo, ReportData, VendorReport
 from analyzer.report.units import data_bytes, format_value, number, seconds
 
 VERDICT = {"pass": "PASS", "fail": "FAIL", "no data": "NO DATA"}
@@ -25,6 +25,22 @@ def _maybe(value: float | None, render: object) -> str:
     return "-" if value is None else render(value)  # type: ignore[operator]
 
 
+def _round_trip(link: LinkInfo) -> str:
+    """The measured round trip beside the fibre's (distance x 4.9 us/km, and the length CD gives)."""
+    if link.measured_rtt_min_seconds is None and link.dispersion_km is None:
+        return ""
+    out = f"; fibre round trip {seconds(link.rtt_seconds)}"
+    if link.measured_rtt_min_seconds is not None:
+        out += f", measured {seconds(link.measured_rtt_min_seconds)} fastest"
+        if link.measured_rtt_median_seconds is not None:
+            out += f" / {seconds(link.measured_rtt_median_seconds)} median"
+    if link.dispersion_km is not None:
+        out += f"; {link.dispersion_km:.0f} km of fibre by chromatic dispersion"
+    if link.route_longer_than_fibre:
+        out += "; ROUTE LONGER THAN THE FIBRE"
+    return out
+
+
 def glance_rows(g: Glance) -> list[tuple[str, str]]:
     """The run-at-a-glance figures as (label, text), shared with the HTML.
 
@@ -35,7 +51,8 @@ def glance_rows(g: Glance) -> list[tuple[str, str]]:
         The rows, in reading order.
     """
     links = ", ".join(
-        f"{link.name} ({link.distance_km:g} km, {link.members} member interfaces)" for link in g.links
+        f"{link.name} ({link.distance_km:g} km, {link.members} member interfaces{_round_trip(link)})"
+        for link in g.links
     )
     share = "" if g.exposed_share is None else f" ({g.exposed_share:.1%} of step time)"
     return [

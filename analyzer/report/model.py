@@ -25,6 +25,13 @@ class LinkInfo:
     distance_km: float
     members: int
     rtt_seconds: float
+    # What the run measured, beside the fibre's figures (None where the archive has none): the fastest
+    # and the median probed round trip, the fibre length the optics' chromatic dispersion implies, and
+    # whether the fastest round trip is over 10 % above the fibre's (a route longer than the fibre).
+    measured_rtt_min_seconds: float | None = None
+    measured_rtt_median_seconds: float | None = None
+    dispersion_km: float | None = None
+    route_longer_than_fibre: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from analyzer.errors import AnalyzerError
 from analyzer.measures import OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
 
 MAX_POINTS = 240
+RTT_MIN, RTT_AVG = "dci_link_rtt_seconds_min", "dci_link_rtt_seconds_avg"
+CD = "dci_optics_chromatic_dispersion_ps_per_nm"
 OPTICS = {**dict.fromkeys(PRE_FEC, PRE_FEC[0]), **dict.fromkeys(OSNR, OSNR[0])}
 
 
@@ -35,6 +37,8 @@ class Readings:
         link_transmit_bytes: bytes transmitted by link member interfaces over the run (both directions),
             or None.
         note: why the archive could not be read, or None.
+        links: ``link``, ``rtt_min``, ``rtt_median`` (probed round trips, seconds) and ``cd`` (median
+            absolute chromatic dispersion, ps/nm) per link, or None.
     """
 
     counts: pl.DataFrame
@@ -43,6 +47,7 @@ class Readings:
     link_speed_bytes: float | None
     link_transmit_bytes: float | None = None
     note: str | None = None
+    links: pl.DataFrame | None = None
 
 
 def empty(note: str | None) -> Readings:
@@ -102,8 +107,23 @@ def read_archive(archive: Path | None) -> Readings:
         .agg(increase=pl.col("value").sort_by("time").last() - pl.col("value").sort_by("time").first())
         .select(pl.col("increase").clip(lower_bound=0).sum())
     )
-    frames = pl.collect_all([counts, watermarks, optics, speed, sent])
-    return Readings(frames[0], frames[1], frames[2], _scalar(frames[3]), _scalar(frames[4]))
+    frames = pl.collect_all([counts, watermarks, optics, speed, sent, _links(scan)])
+    return Readings(frames[0], frames[1], frames[2], _scalar(frames[3]), _scalar(frames[4]), links=frames[5])
+
+
+def _links(scan: pl.LazyFrame) -> pl.LazyFrame:
+    """Per link: the fastest and the median probed round trip, and the median |CD| its channels report."""
+    linked = scan.filter(pl.col("link").is_not_null())
+    metric, value = pl.col("metric"), pl.col("value")
+    rtt = (
+        linked.filter(metric.is_in([RTT_MIN, RTT_AVG]))
+        .group_by("link")
+        .agg(
+            rtt_min=value.filter(metric == RTT_MIN).min(), rtt_median=value.filter(metric == RTT_AVG).median()
+        )
+    )
+    cd = linked.filter(metric == CD).group_by("link").agg(cd=value.abs().median())
+    return rtt.join(cd, on="link", how="full", coalesce=True)
 
 
 def _scalar(frame: pl.DataFrame) -> float | None:
