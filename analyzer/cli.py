@@ -135,12 +135,14 @@ def _progress() -> Iterator[Progress]:
 
 
 def report(result: AnalysisResult, written: list[Path]) -> None:
-    """Print malformed lines (stderr) and where the outputs are (stdout).
+    """Print unusable inputs and malformed lines (stderr) and where the outputs are (stdout).
 
     Args:
         result: the analysis.
         written: the files written.
     """
+    for warning in result.summary.get("warnings", []):
+        print(f"spanwatch analyze: warning: {warning['input']}: {warning['problem']}", file=sys.stderr)
     malformed = result.summary["malformed_lines"]
     if malformed["count"]:
         print(f"spanwatch analyze: {malformed['count']} malformed log line(s); first:", file=sys.stderr)

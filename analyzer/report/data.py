@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from analyzer import quantiles
 from analyzer.claims import Claims, match_vendors
 from analyzer.correlate import exposure_per_step
 from analyzer.errors import InputError
@@ -316,5 +317,7 @@ def _distributions(
     inflation = per_step["exposed_seconds"].to_list()
     if not inflation and analysis.steps.height:
         inflation = [0.0] * analysis.steps["step"].n_unique()
-    marks = readings.watermarks.filter(pl.col("device").is_in(devices))["value"].to_list()
-    return VendorDistributions(vendor, cdf(inflation), cdf(marks))
+    marks = readings.watermarks.filter(pl.col("device").is_in(devices))
+    # The watermark quantiles come from the same histogram and rule as the claim's measure (one p99).
+    watermark = Cdf(int(marks["count"].sum()), quantiles.quantiles(marks, list(QUANTILES)))
+    return VendorDistributions(vendor, cdf(inflation), watermark)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import schemas, telemetry
+from analyzer import quantiles, schemas, telemetry
 from analyzer.errors import AnalyzerError
 from analyzer.measures import OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
 
@@ -27,8 +27,9 @@ class Readings:
 
     Attributes:
         counts: ``device``, ``metric``, ``n``, ``first``, ``last``: readings per device and metric.
-        watermarks: ``device``, ``value``: queue watermark readings on link member interfaces (occupancy
-            for devices without watermarks).
+        watermarks: ``device``, ``bucket``, ``count``: the histogram (``analyzer.quantiles``) of the distinct
+            queue watermark readings on link member interfaces (occupancy for devices without watermarks),
+            the one the ``queue_watermark_p99_bytes`` measure is read from.
         optics: ``device``, ``interface``, ``metric`` (``dci_optics_pre_fec_ber`` or ``dci_optics_osnr_db``,
             their min/max variants folded in), ``time``, ``value``: downsampled.
         link_speed_bytes: the median speed of link member interfaces, or None.
@@ -57,7 +58,7 @@ def empty(note: str | None) -> Readings:
                 "last": pl.Datetime("ns", "UTC"),
             }
         ),
-        pl.DataFrame(schema={"device": pl.String(), "value": pl.Float64()}),
+        pl.DataFrame(schema={"device": pl.String(), "bucket": pl.Int32(), "count": pl.Int64()}),
         pl.DataFrame(
             schema={
                 "device": pl.String(),
@@ -117,7 +118,8 @@ def _watermarks(scan: pl.LazyFrame) -> pl.LazyFrame:
     rows = scan.filter(pl.col("link").is_not_null(), pl.col("metric").is_in(list(SAMPLE_METRICS)))
     rows = rows.with_columns(preference=pl.col("metric").replace_strict(order, return_dtype=pl.Int32()))
     best = pl.col("preference") == pl.col("preference").min().over("device")
-    return rows.filter(best).select("device", "value")
+    distinct = quantiles.distinct_readings(rows.filter(best), schemas.SERIES_KEYS)
+    return quantiles.histogram(distinct, ["device"])
 
 
 def _optics(scan: pl.LazyFrame) -> pl.LazyFrame:
