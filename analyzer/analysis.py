@@ -56,6 +56,8 @@ class AnalysisInputs:
             breaks the timing link between logs and telemetry with it).
         skew_seconds: clock-skew tolerance; None = from Prometheus when given, else 0.
         gpus: the job's GPU count, for GPU-hours lost.
+        job_bytes_per_step: the bytes the job sends across the sites per step and direction, for the
+            report's plan (never inferred from all the link carried).
         thresholds: detection levels.
         batch_rows: archive readings per batch (the memory budget).
     """
@@ -72,6 +74,7 @@ class AnalysisInputs:
     shift_logs_seconds: float = 0.0
     skew_seconds: float | None = None
     gpus: int | None = None
+    job_bytes_per_step: float | None = None
     thresholds: Thresholds = field(default_factory=lambda: Thresholds())
     batch_rows: int = network.DEFAULT_BATCH_ROWS
 
@@ -306,6 +309,7 @@ def _summary(
         },
         "skew_seconds": skew,
         "gpus": i.gpus,
+        "job_bytes_per_step": i.job_bytes_per_step,
         "thresholds": i.thresholds.model_dump(),
         "telemetry": {
             "rows": net.rows,

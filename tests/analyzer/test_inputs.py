@@ -18,7 +18,7 @@ from analyzer.ingest import detect, parse_file
 from analyzer.ingest._common import untag
 from analyzer.inputs import parse_logs
 
-P5 = Path(__file__).parent / "data" / "p5_all_reduce_tag_output.log"
+P5 = Path(__file__).parent / "data" / "p5_all_reduce_perf_tag_output.log"
 # A result row behind mpirun's tag: "[1,0]<stdout>:     8     2   float   sum   -1   ..."
 _ROW = re.compile(r"<stdout>:\s+(\d+)\s+\d+\s+float\s+sum\s+-1\s+\S+\s+\S+\s+(\S+)")
 
