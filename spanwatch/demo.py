@@ -66,7 +66,9 @@ def answer(out: Path, score: dict[str, Any]) -> list[str]:
     lines = ["", "the answer:"]
     for link in summary["links"]:
         share = "" if link["share_of_run"] is None else f" ({link['share_of_run']:.1%} of the run)"
-        lines.append(f"  link {link['link']}: {link['exposed_total_seconds']:.3g} s of step time exposed{share}")
+        lines.append(
+            f"  link {link['link']}: {link['exposed_total_seconds']:.3g} s of step time exposed{share}"
+        )
     for v in summary["vendors"]:
         failed = f" ({', '.join(v['failing'])})" if v["failing"] else ""
         lines.append(

@@ -10,8 +10,7 @@ import jsonschema
 import pytest
 
 from analyzer.claims import load_claims
-from analyzer.report import data
-from analyzer.report import verdicts
+from analyzer.report import data, verdicts
 from analyzer.report.model import Evidence, to_json
 from analyzer.topology import load_config
 
@@ -49,7 +48,10 @@ def test_verdicts_and_evidence(small_analysis: tuple[Path, Path, Path]) -> None:
 def test_pass_needs_coverage() -> None:
     """A PASS on telemetry covering 60 s of an 11 h run is insufficient data; a FAIL with samples stands."""
     evidence = Evidence("steps", 200_000, None, None, None, 0, [], coverage=60 / 41_000, minimum_samples=100)
-    assert verdicts._insufficient(evidence, "pass") == "telemetry covered 0.1% of the run, 90% needed to vouch for it"
+    assert (
+        verdicts._insufficient(evidence, "pass")
+        == "telemetry covered 0.1% of the run, 90% needed to vouch for it"
+    )
     assert verdicts._insufficient(evidence, "fail") is None
     assert verdicts._insufficient(replace(evidence, samples=99), "fail") == "only 99 steps, 100 needed"
     assert verdicts._insufficient(replace(evidence, coverage=0.95), "pass") is None
@@ -97,7 +99,7 @@ def test_demo_report(demo_dir: Path) -> None:
     assert claims[("Vendor A", "osnr-margin")]["measured"] > 20
     assert claims[("Vendor A", "coherent-ber")]["measured"] < 0.5
     # One p99 per series: the claim and the distribution table read the same watermark.
-    b = [d for d in document["distributions"] if d["vendor"].startswith("Vendor B")][0]
+    b = next(d for d in document["distributions"] if d["vendor"].startswith("Vendor B"))
     assert claims[("Vendor B", "buffer-headroom")]["measured"] == b["queue_watermark_bytes"]["values"][99]
     assert document["summary"]["vendors"] and document["coverage"]["links"]
     assert document["plan"] is not None and document["optics"]["series"]
