@@ -79,7 +79,7 @@ def answer(out: Path, score: dict[str, Any]) -> list[str]:
         f"{name} {score[name]:.3g}" if score[name] is not None else f"{name} -" for name in GOALS
     )
     verdict = "passed" if score["passed"] else "failed: " + "; ".join(score["why"])
-    lines.append(f"  score against truth: {verdict}")
+    lines.append(f"  score: {verdict} (against the simulation's truth)")
     lines.append(f"    {figures} (every figure: {out / 'score.json'})")
     return lines
 

@@ -162,7 +162,7 @@ def timeline(data: Timeline) -> str:
                 label="baseline",
             )
             ax.set_ylim(0, top)
-            more = f" ({clipped} slower steps above the axis)" if clipped else ""
+            more = f" ({clipped} slower step{'s' if clipped > 1 else ''} above the axis)" if clipped else ""
             ax.set_title(f"link {link}{more}", loc="left", fontsize=9)
             ax.set_ylabel("step time (ms)")
             _legend_right(ax)
