@@ -2,7 +2,7 @@
 
 Order: check root and namespaces (one line, exit 2), remove what a killed run left, build the namespaces
 (``topology``), start the routers' snmpd and gNMI agents and the generators' iperf3 servers, measure each
-pinned flow's round trip, run the job clean (the control, ``control/steps.jsonl``), start the collector,
+pinned flow's round trip, run the job clean (the control run, ``control-run/steps.jsonl``; ``control/`` is the scorer's shifted analysis), start the collector,
 run the job again with the episodes on schedule, read the queues over gNMI beside ``tc`` while they are
 loaded, stop everything and remove the namespaces, then write ``steps.jsonl``, ``truth.json`` and
 ``qdisc-check.json`` and run ``spanwatch analyze`` (and the score, where this build has
@@ -143,7 +143,7 @@ class Lab:
 
         log.info("lab: control run, %g s", config.control)
         before = job_bytes(plan)
-        control = self.job(self.out / "control", config.control, [])
+        control = self.job(self.out / "control-run", config.control, [])
         per_step = self.directions(before, job_bytes(plan), len({r["step"] for r in control}))
         distance = {link.spec.name: link.spec.distance_km if netem else 0.001 for link in plan.links}
         collector = services.collector(services.collector_config(plan, self.out, distance), self.logs)
@@ -160,7 +160,7 @@ class Lab:
         collector.stop(grace=15.0)
 
         write_steps(self.out / "steps.jsonl", steps)
-        write_steps(self.out / "control" / "steps.jsonl", control)
+        write_steps(self.out / "control-run" / "steps.jsonl", control)
         truth = lab_truth.build(
             config, plan, start, control, steps, actions, rtt, per_step, netem, "steps.jsonl"
         )

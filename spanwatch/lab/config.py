@@ -53,6 +53,12 @@ class JobSpec(Strict):
     traffic_class: int = Field(default=3, ge=0, le=7)
     background_class: int = Field(default=0, ge=0, le=7)
     dscp: int = Field(default=24, ge=0, le=63, description="the job's class on the wire (CS3)")
+    host_share: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="each training host's NIC rate, as a share of the slowest link's job class",
+    )
     profile: bool = False
 
     @property

@@ -209,7 +209,18 @@ class Plan:
             ["ip", "-n", h.ns, "link", "set", "eth0", "up"],
             ["ip", "-n", r, "link", "set", h.router_if, "up"],
             ["ip", "-n", h.ns, "route", "add", "default", "via", h.gateway],
+            *(self._nic(h) if h.rank is not None else []),
         ]
+
+    def _nic(self, h: Host) -> list[list[str]]:
+        """A training host's NIC rate, just under the slowest link's job class: in a clean run the job's
+        own flows queue in the host (where TCP's small-queue limit holds them back without loss), not at
+        the DCI egress, as on a DCI with headroom; an episode then shows where it happens."""
+        mbit = self.config.job.host_share * min(link.spec.job_mbit for link in self.links)
+        return [
+            ["tc", "-n", h.ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", f"{mbit:.3f}mbit",
+             "burst", "16kb", "limit", "4mb"],
+        ]  # fmt: skip
 
     def _link(self, link: Link, netem: bool) -> list[list[str]]:
         a, b = (router_ns(s) for s in SITES)
