@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -61,7 +62,8 @@ class Daemon:
             SpanwatchError: the config is invalid, or the address cannot be bound, at start-up (a reload
                 keeps the running config instead).
         """
-        config = sharding.select(configuration.load(self.config_path), self.shard)
+        raise_descriptor_limit()
+        config = sharding.select(await self._load(), self.shard)
         await self._apply(config)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
@@ -80,13 +82,18 @@ class Daemon:
             whether the new config was applied.
         """
         try:
-            config = sharding.select(configuration.load(self.config_path), self.shard)
+            config = sharding.select(await self._load(), self.shard)
             await self._apply(config)
         except (SpanwatchError, OSError) as e:
             log.error("reload rejected, keeping the running config:\n%s", e)
             return False
         log.info("config reloaded: %d targets", len(config.targets))
         return True
+
+    async def _load(self) -> Config:
+        """Read and validate the config file in a worker thread: a large (or hostile) file must not stall
+        polls and scrapes while it is parsed (the YAML reader bounds what it may cost)."""
+        return await asyncio.to_thread(configuration.load, self.config_path)
 
     # -- applying a config -----------------------------------------------------------------------
     async def _apply(self, config: Config) -> None:
@@ -104,7 +111,12 @@ class Daemon:
             ttl = config.defaults.expiry_intervals * _interval(target, config)
             self.store.set_target(
                 target.name,
-                TargetLabels(tuple(sorted(target.labels.items())), ttl, member_links.get(target.name, {})),
+                TargetLabels(
+                    tuple(sorted(target.labels.items())),
+                    ttl,
+                    config.defaults.max_series_per_target,
+                    member_links.get(target.name, {}),
+                ),
             )
             if target.name not in self._targets:
                 self._start_target(target, config)
@@ -136,7 +148,11 @@ class Daemon:
             self._flush_task = None
         await self._flush()
         archive = config.collector.archive
-        self.archive = None if archive is None else Archive(archive.path, self.clock)
+        self.archive = (
+            None
+            if archive is None
+            else Archive(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
+        )
         self.store.archive = self.archive
         if archive is not None:
             self._flush_task = asyncio.create_task(self._flush_loop(archive.flush_interval))
@@ -155,7 +171,22 @@ class Daemon:
             if getattr(target, kind) is not None:
                 stream = make_stream(target, config, self.clock)
                 tasks.append(asyncio.create_task(stream.run(self.store), name=f"{target.name}/{kind}"))
+        for task in tasks:
+            task.add_done_callback(self._source_ended)
         self._targets[target.name] = (target, tasks, polled)
+
+    def _source_ended(self, task: asyncio.Task[None]) -> None:
+        """A source task is meant to run until cancelled: if it ends otherwise, say so and mark it down."""
+        if task.cancelled():
+            return
+        device, _, kind = task.get_name().rpartition("/")
+        error = task.exception()
+        if device in self._targets:
+            self.store.set("spanwatch_target_up", (("device", device), ("source", kind)), 0)
+        if error is not None:
+            log.error("%s %s: the source task died: %r", kind, device, error)
+        else:
+            log.warning("%s %s: the source task ended", kind, device)
 
     async def _stop_target(self, name: str) -> None:
         _, tasks, polled = self._targets.pop(name)
@@ -181,11 +212,25 @@ class Daemon:
             await self._flush()
 
     async def _flush(self) -> None:
-        if self.archive is None:
+        archive = self.archive
+        if archive is None:
             return
-        await self.archive.flush_async()
-        self.store.set("spanwatch_archive_rows_total", (), self.archive.rows_written)
-        self.store.set("spanwatch_archive_write_errors_total", (), self.archive.write_errors)
+        try:
+            await archive.flush_async()
+        except Exception:  # never let one flush end the loop (Archive.flush already catches its own)
+            archive.write_errors += 1
+            log.exception("archive flush failed")
+        self.store.set("spanwatch_archive_rows_total", (), archive.rows_written)
+        self.store.set("spanwatch_archive_write_errors_total", (), archive.write_errors)
+        for reason, n in archive.rows_dropped.items():
+            self.store.set("spanwatch_archive_rows_dropped_total", (("reason", reason),), n)
+
+    @property
+    def rows_lost(self) -> int:
+        """Rows that were never written: still buffered (after the final flush) or dropped."""
+        if self.archive is None:
+            return 0
+        return self.archive.pending + sum(self.archive.rows_dropped.values())
 
     async def _shutdown(self) -> None:
         log.info("stopping: cancelling sources, flushing the archive")
@@ -196,6 +241,14 @@ class Daemon:
             await self._stop_target(name)
         await asyncio.gather(*background, return_exceptions=True)
         await self._flush()
+        if self.archive is not None and self.rows_lost:
+            log.error(
+                "archive: %d rows were never written to %s (%d still buffered, %d dropped)",
+                self.rows_lost,
+                self.archive.root,
+                self.archive.pending,
+                sum(self.archive.rows_dropped.values()),
+            )
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
@@ -225,6 +278,17 @@ class Daemon:
         else:
             log.warning("second stop signal: exiting without the final flush")
             os._exit(1)
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft descriptor limit to the hard one (as Go programs do at start): every target, scrape
+    connection and archive file takes one, and the soft default of 1024 is easy to exhaust."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError) as e:  # a seccomp filter may refuse setrlimit: keep what we have
+        log.debug("cannot raise the descriptor limit: %s", e)
 
 
 def _interval(target: Target, config: Config) -> float:

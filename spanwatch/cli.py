@@ -69,7 +69,8 @@ COMMANDS: dict[str, Command] = {
         "validate a config file and exit", "collector.commands", "check_config", "config_arguments"
     ),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
-    "analyze": Command("post-run analysis: steps x network events", "analyzer.cli"),
+    "analyze": Command("post-run analysis: steps x network events", "spanwatch.analyze"),
+    "score": Command("score an analysis against a simulated fabric's truth", "spanwatch.score"),
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
     "sim": Command("run the simulated fabric", "spanwatch.sim.commands"),
     "demo": Command("fabric + collector + training job + analysis", "spanwatch.demo"),
