@@ -219,7 +219,7 @@ class Plan:
         mbit = self.config.job.host_share * min(link.spec.job_mbit for link in self.links)
         return [
             ["tc", "-n", h.ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", f"{mbit:.3f}mbit",
-             "burst", "16kb", "limit", "4mb"],
+             "burst", "4kb", "limit", "4mb"],
         ]  # fmt: skip
 
     def _link(self, link: Link, netem: bool) -> list[list[str]]:

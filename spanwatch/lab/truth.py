@@ -170,6 +170,8 @@ def _step(
         "communication_seconds": round(clean[rank]["sync_seconds"], 6),
         "measured_sync_seconds": round(sync_seconds(row), 6),
         "steady_seconds": round(clean[rank]["sync_seconds"], 6),
+        # At the top too: the scorer reads a row's by_link there (spanwatch/score.py), the spec nests it.
+        "by_link": {k: round(v, 6) for k, v in by_link.items()},
         "network_seconds": {
             "total": round(total, 6),
             "by_link": {k: round(v, 6) for k, v in by_link.items()},
