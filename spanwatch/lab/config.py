@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from collector.config import Duration
-from collector.yaml_input import read_yaml
 from collector.errors import ConfigError
+from collector.yaml_input import read_yaml
 
 # Queue depth of each profile, bytes: deep holds ~80 ms at 100 Mbit/s, shallow ~5 ms.
 BUFFERS = {"deep": 1_000_000, "shallow": 64_000}
