@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from spanwatch.lab.config import SITES
@@ -158,4 +159,4 @@ def summarise_checks(rows: list[dict[str, Any]]) -> None:
             trio(r, "backlog_bytes"), str(r["gnmi"].get("watermark_bytes")), trio(r, "overlimits"),
             f"{r['tc_before'].get('limit_bytes')} | {r['gnmi'].get('buffer_bytes')}",
         )  # fmt: skip
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

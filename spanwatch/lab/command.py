@@ -325,7 +325,7 @@ def summarise(truth: dict[str, Any], out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 200)
     clean = truth["lab"]["clean"]
     console.print(
         "control: "
