@@ -63,16 +63,15 @@ def test_cleanup_removes_a_killed_runs_namespaces_and_processes(alone: None) -> 
 
 def _start_lab(tmp_path: Path) -> subprocess.Popen[bytes]:
     argv = lab_command("--config", str(SHORT), "--out", str(tmp_path), "--no-analyze")
-    return subprocess.Popen(
-        argv, env=lab_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    with (tmp_path / "lab.err").open("wb") as err:
+        return subprocess.Popen(argv, env=lab_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
 
 
 def _wait_for_job(tmp_path: Path, lab: subprocess.Popen[bytes]) -> list[int]:
     """Wait until the control run's ranks are up; returns every pid inside the lab's namespaces."""
     deadline = time.monotonic() + 90
     while not (tmp_path / "control-run" / "steps.rank0.jsonl").exists():
-        assert lab.poll() is None, lab.stderr.read().decode() if lab.stderr else ""
+        assert lab.poll() is None, (tmp_path / "lab.err").read_text()
         assert time.monotonic() < deadline, "the lab's control run did not start"
         time.sleep(0.2)
     pids = _lab_pids()
