@@ -1,10 +1,11 @@
 """``spanwatch demo``: the simulated fabric with the collector and the training job, on loopback only and
 free ports, cleaning up everything it starts.
 
-It runs the fabric, the collector (``collector.daemon.Daemon`` in-process) and the job for
-``--duration`` seconds, then writes into ``--out``: ``config.yaml`` (the collector config it used, with the
-community in ``community``), ``archive/``, ``steps.jsonl`` (the plain step log), ``truth.json`` (episodes and
-each step's exposed network time and culprits) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
+It runs a scenario (``--scenario FILE``, spec: scenarios.md; the built-in two-site demo by default):
+the fabric, the collector (``collector.daemon.Daemon`` in-process) and the job for the scenario's
+duration, then writes into ``--out``: ``config.yaml`` (the collector config it used, with the community
+in ``community``), ``archive/``, the job's log (``steps.jsonl``, ``megatron.log`` or ``torchtitan.log``),
+``truth.json`` (``spanwatch.sim.truth``) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
 a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
 into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
 """
@@ -20,11 +21,11 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from spanwatch.sim.commands import fabric_arguments, free_port, params, write_config
+from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, scenario, write_config
+from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
-from spanwatch.sim.training import StepRecord
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
@@ -34,18 +35,25 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``spanwatch demo`` options."""
     fabric_arguments(p)
     p.add_argument("--out", type=Path, default=Path("spanwatch-demo"), help="output folder")
-    p.add_argument("--duration", type=float, default=60.0, help="seconds of simulated training")
+    p.add_argument(
+        "--duration", type=float, default=None, help="seconds of simulated training (default: the scenario's; 60)"
+    )
+    p.add_argument("--no-analysis", action="store_true", help="stop after the run (no analysis or report)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fabric + collector + training job for ``--duration`` seconds, a summary of what was collected, then
+    """Fabric + collector + training job for the scenario's duration, a summary of what was collected, then
     the analysis and the vendor report (ending with the report's path)."""
-    status = asyncio.run(Demo(args).run())
-    print(f"report: {analyse(args.out)}")
+    if args.list_scenarios:
+        return list_scenarios()
+    demo = Demo(args)
+    status = asyncio.run(demo.run())
+    if not args.no_analysis:
+        print(f"report: {analyse(args.out, demo.log.path)}")
     return status
 
 
-def analyse(out: Path) -> Path:
+def analyse(out: Path, log: Path | None = None) -> Path:
     """Analyse a finished demo folder with the shipped example claims; returns the HTML report's path.
 
     The claims file is copied into ``out`` first, so the folder holds everything the report came from and
@@ -58,7 +66,7 @@ def analyse(out: Path) -> Path:
     shutil.copyfile(CLAIMS, claims)
     inputs = AnalysisInputs(
         archive=out / "archive",
-        logs=(out / "steps.jsonl",),
+        logs=(log or out / "steps.jsonl",),
         config=out / "config.yaml",
         claims=claims,
         truth=out / "truth.json",
@@ -73,14 +81,12 @@ class Demo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.out: Path = args.out
+        self.scenario = scenario(args, args.duration)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.steps_file: IO[str] = (self.out / "steps.jsonl").open("w")
-        self.sim = SimulatedFabric(params(args), episodes_over_s=args.duration, on_step=self._step)
+        self.sim = SimulatedFabric(self.scenario)
+        self.log = JobLog(self.scenario, self.out, self.sim.host)
+        self.sim.on_step = self.log.write
         self.listen = f"127.0.0.1:{free_port()}"
-
-    def _step(self, record: StepRecord) -> None:
-        self.steps_file.write(json.dumps(self.sim.step_line(record)) + "\n")
-        self.steps_file.flush()
 
     async def run(self) -> int:
         from collector.daemon import Daemon
@@ -100,7 +106,7 @@ class Demo:
                 daemon.stop()
                 await asyncio.gather(task, return_exceptions=True)
             await self.sim.stop()
-            self.steps_file.close()
+            self.log.close()
         if task is not None and task.done() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
         (self.out / "metrics.txt").write_text(metrics)
@@ -109,7 +115,7 @@ class Demo:
         return 0
 
     async def _progress(self, collector: asyncio.Task[None]) -> None:
-        duration = float(self.args.duration)
+        duration = float(self.scenario.duration)
         start = time.monotonic()
         if sys.stderr.isatty():
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -173,16 +179,20 @@ def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
             if archive
             else 0
         )
-    steps = sim.truth()["steps"]
-    late = [s for s in steps if s["culprits"]]
+    truth = sim.truth()
+    steps = {row["step"]: row["network_seconds"]["total"] for row in truth["steps"]}
     summary = {
+        "scenario": truth["scenario"],
+        "devices": len(sim.devices),
+        "links": len(truth["links"]),
         "families": len(fams),
         "series": sum(fams.values()),
         "archive_files": len(archive),
         "archive_rows": rows,
         "steps": len(steps),
-        "late_steps": len(late),
-        "episodes": [e["kind"] for e in sim.truth()["episodes"]],
+        "late_steps": sum(1 for v in steps.values() if v > 1e-3),
+        "network_seconds": round(sum(steps.values()), 3),
+        "episodes": [e["kind"] for e in truth["episodes"]],
     }
     from rich.console import Console
     from rich.table import Table
@@ -197,6 +207,6 @@ def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
     table.add_row("dci_* families", str(len(dci)))
     console.print(table)
     console.print(
-        f"files: {out / 'config.yaml'}, {out / 'archive'}, {out / 'steps.jsonl'}, {out / 'truth.json'}"
+        f"files: {out / 'config.yaml'}, {out / 'archive'}, {out / truth['job']['log_file']}, {out / 'truth.json'}"
     )
     return summary

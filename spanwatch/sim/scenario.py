@@ -311,6 +311,20 @@ def parse(raw: Any, where: str = "") -> Scenario:
     return scenario
 
 
+def with_duration(s: Scenario, seconds: float, where: str = "") -> Scenario:
+    """``s`` run for ``seconds`` instead (its episodes must still fit).
+
+    Raises:
+        ConfigError: an episode would end after the run.
+    """
+    shorter = s.model_copy(update={"duration": seconds})
+    problems = cross_check(shorter)
+    if problems:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(*(f"{prefix}{p} (--duration {seconds:g})" for p in problems))
+    return shorter
+
+
 def load(path: str | Path) -> Scenario:
     """Read and validate a scenario file.
 
@@ -336,9 +350,21 @@ def shipped() -> list[Path]:
     return sorted(SHIPPED.glob("*.yaml"))
 
 
-def builtin(duration: float = 60.0, seed: int = 1) -> Scenario:
+def builtin(
+    duration: float = 60.0,
+    seed: int = 1,
+    distance_km: float = 100.0,
+    waves: int = 4,
+    buffer: str = "deep",
+    lossless: bool = True,
+    episodes: bool = True,
+) -> Scenario:
     """The built-in default: two sites 100 km apart, 4 x 800G deep-buffered lossless waves, one job, one
-    episode of each network kind spread over the run (the demo's schedule)."""
+    episode of each network kind spread over the run (the demo's schedule).
+
+    Raises:
+        ConfigError: an option out of range.
+    """
     T = duration
     return parse(
         {
@@ -346,7 +372,17 @@ def builtin(duration: float = 60.0, seed: int = 1) -> Scenario:
             "seed": seed,
             "duration": f"{T}s",
             "sites": ["a", "b"],
-            "links": [{"name": "ab", "between": ["a", "b"], "distance_km": 100, "waves": 4}],
+            "links": [
+                {
+                    "name": "ab",
+                    "between": ["a", "b"],
+                    "distance_km": distance_km,
+                    "waves": waves,
+                    "buffer": buffer,
+                    "lossless": lossless,
+                    "optics": "800ZR" if distance_km <= 120 else "800ZR+",
+                }
+            ],
             "job": {
                 "ranks_per_site": 1,
                 "params": 5e8,
@@ -354,19 +390,27 @@ def builtin(duration: float = 60.0, seed: int = 1) -> Scenario:
                 "compute": "200ms",
                 "log": {"format": "jsonl", "every": 1},
             },
-            "episodes": [
+            "episodes": [] if not episodes else [
                 {"kind": "congestion", "link": "ab", "start": f"{0.12 * T}s", "duration": f"{0.15 * T}s", "load": 0.6},
                 {"kind": "incast", "link": "ab", "start": f"{0.35 * T}s", "duration": f"{0.1 * T}s", "fan_in": 4},
                 {
                     "kind": "optical_degradation",
                     "link": "ab",
-                    "wave": 4,
+                    "wave": waves,
                     "start": f"{0.5 * T}s",
                     "duration": f"{0.2 * T}s",
-                    "osnr_drop_db": 4,
+                    "osnr_drop_db": round(worst_drop_db(distance_km, "800ZR" if distance_km <= 120 else "800ZR+"), 2),
                 },
                 {"kind": "wave_down", "link": "ab", "wave": 1, "start": f"{0.8 * T}s", "duration": f"{0.08 * T}s"},
             ],
         },
         "builtin",
     )
+
+
+def worst_drop_db(distance_km: float, optics: str) -> float:
+    """An OSNR drop that takes a wave 1 dB past its profile's required OSNR (past the FEC limit)."""
+    from collector.contracts.optics import profile
+    from spanwatch.sim.physics import nominal_osnr_db
+
+    return nominal_osnr_db(distance_km) - profile(optics).required_osnr_db + 1.0
