@@ -23,9 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, scenario, write_config
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.scenario import Scenario
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
@@ -49,21 +52,53 @@ def run(args: argparse.Namespace) -> int:
     demo = Demo(args)
     status = asyncio.run(demo.run())
     if not args.no_analysis:
+        write_claims(args.out, demo.scenario)
         print(f"report: {analyse(args.out, demo.log.path)}")
     return status
+
+
+OPTICAL_CLAIMS = ("coherent-ber", "osnr-margin", "no-wave-outage")
+
+
+def write_claims(out: Path, s: Scenario) -> Path:
+    """The example claims for this scenario's vendors, into ``out/claims.yaml``.
+
+    The built-in demo's devices are all ``spanwatch-sim``: the shipped file, as is. Otherwise each switch
+    vendor gets the shipped first vendor's claims, matched on ``vendor``, and each optics vendor its optical
+    claims, matched on ``optics_vendor``.
+    """
+    path = out / "claims.yaml"
+    switches = sorted({link.vendor.switch for link in s.links})
+    optics = sorted({link.vendor.optics for link in s.links})
+    if switches == ["spanwatch-sim"] and optics == ["spanwatch-sim"]:
+        shutil.copyfile(CLAIMS, path)
+        return path
+    template = yaml.safe_load(CLAIMS.read_text())["vendors"][0]["claims"]
+    vendors = [{"name": f"{v} (switches)", "match": {"vendor": v}, "claims": template} for v in switches]
+    vendors += [
+        {
+            "name": f"{v} (optics)",
+            "match": {"optics_vendor": v},
+            "claims": [c for c in template if c["id"] in OPTICAL_CLAIMS],
+        }
+        for v in optics
+    ]
+    path.write_text(yaml.safe_dump({"vendors": vendors}, sort_keys=False))
+    return path
 
 
 def analyse(out: Path, log: Path | None = None) -> Path:
     """Analyse a finished demo folder with the shipped example claims; returns the HTML report's path.
 
-    The claims file is copied into ``out`` first, so the folder holds everything the report came from and
-    ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it after an edit.
+    The claims file is in ``out`` (``write_claims``; the shipped one when absent), so the folder holds
+    everything the report came from and ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it.
     """
     from analyzer.analysis import Analysis, AnalysisInputs
     from analyzer.report.command import write_report
 
     claims = out / "claims.yaml"
-    shutil.copyfile(CLAIMS, claims)
+    if not claims.exists():
+        shutil.copyfile(CLAIMS, claims)
     inputs = AnalysisInputs(
         archive=out / "archive",
         logs=(log or out / "steps.jsonl",),
