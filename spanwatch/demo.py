@@ -39,7 +39,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
     fabric_arguments(p)
     p.add_argument("--out", type=Path, default=Path("spanwatch-demo"), help="output folder")
     p.add_argument(
-        "--duration", type=float, default=None, help="seconds of simulated training (default: the scenario's; 60)"
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds of simulated training (default: the scenario's; 60)",
     )
     p.add_argument("--no-analysis", action="store_true", help="stop after the run (no analysis or report)")
 

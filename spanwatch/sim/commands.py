@@ -69,7 +69,7 @@ def list_scenarios() -> int:
     """Print the shipped scenarios: name, and the file's description."""
     print(f"{'builtin':28s} the two-site demo (no --scenario): 100 km, 4 x 800G, one episode of each kind")
     for path in scenarios.shipped():
-        print(f"{str(path.relative_to(scenarios.SHIPPED.parent.parent)):28s} {scenarios.description(path)}")
+        print(f"{path.relative_to(scenarios.SHIPPED.parent.parent)!s:28s} {scenarios.description(path)}")
     return 0
 
 

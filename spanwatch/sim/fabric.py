@@ -273,7 +273,9 @@ class Fabric:
             acc[DROP_RX_X] += d_x
             self.resend(d_t[lay.peer])
             rq = rq_t + rq_x
-        self.rx_paused = lay.lossless[lay.peer] & np.where(rq > self.xoff, True, (rq >= self.xon) & self.rx_paused)
+        self.rx_paused = lay.lossless[lay.peer] & np.where(
+            rq > self.xoff, True, (rq >= self.xon) & self.rx_paused
+        )
 
     def _causes(self, srv_t: F, paused: np.ndarray, srv_x: F) -> None:
         """While the job syncs: the service each of its waves did not get this step, by cause (seconds)."""
@@ -299,7 +301,8 @@ class Fabric:
     def job_outstanding(self) -> F:
         """The job's bytes not yet delivered to the far hosts, per sending queue."""
         return np.asarray(
-            self.src + self.retx_total + self.tail + self.in_flight_t + self.rq_t[self.lay.peer], dtype=np.float64
+            self.src + self.retx_total + self.tail + self.in_flight_t + self.rq_t[self.lay.peer],
+            dtype=np.float64,
         )
 
     def egress_outstanding(self) -> F:

@@ -64,7 +64,15 @@ class Layout:
             n = link.waves
             for sd in (0, 1):
                 self.devices.append(
-                    Device(device_name(link.name, link.between[sd]), link.name, link.between[sd], sd, int(off) + sd * n, n, link)
+                    Device(
+                        device_name(link.name, link.between[sd]),
+                        link.name,
+                        link.between[sd],
+                        sd,
+                        int(off) + sd * n,
+                        n,
+                        link,
+                    )
                 )
                 for w in range(n):
                     link_of.append(li)

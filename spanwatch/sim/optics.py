@@ -58,7 +58,10 @@ class Optics:
         self.cd0 = physics.chromatic_dispersion_ps_nm(lay.distance_km, self.freq_hz)
         self.dgd0 = np.asarray([physics.mean_dgd_ps(d) for d in lay.distance_km])
         self.osnr0 = np.asarray([physics.nominal_osnr_db(d) for d in lay.distance_km])
-        limits = {p.name: (p.fec_ber_limit, physics.osnr_at_limit(p.fec_ber_limit) - p.required_osnr_db) for p in lay.profiles}
+        limits = {
+            p.name: (p.fec_ber_limit, physics.osnr_at_limit(p.fec_ber_limit) - p.required_osnr_db)
+            for p in lay.profiles
+        }
         self.fec_limit = np.asarray([limits[lay.profiles[li].name][0] for li in lay.link_of])
         self.osnr_shift = np.asarray([limits[lay.profiles[li].name][1] for li in lay.link_of])
         self.chain = physics.Chain()

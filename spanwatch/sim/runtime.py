@@ -37,13 +37,6 @@ SNMP_MODULES = ("if_mib", "etherlike", "juniper_ifoptics")
 GNMI_SETS = ("qos", "cumulus_qos", "optical_channel", "transceiver", "arista_pfc")
 
 
-def worst_penalty_db(distance_km: float, optics: str = "800ZR") -> float:
-    """An OSNR drop that takes a wave of ``optics`` 1 dB past its FEC limit (its required OSNR)."""
-    from collector.contracts.optics import profile
-
-    return physics.nominal_osnr_db(distance_km) - profile(optics).required_osnr_db + 1.0
-
-
 class SimulatedFabric:
     """The running fabric.
 
@@ -68,7 +61,9 @@ class SimulatedFabric:
         self.t0 = time.time()
         self._mono0 = time.monotonic()
         self.snap: Snapshot = snapshot.take(self.fabric, time.time_ns(), 0.0)
-        self._tables: list[tuple[Snapshot | None, snmp_agent.Table]] = [(None, ([], [])) for _ in self.devices]
+        self._tables: list[tuple[Snapshot | None, snmp_agent.Table]] = [
+            (None, ([], [])) for _ in self.devices
+        ]
         self.snmp_ports: list[int] = []
         self.gnmi_ports: list[int] = []
         self._transports: list[asyncio.DatagramTransport] = []
@@ -186,7 +181,11 @@ class SimulatedFabric:
         links = []
         for link in self.scenario.links:
             members = [
-                {"device": dev.name, "interface": snmp_mib.interface_name(w), "component": f"OpticalChannel1/{w + 1}"}
+                {
+                    "device": dev.name,
+                    "interface": snmp_mib.interface_name(w),
+                    "component": f"OpticalChannel1/{w + 1}",
+                }
                 for dev in self.devices
                 if dev.link == link.name
                 for w in range(dev.waves)

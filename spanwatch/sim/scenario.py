@@ -83,9 +83,9 @@ class Link(Strict):
     distance_km: float = Field(gt=0, le=1000)
     waves: int = Field(ge=1, le=32)
     wave_gbps: float = Field(default=800.0, gt=0, le=1600)
-    buffer: Annotated[Literal["deep", "shallow"] | Annotated[float, Field(gt=0)], BeforeValidator(_buffer)] = (
-        "deep"
-    )
+    buffer: Annotated[
+        Literal["deep", "shallow"] | Annotated[float, Field(gt=0)], BeforeValidator(_buffer)
+    ] = "deep"
     lossless: bool = True
     vendor: Vendor = Vendor()
     optics: str = "800ZR"  # a profile of collector/contracts/optics.py
@@ -284,10 +284,14 @@ def cross_check(s: Scenario) -> list[str]:
             problems.append(f"{where}.link: unknown link {e.link!r}")
             continue
         if isinstance(e, OpticalDegradation | WaveDown) and e.wave > s.link(e.link).waves:
-            problems.append(f"{where}.wave: wave {e.wave} out of range (link {e.link} has 1..{s.link(e.link).waves})")
+            problems.append(
+                f"{where}.wave: wave {e.wave} out of range (link {e.link} has 1..{s.link(e.link).waves})"
+            )
         if isinstance(e, TrafficEpisode) and (tc := s.traffic_class(e)) != s.job.traffic_class:
             if background is not None and tc != background:
-                problems.append(f"{where}.traffic_class: one background class is modelled ({background} already)")
+                problems.append(
+                    f"{where}.traffic_class: one background class is modelled ({background} already)"
+                )
             background = tc
     return problems
 
@@ -390,18 +394,40 @@ def builtin(
                 "compute": "200ms",
                 "log": {"format": "jsonl", "every": 1},
             },
-            "episodes": [] if not episodes else [
-                {"kind": "congestion", "link": "ab", "start": f"{0.12 * T}s", "duration": f"{0.15 * T}s", "load": 0.6},
-                {"kind": "incast", "link": "ab", "start": f"{0.35 * T}s", "duration": f"{0.1 * T}s", "fan_in": 4},
+            "episodes": []
+            if not episodes
+            else [
+                {
+                    "kind": "congestion",
+                    "link": "ab",
+                    "start": f"{0.12 * T}s",
+                    "duration": f"{0.15 * T}s",
+                    "load": 0.6,
+                },
+                {
+                    "kind": "incast",
+                    "link": "ab",
+                    "start": f"{0.35 * T}s",
+                    "duration": f"{0.1 * T}s",
+                    "fan_in": 4,
+                },
                 {
                     "kind": "optical_degradation",
                     "link": "ab",
                     "wave": waves,
                     "start": f"{0.5 * T}s",
                     "duration": f"{0.2 * T}s",
-                    "osnr_drop_db": round(worst_drop_db(distance_km, "800ZR" if distance_km <= 120 else "800ZR+"), 2),
+                    "osnr_drop_db": round(
+                        worst_drop_db(distance_km, "800ZR" if distance_km <= 120 else "800ZR+"), 2
+                    ),
                 },
-                {"kind": "wave_down", "link": "ab", "wave": 1, "start": f"{0.8 * T}s", "duration": f"{0.08 * T}s"},
+                {
+                    "kind": "wave_down",
+                    "link": "ab",
+                    "wave": 1,
+                    "start": f"{0.8 * T}s",
+                    "duration": f"{0.08 * T}s",
+                },
             ],
         },
         "builtin",

@@ -137,7 +137,9 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
     for name, x in raw.items():
         ints = np.floor(np.maximum(x, 0.0)).astype(np.int64)
         if prev is not None:
-            ints = np.maximum(ints, np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]]))
+            ints = np.maximum(
+                ints, np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]])
+            )
         counters[name] = [ints[s : s + n].tolist() for s, n in zip(starts, sizes, strict=True)]
     o = f.optics
     gauges = {name: _split(o.values[i], starts, sizes) for name, i in INDEX.items()}

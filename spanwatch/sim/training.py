@@ -171,7 +171,7 @@ class TrainingJob:
         if self.state == "sync" or self.t_next >= t + dt:
             return 1.0
         start = self.t_next
-        if self.state == "wait" and self.phase == self.phases or not self.communicates(self.step_no):
+        if (self.state == "wait" and self.phase == self.phases) or not self.communicates(self.step_no):
             self._end_step(start)
             return 1.0
         self._start_phase(start)
@@ -227,7 +227,11 @@ class TrainingJob:
         n_up = lay.per_link(up.astype(np.float64)) / 2  # both ends of a wave go down together
         all_down = n_up == 0
         per_wave = self.link_bytes / np.maximum(n_up, 1)
-        share = np.where(all_down[lay.link_of], self.link_bytes[lay.link_of] / self.waves[lay.link_of], per_wave[lay.link_of])
+        share = np.where(
+            all_down[lay.link_of],
+            self.link_bytes[lay.link_of] / self.waves[lay.link_of],
+            per_wave[lay.link_of],
+        )
         net.src += np.where(up | all_down[lay.link_of], share, 0.0) * self.assigned
         self.phase_start = start
         self.egress_finish = np.where(self.assigned, math.nan, start)

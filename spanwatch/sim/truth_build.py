@@ -154,7 +154,11 @@ def _where(s: Scenario, lay: Layout, e: ScenarioEpisode) -> tuple[list[str], lis
 
 def _episode(s: Scenario, lay: Layout, e: ScenarioEpisode, records: list[StepRecord], t0: float) -> Episode:
     devices, interfaces, components, queues = _where(s, lay, e)
-    params = {k: v for k, v in e.model_dump().items() if k not in ("kind", "start", "duration", "link", "wave", "traffic_class", "ranks")}
+    params = {
+        k: v
+        for k, v in e.model_dump().items()
+        if k not in ("kind", "start", "duration", "link", "wave", "traffic_class", "ranks")
+    }
     overlapping = [r for r in records if r.start_s < e.end + SETTLE_S and r.end_s > e.start]
     if isinstance(e, ComputeStall):
         affects = any(r.start_s < e.end and r.comm_start_s > e.start for r in overlapping)

@@ -69,7 +69,14 @@ def test_compute_end_freezes() -> None:
 EPISODES = [
     {"kind": "congestion", "link": "ab", "start": "0.1s", "duration": "0.5s", "load": 1.4},
     {"kind": "incast", "link": "ab", "start": "0.2s", "duration": "0.3s", "fan_in": 8},
-    {"kind": "optical_degradation", "link": "ab", "wave": 1, "start": "0.1s", "duration": "0.4s", "osnr_drop_db": 9},
+    {
+        "kind": "optical_degradation",
+        "link": "ab",
+        "wave": 1,
+        "start": "0.1s",
+        "duration": "0.4s",
+        "osnr_drop_db": 9,
+    },
     {"kind": "wave_down", "link": "ab", "wave": 2, "start": "0.3s", "duration": "0.2s"},
 ]
 
@@ -82,9 +89,14 @@ EPISODES = [
     lossless=st.booleans(),
     seed=st.integers(0, 1000),
 )
-def test_conservation_line_rate_and_counters(km: float, waves: int, buffer: str, lossless: bool, seed: int) -> None:
+def test_conservation_line_rate_and_counters(
+    km: float, waves: int, buffer: str, lossless: bool, seed: int
+) -> None:
     s = scenario(
-        [link(distance_km=km, waves=waves, buffer=buffer, lossless=lossless, optics="800ZR+"), link("ab2", lossless=not lossless)],
+        [
+            link(distance_km=km, waves=waves, buffer=buffer, lossless=lossless, optics="800ZR+"),
+            link("ab2", lossless=not lossless),
+        ],
         EPISODES,
     ).model_copy(update={"seed": seed})
     f = Fabric(s)
@@ -99,14 +111,23 @@ def test_conservation_line_rate_and_counters(km: float, waves: int, buffer: str,
         if i % 10 == 9:
             snap = take(f, i, f.t, prev)
             for name, rows in snap.counters.items():
-                assert all(np.all(np.asarray(a) >= np.asarray(b)) for a, b in zip(rows, prev.counters[name], strict=True)), name
+                assert all(
+                    np.all(np.asarray(a) >= np.asarray(b))
+                    for a, b in zip(rows, prev.counters[name], strict=True)
+                ), name
             prev = snap
         c = f.conservation()
-        assert math.isclose(c.admitted, c.transmitted + c.queued + c.dropped + c.flushed, rel_tol=1e-9, abs_tol=16.0)
+        assert math.isclose(
+            c.admitted, c.transmitted + c.queued + c.dropped + c.flushed, rel_tol=1e-9, abs_tol=16.0
+        )
         assert np.all(f.occupancy() <= f.lay.buffer * (1 + 1e-9))
     lossy = ~f.lay.lossless
-    assert np.all(f.acc[fab.PAUSE_HOST][lossy] == 0) and np.all(f.acc[fab.PAUSE_RX][lossy] == 0)  # PFC only lossless
-    assert np.all(f.acc[[fab.DROP_T, fab.DROP_X]][:, f.lay.lossless] == 0)  # lossless: no tail drop in the class
+    assert np.all(f.acc[fab.PAUSE_HOST][lossy] == 0) and np.all(
+        f.acc[fab.PAUSE_RX][lossy] == 0
+    )  # PFC only lossless
+    assert np.all(
+        f.acc[[fab.DROP_T, fab.DROP_X]][:, f.lay.lossless] == 0
+    )  # lossless: no tail drop in the class
 
 
 def test_congestion_control_cuts_and_recovers() -> None:
@@ -139,7 +160,9 @@ def test_received_pauses_only_when_the_far_end_is_lossless() -> None:
 
 
 def test_a_down_wave_reports_no_signal() -> None:
-    s = scenario([link(waves=2)], [{"kind": "wave_down", "link": "ab", "wave": 2, "start": "0s", "duration": "5s"}])
+    s = scenario(
+        [link(waves=2)], [{"kind": "wave_down", "link": "ab", "wave": 2, "start": "0s", "duration": "5s"}]
+    )
     f = Fabric(s)
     f.advance(1.5)
     snap = take(f, 0, f.t)
@@ -170,12 +193,29 @@ def test_another_class_does_not_slow_the_job() -> None:
     busy = scenario(
         [link(), link("ab2")],
         [
-            {"kind": "congestion", "link": "ab", "start": "1s", "duration": "3s", "load": 3.0, "traffic_class": 0},
-            {"kind": "burst", "link": "ab2", "start": "2s", "duration": "0.2s", "load": 5.0, "traffic_class": 0},
+            {
+                "kind": "congestion",
+                "link": "ab",
+                "start": "1s",
+                "duration": "3s",
+                "load": 3.0,
+                "traffic_class": 0,
+            },
+            {
+                "kind": "burst",
+                "link": "ab2",
+                "start": "2s",
+                "duration": "0.2s",
+                "load": 5.0,
+                "traffic_class": 0,
+            },
         ],
     )
     assert _ends(quiet) == _ends(busy)
-    harmful = scenario([link(), link("ab2")], [{"kind": "congestion", "link": "ab", "start": "1s", "duration": "3s", "load": 1.5}])
+    harmful = scenario(
+        [link(), link("ab2")],
+        [{"kind": "congestion", "link": "ab", "start": "1s", "duration": "3s", "load": 1.5}],
+    )
     assert _ends(harmful)[-1] > _ends(quiet)[-1] + 0.01
 
 
@@ -232,7 +272,9 @@ def test_truth_shape_and_sums() -> None:
     again = Truth.model_validate_json(truth.model_dump_json())
     assert again == truth
     assert len(truth.steps) == len(f.job.completed) * s.ranks
-    assert {(r.step, r.rank) for r in truth.steps} == {(k + 1, r) for k in range(len(f.job.completed)) for r in range(s.ranks)}
+    assert {(r.step, r.rank) for r in truth.steps} == {
+        (k + 1, r) for k in range(len(f.job.completed)) for r in range(s.ranks)
+    }
     for row in truth.steps:
         assert TIME.match(row.start_time) and TIME.match(row.end_time)
         n = row.network_seconds

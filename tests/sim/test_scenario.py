@@ -19,7 +19,14 @@ BASE: dict[str, Any] = {
     "sites": ["a", "b"],
     "links": [
         {"name": "ab-1", "between": ["a", "b"], "distance_km": 100, "waves": 4},
-        {"name": "ab-2", "between": ["a", "b"], "distance_km": 140, "waves": 2, "buffer": "8GB", "lossless": False},
+        {
+            "name": "ab-2",
+            "between": ["a", "b"],
+            "distance_km": 140,
+            "waves": 2,
+            "buffer": "8GB",
+            "lossless": False,
+        },
     ],
     "job": {"ranks_per_site": 2, "params": "7e9", "compute": "250ms", "compute_jitter": "2%"},
     "episodes": [{"kind": "congestion", "link": "ab-1", "start": "5s", "duration": "5s", "load": 1.3}],
@@ -45,14 +52,20 @@ def test_base_is_valid() -> None:
     [
         (lambda r: r["links"][0].update(colour="red"), "f.yaml: links[0].colour: unknown key"),
         (lambda r: r.update(extra=1), "f.yaml: extra: unknown key"),
-        (lambda r: r["links"][1].update(between=["a", "c"]), "f.yaml: links[1].between[1]: 'c' names no site"),
+        (
+            lambda r: r["links"][1].update(between=["a", "c"]),
+            "f.yaml: links[1].between[1]: 'c' names no site",
+        ),
         (lambda r: r["links"][1].update(between=["a", "a"]), "f.yaml: links[1].between: a link joins two"),
         (lambda r: r["links"][1].update(name="ab-1"), "f.yaml: links[1].name: link 'ab-1' is named twice"),
         (lambda r: r["links"][0].update(buffer="huge"), "f.yaml: links[0].buffer: "),
         (lambda r: r["links"][0].update(optics="999ZR"), "f.yaml: links[0].optics: unknown profile"),
         (lambda r: r.update(sites=["a", "b", "c"]), "f.yaml: sites[2]: no link reaches site 'c'"),
         (lambda r: r.update(sites=["a"]), "f.yaml: sites: "),
-        (lambda r: r["episodes"][0].update(start="28s"), "f.yaml: episodes[0]: congestion from 28s for 5s ends after"),
+        (
+            lambda r: r["episodes"][0].update(start="28s"),
+            "f.yaml: episodes[0]: congestion from 28s for 5s ends after",
+        ),
         (lambda r: r["episodes"][0].update(link="zz"), "f.yaml: episodes[0].link: unknown link 'zz'"),
         (lambda r: r["episodes"][0].update(load="x"), "f.yaml: episodes[0].load: "),
         (lambda r: r["episodes"][0].update(wave=1), "f.yaml: episodes[0].wave: unknown key"),
@@ -63,7 +76,9 @@ def test_base_is_valid() -> None:
             "f.yaml: episodes[1].wave: wave 3 out of range (link ab-2 has 1..2)",
         ),
         (
-            lambda r: r["episodes"].append({"kind": "compute_stall", "start": "1s", "duration": "1s", "ranks": [4]}),
+            lambda r: r["episodes"].append(
+                {"kind": "compute_stall", "start": "1s", "duration": "1s", "ranks": [4]}
+            ),
             "f.yaml: episodes[1].ranks[0]: rank 4 out of range (0..3)",
         ),
         (
@@ -72,14 +87,38 @@ def test_base_is_valid() -> None:
         ),
         (lambda r: r["job"].update(links=["ab-3"]), "f.yaml: job.links[0]: unknown link 'ab-3'"),
         (lambda r: r["job"].update(parallelism="tensor"), "f.yaml: job.parallelism: "),
-        (lambda r: r["job"]["log"].update(format="csv") if "log" in r["job"] else r["job"].update(log={"format": "csv"}), "f.yaml: job.log.format: "),
+        (
+            lambda r: (
+                r["job"]["log"].update(format="csv")
+                if "log" in r["job"]
+                else r["job"].update(log={"format": "csv"})
+            ),
+            "f.yaml: job.log.format: ",
+        ),
         (lambda r: r.update(duration=30), "f.yaml: duration: not a duration"),
-        (lambda r: r.update(telemetry={"gnmi": False, "snmp": False}), "f.yaml: telemetry: enable gnmi or snmp"),
+        (
+            lambda r: r.update(telemetry={"gnmi": False, "snmp": False}),
+            "f.yaml: telemetry: enable gnmi or snmp",
+        ),
         (
             lambda r: r["episodes"].extend(
                 [
-                    {"kind": "burst", "link": "ab-1", "start": "1s", "duration": "1s", "load": 2, "traffic_class": 0},
-                    {"kind": "burst", "link": "ab-1", "start": "1s", "duration": "1s", "load": 2, "traffic_class": 1},
+                    {
+                        "kind": "burst",
+                        "link": "ab-1",
+                        "start": "1s",
+                        "duration": "1s",
+                        "load": 2,
+                        "traffic_class": 0,
+                    },
+                    {
+                        "kind": "burst",
+                        "link": "ab-1",
+                        "start": "1s",
+                        "duration": "1s",
+                        "load": 2,
+                        "traffic_class": 1,
+                    },
                 ]
             ),
             "f.yaml: episodes[2].traffic_class: one background class is modelled (0 already)",
