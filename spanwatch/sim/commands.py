@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from collector.errors import ConfigError
 from spanwatch.sim import scenario as scenarios
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.scenario import Scenario
@@ -30,6 +31,9 @@ def fabric_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--buffer", choices=["deep", "shallow"], default="deep", help="built-in: buffer profile")
     p.add_argument("--lossy", action="store_true", help="built-in scenario: no PFC, tail-drop instead")
     p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    p.add_argument(
+        "--time-scale", type=float, default=1.0, help="stretch the scenario in time (the bench's full length)"
+    )
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -62,6 +66,10 @@ def scenario(args: argparse.Namespace, duration: float | None) -> Scenario:
         )
     if args.seed is not None:
         s = s.model_copy(update={"seed": args.seed})
+    if args.time_scale != 1.0:
+        if args.time_scale <= 0:
+            raise ConfigError("--time-scale: must be positive")
+        s = scenarios.scaled(s, args.time_scale)
     return s
 
 

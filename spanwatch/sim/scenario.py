@@ -329,6 +329,18 @@ def with_duration(s: Scenario, seconds: float, where: str = "") -> Scenario:
     return shorter
 
 
+def scaled(s: Scenario, k: float) -> Scenario:
+    """``s`` stretched in time by ``k``: the run and every episode's start and length (a burst keeps its
+    length: it must stay shorter than a poll)."""
+    episodes = tuple(
+        e.model_copy(
+            update={"start": e.start * k, "duration": e.duration if isinstance(e, Burst) else e.duration * k}
+        )
+        for e in s.episodes
+    )
+    return s.model_copy(update={"duration": s.duration * k, "episodes": episodes})
+
+
 def load(path: str | Path) -> Scenario:
     """Read and validate a scenario file.
 
