@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from collector.config import parse_duration, read_yaml
+from collector.contracts.optics import PROFILES
 from collector.errors import ConfigError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
@@ -254,8 +255,6 @@ def cross_check(s: Scenario) -> list[str]:
         if link.between[0] == link.between[1]:
             problems.append(f"{where}.between: a link joins two different sites")
         reached.update(link.between)
-        from collector.contracts.optics import PROFILES
-
         if link.optics not in PROFILES:
             problems.append(f"{where}.optics: unknown profile {link.optics!r} (one of {', '.join(PROFILES)})")
     for i, site in enumerate(s.sites):

@@ -3,7 +3,10 @@
 Shared by the simulator (which writes it) and the scorer (which reads JSON only and may validate it with
 ``Truth.model_validate_json`` or against ``json_schema()``). Times are RFC 3339 UTC strings with
 microseconds; ``episodes`` times are the switches' clock (the fabric's), ``steps`` times the training
-hosts' clock (``clock_skew`` included). Seconds are floats.
+hosts' clock (``clock_skew`` included). Seconds are floats. Steps count from 1, as training logs number
+iterations (the job's log uses the same numbers). Names: ``interfaces`` are ``device/interface``,
+``components`` ``device/component``, ``queues`` ``device/interface/queue`` (the queue is the traffic
+class), waves count from 1.
 
 A step row adds up: ``end_time - start_time = compute_seconds + wait_seconds + communication_seconds +
 network_seconds.total`` (to the model's 1 ms step), where ``wait_seconds`` is the time a rank waited for
