@@ -90,5 +90,5 @@ async def test_snmpbulkwalk(sim: SimulatedFabric) -> None:
 async def test_pygnmi_get_and_subscribe(sim: SimulatedFabric) -> None:
     out = json.loads(await _run(sys.executable, "-c", PYGNMI, str(sim.gnmi_ports[1])))
     assert out["models"] >= 6
-    assert out["get"] == 4  # one queue per wave
+    assert out["get"] == 8  # per wave: the job's queue and the background class's
     assert out["stream"] >= 3 and out["once"] == 4
