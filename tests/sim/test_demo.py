@@ -89,7 +89,9 @@ def test_demo(tmp_path: Path) -> None:
     assert max(_values(metrics, "dci_queue_occupancy_bytes")) <= 2e9
     assert max(_values(metrics, "dci_queue_watermark_bytes")) <= 2e9
     job_queue = re.compile(r'^dci_queue_dropped_packets_total\{[^}]*queue="3"[^}]*\} (\S+)$', re.M)
-    assert sum(float(v) for v in job_queue.findall(metrics)) == 0  # the job's class: deep + lossless, never full
+    assert (
+        sum(float(v) for v in job_queue.findall(metrics)) == 0
+    )  # the job's class: deep + lossless, never full
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert len(steps) >= 20 and set(steps[0]) == {"step", "start", "end", "rank"}
     truth = Truth.model_validate_json((out / "truth.json").read_text())
