@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _sim(args: argparse.Namespace) -> int:
-    sim = SimulatedFabric(scenario(args, args.duration))
+    sim = SimulatedFabric(scenario(args, None))  # --duration here is how long to serve, not the scenario
     await sim.start()
     try:
         path = write_config(sim, args.out, args.listen)
