@@ -16,17 +16,13 @@ import sys
 import tempfile
 import time
 
-from spanwatch.sim.episodes import Schedule, default_episodes
 from spanwatch.sim.fabric import Fabric
-from spanwatch.sim.params import FabricParams
-from spanwatch.sim.runtime import worst_penalty_db
+from spanwatch.sim.scenario import builtin
 
 
 def model_speed(waves: int, seconds: float) -> float:
     """Simulated seconds per wall second (process CPU time, so other load on the machine does not count)."""
-    f = Fabric(
-        FabricParams(waves=waves), Schedule(default_episodes(seconds, waves, worst_penalty_db(100)), waves)
-    )
+    f = Fabric(builtin(seconds, waves=waves))
     start = time.process_time()
     f.advance(seconds)
     return seconds / (time.process_time() - start)

@@ -1,10 +1,11 @@
 """``spanwatch demo``: the simulated fabric with the collector and the training job, on loopback only and
 free ports, cleaning up everything it starts.
 
-It runs the fabric, the collector (``collector.daemon.Daemon`` in-process) and the job for
-``--duration`` seconds, then writes into ``--out``: ``config.yaml`` (the collector config it used, with the
-community in ``community``), ``archive/``, ``steps.jsonl`` (the plain step log), ``truth.json`` (episodes and
-each step's exposed network time and culprits) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
+It runs a scenario (``--scenario FILE``, spec: scenarios.md; the built-in two-site demo by default):
+the fabric, the collector (``collector.daemon.Daemon`` in-process) and the job for the scenario's
+duration, then writes into ``--out``: ``config.yaml`` (the collector config it used, with the community
+in ``community``), ``archive/``, the job's log (``steps.jsonl``, ``megatron.log`` or ``torchtitan.log``),
+``truth.json`` (``spanwatch.sim.truth``) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
 a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
 into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
 The analysis is scored against the truth as ``spanwatch analyze --truth`` does (the control run in
@@ -22,11 +23,14 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from spanwatch.sim.commands import fabric_arguments, free_port, params, write_config
+import yaml
+
+from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, scenario, write_config
+from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
-from spanwatch.sim.training import StepRecord
+from spanwatch.sim.scenario import Scenario
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
@@ -36,17 +40,28 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``spanwatch demo`` options."""
     fabric_arguments(p)
     p.add_argument("--out", type=Path, default=Path("spanwatch-demo"), help="output folder")
-    p.add_argument("--duration", type=float, default=60.0, help="seconds of simulated training")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds of simulated training (default: the scenario's; 60)",
+    )
+    p.add_argument("--no-analysis", action="store_true", help="stop after the run (no analysis or report)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fabric + collector + training job for ``--duration`` seconds, a summary of what was collected, then
+    """Fabric + collector + training job for the scenario's duration, a summary of what was collected, then
     the analysis and the vendor report (ending with the report's path)."""
-    status = asyncio.run(Demo(args).run())
-    report, result = analyse(args.out)
-    for line in answer(args.out, result):
-        print(line)
-    print(f"report: {report}")
+    if args.list_scenarios:
+        return list_scenarios()
+    demo = Demo(args)
+    status = asyncio.run(demo.run())
+    if not args.no_analysis:
+        write_claims(args.out, demo.scenario)
+        report, result = analyse(args.out, demo.log.path)
+        for line in answer(args.out, result):
+            print(line)
+        print(f"report: {report}")
     return status
 
 
@@ -84,28 +99,60 @@ def answer(out: Path, score: dict[str, Any]) -> list[str]:
     return lines
 
 
-def analyse(out: Path) -> tuple[Path, dict[str, Any]]:
-    """Analyse a finished demo folder with the shipped example claims and score it against its truth.
+OPTICAL_CLAIMS = ("coherent-ber", "osnr-margin", "no-wave-outage")
+
+
+def write_claims(out: Path, s: Scenario) -> Path:
+    """The example claims for this scenario's vendors, into ``out/claims.yaml``.
+
+    The built-in demo's devices are all ``spanwatch-sim``: the shipped file, as is. Otherwise each switch
+    vendor gets the shipped first vendor's claims, matched on ``vendor``, and each optics vendor its optical
+    claims, matched on ``optics_vendor``.
+    """
+    path = out / "claims.yaml"
+    switches = sorted({link.vendor.switch for link in s.links})
+    optics = sorted({link.vendor.optics for link in s.links})
+    if switches == ["spanwatch-sim"] and optics == ["spanwatch-sim"]:
+        shutil.copyfile(CLAIMS, path)
+        return path
+    template = yaml.safe_load(CLAIMS.read_text())["vendors"][0]["claims"]
+    vendors = [{"name": f"{v} (switches)", "match": {"vendor": v}, "claims": template} for v in switches]
+    vendors += [
+        {
+            "name": f"{v} (optics)",
+            "match": {"optics_vendor": v},
+            "claims": [c for c in template if c["id"] in OPTICAL_CLAIMS],
+        }
+        for v in optics
+    ]
+    path.write_text(yaml.safe_dump({"vendors": vendors}, sort_keys=False))
+    return path
+
+
+def analyse(out: Path, log: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """Analyse a finished demo folder with its claims and score it against its truth.
 
     Returns the HTML report's path and the score.
 
-    The claims file is copied into ``out`` first, so the folder holds everything the report came from and
-    ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it after an edit.
+    The claims file is in ``out`` (``write_claims``; the shipped one when absent), so the folder holds
+    everything the report came from and ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it.
     """
     from analyzer.analysis import Analysis, AnalysisInputs
     from analyzer.report.command import write_report
     from spanwatch.analyze import scored
 
     claims = out / "claims.yaml"
-    shutil.copyfile(CLAIMS, claims)
+    if not claims.exists():
+        shutil.copyfile(CLAIMS, claims)
     truth = json.loads((out / "truth.json").read_text())
     inputs = AnalysisInputs(
         archive=out / "archive",
-        logs=(out / "steps.jsonl",),
+        logs=(log or out / "steps.jsonl",),
         config=out / "config.yaml",
         claims=claims,
-        # The job's sync volume per step, as the simulated job declares it (a real job's comes from its config).
-        job_bytes_per_step=truth["fabric"]["training"]["gradient_bytes"],
+        # The job's cross-site bytes per step, as the simulated job declares them (a real job's come from
+        # its config): the sum over the links it spreads them on.
+        job_bytes_per_step=sum(link["job_bytes_per_step"] for link in truth["links"].values()),
     )
     Analysis(inputs).run().write(out)
     report = write_report(out, inputs.config, claims)[0]
@@ -118,14 +165,12 @@ class Demo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.out: Path = args.out
+        self.scenario = scenario(args, args.duration)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.steps_file: IO[str] = (self.out / "steps.jsonl").open("w")
-        self.sim = SimulatedFabric(params(args), episodes_over_s=args.duration, on_step=self._step)
+        self.sim = SimulatedFabric(self.scenario)
+        self.log = JobLog(self.scenario, self.out, self.sim.host)
+        self.sim.on_step = self.log.write
         self.listen = f"127.0.0.1:{free_port()}"
-
-    def _step(self, record: StepRecord) -> None:
-        self.steps_file.write(json.dumps(self.sim.step_line(record)) + "\n")
-        self.steps_file.flush()
 
     async def run(self) -> int:
         from collector.daemon import Daemon
@@ -145,7 +190,7 @@ class Demo:
                 daemon.stop()
                 await asyncio.gather(task, return_exceptions=True)
             await self.sim.stop()
-            self.steps_file.close()
+            self.log.close()
         if task is not None and task.done() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
         (self.out / "metrics.txt").write_text(metrics)
@@ -154,7 +199,7 @@ class Demo:
         return 0
 
     async def _progress(self, collector: asyncio.Task[None]) -> None:
-        duration = float(self.args.duration)
+        duration = float(self.scenario.duration)
         start = time.monotonic()
         if sys.stderr.isatty():
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -218,16 +263,20 @@ def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
             if archive
             else 0
         )
-    steps = sim.truth()["steps"]
-    late = [s for s in steps if s["culprits"]]
+    truth = sim.truth()
+    steps = {row["step"]: row["network_seconds"]["total"] for row in truth["steps"]}
     summary = {
+        "scenario": truth["scenario"],
+        "devices": len(sim.devices),
+        "links": len(truth["links"]),
         "families": len(fams),
         "series": sum(fams.values()),
         "archive_files": len(archive),
         "archive_rows": rows,
         "steps": len(steps),
-        "late_steps": len(late),
-        "episodes": [e["kind"] for e in sim.truth()["episodes"]],
+        "late_steps": sum(1 for v in steps.values() if v > 1e-3),
+        "network_seconds": round(sum(steps.values()), 3),
+        "episodes": [e["kind"] for e in truth["episodes"]],
     }
     from rich.console import Console
     from rich.table import Table
@@ -242,6 +291,6 @@ def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
     table.add_row("dci_* families", str(len(dci)))
     console.print(table)
     console.print(
-        f"files: {out / 'config.yaml'}, {out / 'archive'}, {out / 'steps.jsonl'}, {out / 'truth.json'}"
+        f"files: {out / 'config.yaml'}, {out / 'archive'}, {out / truth['job']['log_file']}, {out / 'truth.json'}"
     )
     return summary

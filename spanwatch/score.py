@@ -217,21 +217,20 @@ def _episode_times(item: dict[str, Any], run_start: datetime | None, where: str)
     return start, start + timedelta(seconds=parse_seconds(item["duration"], where))
 
 
-def _cost_rows(item: dict[str, Any], legacy_link: str | None, where: str) -> dict[str, float]:
-    """A step row's episode cost per link: ``by_link`` (the spec), else the old one-link ``excess_s``."""
-    by_link = item.get("by_link")
-    if isinstance(by_link, dict):
-        try:
-            return {str(link): float(s) for link, s in by_link.items()}
-        except (TypeError, ValueError):
-            raise ScoreError(where, "by_link must map link names to seconds") from None
-    # The one-link simulator before issue 12 wrote a step's exposed time as excess_s and one top-level link.
-    if legacy_link is not None and isinstance(item.get("excess_s"), int | float):
-        return {legacy_link: float(item["excess_s"])}
-    raise ScoreError(where, "a step needs by_link {link: seconds}")
+def _cost_rows(item: dict[str, Any], where: str) -> dict[str, float]:
+    """A step row's episode cost per link: ``network_seconds.by_link`` (the simulator's truth, which also
+    carries the step's ``total`` and ``by_cause`` there) or ``by_link`` beside it."""
+    network = item.get("network_seconds")
+    by_link = network.get("by_link") if isinstance(network, dict) else item.get("by_link")
+    if not isinstance(by_link, dict):
+        raise ScoreError(where, "a step needs by_link {link: seconds}")
+    try:
+        return {str(link): float(s) for link, s in by_link.items()}
+    except (TypeError, ValueError):
+        raise ScoreError(where, "by_link must map link names to seconds") from None
 
 
-def _steps(raw: Any, legacy_link: str | None, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _steps(raw: Any, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     if not isinstance(raw, list):
         raise ScoreError(path, "truth needs steps: a list of (step, rank) rows")
     costs, times = [], []
@@ -252,7 +251,7 @@ def _steps(raw: Any, legacy_link: str | None, path: Path) -> tuple[pl.DataFrame,
                 "end_time": None if end is None else parse_time(end, where),
             }
         )
-        for link, seconds in _cost_rows(item, legacy_link, where).items():
+        for link, seconds in _cost_rows(item, where).items():
             costs.append({"step": item["step"], "rank": rank, "link": link, "seconds": seconds})
     cost_schema = {"step": pl.Int64(), "rank": pl.Int64(), "link": pl.String(), "seconds": pl.Float64()}
     time_schema = {"step": pl.Int64(), "rank": pl.Int64(), "start_time": TIME, "end_time": TIME}
@@ -278,10 +277,6 @@ def _links(raw: dict[str, Any], path: Path) -> dict[str, dict[str, float]]:
         if isinstance(capacity, int | float) and isinstance(per_step, int | float) and capacity > 0:
             figures["serialization_seconds"] = float(per_step) / float(capacity)
         out[str(item["name"])] = figures
-    # The one-link simulator before issue 12 wrote its round trip under fabric.rtt_s.
-    fabric = raw.get("fabric")
-    if not out and isinstance(raw.get("link"), str) and isinstance(fabric, dict) and "rtt_s" in fabric:
-        out[raw["link"]] = {"round_trip_seconds": float(fabric["rtt_s"])}
     return out
 
 
@@ -329,8 +324,7 @@ def read_truth(path: Path) -> Truth:
         "end_time": TIME,
         "affects_job": pl.Boolean(),
     }
-    legacy_link = raw.get("link") if isinstance(raw.get("link"), str) else None
-    costs, steps = _steps(raw.get("steps"), legacy_link, path)
+    costs, steps = _steps(raw.get("steps"), path)
     return Truth(pl.DataFrame(rows, schema=schema), costs, steps, _links(raw, path))
 
 

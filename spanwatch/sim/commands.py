@@ -7,27 +7,33 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 import sys
 from pathlib import Path
 
 import yaml
 
-from spanwatch.sim.params import MAX_DISTANCE_KM, MAX_WAVES, FabricParams
+from collector.errors import ConfigError
+from spanwatch.sim import scenario as scenarios
 from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.scenario import Scenario
 
 log = logging.getLogger("spanwatch.sim")
 
 
 def fabric_arguments(p: argparse.ArgumentParser) -> None:
-    """The fabric's options, shared by ``sim`` and ``demo``."""
+    """The options shared by ``sim`` and ``demo``: a scenario file, or the built-in one's link."""
+    p.add_argument("--scenario", type=Path, help="a scenario file (default: the built-in two-site demo)")
+    p.add_argument("--list-scenarios", action="store_true", help="name and describe the shipped scenarios")
+    p.add_argument("--distance-km", type=float, default=100.0, help="built-in scenario: fibre route")
+    p.add_argument("--waves", type=int, default=4, help="built-in scenario: parallel 800G waves")
+    p.add_argument("--buffer", choices=["deep", "shallow"], default="deep", help="built-in: buffer profile")
+    p.add_argument("--lossy", action="store_true", help="built-in scenario: no PFC, tail-drop instead")
+    p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
     p.add_argument(
-        "--distance-km", type=float, default=100.0, help=f"fibre route (up to {MAX_DISTANCE_KM:g})"
+        "--time-scale", type=float, default=1.0, help="stretch the scenario in time (the bench's full length)"
     )
-    p.add_argument("--waves", type=int, default=4, help=f"parallel 800G waves (up to {MAX_WAVES})")
-    p.add_argument("--buffer", choices=["deep", "shallow"], default="deep", help="buffer profile")
-    p.add_argument("--lossy", action="store_true", help="no PFC: tail-drop instead of pausing")
-    p.add_argument("--seed", type=int, default=1)
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -38,14 +44,41 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:9464", help="the /metrics address the config gives")
 
 
-def params(args: argparse.Namespace) -> FabricParams:
-    return FabricParams(
-        distance_km=args.distance_km,
-        waves=args.waves,
-        buffer=args.buffer,
-        lossless=not args.lossy,
-        seed=args.seed,
-    ).validate()
+def scenario(args: argparse.Namespace, duration: float | None) -> Scenario:
+    """The scenario the options name (``--duration`` overrides a file's).
+
+    Raises:
+        ConfigError: the file or an option is invalid (every problem, with its location).
+    """
+    if args.scenario is not None:
+        args.config = str(args.scenario)  # the command line's error header names the file
+        s = scenarios.load(args.scenario)
+        if duration is not None:
+            s = scenarios.with_duration(s, duration, str(args.scenario))
+    else:
+        args.config = "options"
+        s = scenarios.builtin(
+            duration or 60.0,
+            distance_km=args.distance_km,
+            waves=args.waves,
+            buffer=args.buffer,
+            lossless=not args.lossy,
+        )
+    if args.seed is not None:
+        s = s.model_copy(update={"seed": args.seed})
+    if args.time_scale != 1.0:
+        if args.time_scale <= 0:
+            raise ConfigError("--time-scale: must be positive")
+        s = scenarios.scaled(s, args.time_scale)
+    return s
+
+
+def list_scenarios() -> int:
+    """Print the shipped scenarios: name, and the file's description."""
+    print(f"{'builtin':28s} the two-site demo (no --scenario): 100 km, 4 x 800G, one episode of each kind")
+    for path in scenarios.shipped():
+        print(f"{path.relative_to(scenarios.SHIPPED.parent.parent)!s:28s} {scenarios.description(path)}")
+    return 0
 
 
 def free_port() -> int:
@@ -69,11 +102,13 @@ def write_config(sim: SimulatedFabric, out: Path, listen: str) -> Path:
 # -- spanwatch sim ---------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
     """Start the fabric, print the collector config for it, run until Ctrl-C or ``--duration``."""
+    if args.list_scenarios:
+        return list_scenarios()
     return asyncio.run(_sim(args))
 
 
 async def _sim(args: argparse.Namespace) -> int:
-    sim = SimulatedFabric(params(args), episodes_over_s=args.duration or 60.0)
+    sim = SimulatedFabric(scenario(args, None))  # --duration here is how long to serve, not the scenario
     await sim.start()
     try:
         path = write_config(sim, args.out, args.listen)
@@ -81,8 +116,6 @@ async def _sim(args: argparse.Namespace) -> int:
         print(f"# written to {path}; run: spanwatch collect --config {path}", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        import signal
-
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)

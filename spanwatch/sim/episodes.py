@@ -1,11 +1,18 @@
-"""Injected episodes: what goes wrong on the simulated link, and when.
+"""Injected episodes as per-queue arrays the model reads every step (rebuilt only when one starts or ends).
 
-Four kinds, each on one wave: ``congestion`` (another tenant's traffic takes capacity of one egress queue),
-``incast`` (short microbursts at a multiple of line rate into one queue), ``optical_degradation`` (an
-optical loss that lowers Rx power and OSNR at one receiver, ramping to its worst at mid-episode and back,
-so the pre-FEC BER climbs toward and past the FEC limit), and ``wave_down`` (the wave loses light; both
-ends go down). ``Schedule`` turns the active episodes at a time into flat per-(device, wave) arrays
-(index ``device * waves + wave``), rebuilt only when something changes, because the model asks every step.
+Network kinds (the scenario names a link, and a wave for the optical ones; traffic goes from the link's
+first site to its second):
+
+- ``congestion`` / ``burst``: another tenant's traffic, ``load`` x the link's capacity spread over its up
+  waves, in the job's class (it queues with the job) or in the background class (it does not: the job's
+  class is served first);
+- ``incast``: ``fan_in`` senders at the far site converge on the hosts the job writes to, so the far
+  switch drains the job's class to them at 1/fan_in of line rate; its receive buffer fills, then it
+  pauses the near end over the wave (lossless) or drops (lossy);
+- ``optical_degradation``: OSNR drops by ``osnr_drop_db`` at the far receiver of one wave;
+- ``wave_down``: the wave loses light, both ends.
+
+``compute_stall`` is the job's (see ``training``); it has no network effect.
 """
 
 from __future__ import annotations
@@ -14,113 +21,75 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spanwatch.sim.physics import Array
-
-KINDS = ("congestion", "incast", "optical_degradation", "wave_down")
-
-
-@dataclass(frozen=True)
-class Episode:
-    """One injected episode.
-
-    Attributes:
-        kind: one of ``KINDS``.
-        start_s / end_s: model time it covers.
-        device: the device index it shows at (egress queue for congestion/incast, receiver for optics;
-            for wave_down both ends go down and this is the end named first).
-        wave: wave index.
-        magnitude: congestion: tenant rate / capacity; incast: burst rate / capacity; optical: worst
-            OSNR penalty (dB); wave_down: unused.
-        burst_s / period_s: incast burst length and spacing.
-    """
-
-    kind: str
-    start_s: float
-    end_s: float
-    device: int
-    wave: int
-    magnitude: float = 0.0
-    burst_s: float = 0.004
-    period_s: float = 0.1
-
-    def active(self, t: float) -> bool:
-        return self.start_s <= t < self.end_s
-
-    def bursting(self, t: float) -> bool:
-        """For incast: whether a burst is on at ``t``."""
-        return self.active(t) and (t - self.start_s) % self.period_s < self.burst_s
+from spanwatch.sim.layout import B, F, Layout
+from spanwatch.sim.scenario import (
+    Burst,
+    ComputeStall,
+    Congestion,
+    Incast,
+    OpticalDegradation,
+    Scenario,
+    WaveDown,
+)
 
 
 @dataclass
 class Effects:
-    """Flat per-(device, wave) arrays: extra offered load (fraction of capacity) and waves down."""
+    """Per-queue arrays: extra offered load in the job's class and in the background class (fraction of
+    the wave's capacity, egress-indexed), waves down, the receive-side drain share and the OSNR drop
+    (receiver-indexed)."""
 
-    load: Array
-    down: np.ndarray
-    key: tuple[object, ...]
+    job_load: F
+    other_load: F
+    down: B
+    drain: F
+    penalty_db: F
 
 
 class Schedule:
-    """The episodes of a run, evaluated cheaply every model step.
+    """The scenario's network episodes, evaluated cheaply every model step."""
 
-    Args:
-        episodes: the episodes.
-        waves: waves in the link.
-    """
-
-    def __init__(self, episodes: list[Episode], waves: int) -> None:
-        self.episodes = sorted(episodes, key=lambda e: e.start_s)
-        self.waves = waves
-        self._fx = Effects(np.zeros(2 * waves), np.zeros(waves, dtype=bool), ())
+    def __init__(self, scenario: Scenario, layout: Layout) -> None:
+        self.s = scenario
+        self.lay = layout
+        self.episodes = [e for e in scenario.episodes if not isinstance(e, ComputeStall)]
+        self.bounds = sorted({b for e in self.episodes for b in (e.start, e.end)} | {float("inf")})
+        self._next = -1.0
+        self._until = -1.0
+        self.fx = self._build(0.0)
+        self.version = 0
 
     def effects(self, t: float) -> Effects:
-        """Extra load and waves down at ``t`` (the same object until something changes)."""
-        key = tuple(
-            (i, e.bursting(t) if e.kind == "incast" else True)
-            for i, e in enumerate(self.episodes)
-            if e.active(t) and e.kind != "optical_degradation"
-        )
-        if key == self._fx.key:
-            return self._fx
-        load = np.zeros(2 * self.waves)
-        down = np.zeros(self.waves, dtype=bool)
-        for i, on in key:
-            e = self.episodes[i]
-            if e.kind == "congestion" or (e.kind == "incast" and on):
-                load[e.device * self.waves + e.wave] += e.magnitude
-            elif e.kind == "wave_down":
-                down[e.wave] = True
-        self._fx = Effects(load, down, key)
-        return self._fx
+        """The effects at ``t`` (the same object until an episode starts or ends)."""
+        if t >= self._until or t < self._next:
+            self.fx = self._build(t)
+            self.version += 1
+        return self.fx
 
-    def osnr_penalty_db(self, t: float) -> Array:
-        """Optical loss (dB) per (receiver, wave) at ``t``: a triangle peaking mid-episode."""
-        out = np.zeros(2 * self.waves)
-        for e in self.episodes:
-            if e.kind == "optical_degradation" and e.active(t):
-                half = (e.end_s - e.start_s) / 2
-                out[e.device * self.waves + e.wave] += e.magnitude * (1 - abs(t - e.start_s - half) / half)
-        return out
-
-
-def default_episodes(duration_s: float, waves: int, worst_penalty_db: float) -> list[Episode]:
-    """One episode of each kind spread over a run of ``duration_s``, on different waves where possible.
-
-    Args:
-        duration_s: run length.
-        waves: waves in the link.
-        worst_penalty_db: the optical episode's worst OSNR penalty (the caller picks one that goes just
-            past the FEC limit).
-
-    Returns:
-        the episodes, in time order.
-    """
-    T = duration_s
-    return [
-        Episode("congestion", 0.12 * T, 0.27 * T, device=0, wave=1 % waves, magnitude=0.8),
-        Episode("incast", 0.35 * T, 0.45 * T, device=1, wave=2 % waves, magnitude=3.0),
-        Episode(
-            "optical_degradation", 0.50 * T, 0.70 * T, device=1, wave=3 % waves, magnitude=worst_penalty_db
-        ),
-        Episode("wave_down", 0.80 * T, 0.88 * T, device=0, wave=0),
-    ]
+    def _build(self, t: float) -> Effects:
+        lay, size = self.lay, self.lay.size
+        i = int(np.searchsorted(self.bounds, t, side="right"))
+        self._next = self.bounds[i - 1] if i else -float("inf")
+        self._until = self.bounds[i]
+        job_load, other_load = np.zeros(size), np.zeros(size)
+        down = np.zeros(size, dtype=bool)
+        drain, penalty = np.ones(size), np.zeros(size)
+        active = [e for e in self.episodes if e.start <= t < e.end]
+        for e in active:
+            if isinstance(e, WaveDown):
+                li = lay.link_index(e.link)
+                down[[lay.index(li, 0, e.wave - 1), lay.index(li, 1, e.wave - 1)]] = True
+        for e in active:
+            li = lay.link_index(e.link)
+            far = lay.block(li, 1)
+            if isinstance(e, Congestion | Burst):
+                near = lay.block(li, 0)
+                up = ~down[near]
+                spread = up * (len(up) / max(1, int(up.sum())))
+                target = job_load if self.s.traffic_class(e) == self.s.job.traffic_class else other_load
+                target[near] += e.load * spread
+            elif isinstance(e, Incast) and self.s.traffic_class(e) == self.s.job.traffic_class:
+                drain[far] = np.minimum(drain[far], 1.0 / e.fan_in)
+            elif isinstance(e, OpticalDegradation):
+                penalty[lay.index(li, 1, e.wave - 1)] += e.osnr_drop_db
+        return Effects(job_load, other_load, down, drain, penalty)

@@ -1,45 +1,61 @@
-"""The fluid model of the simulated link: one egress queue per (device, wave), stepped in numpy.
+"""The fluid model of every link of the fabric, stepped in numpy over flat per-queue arrays (``layout``).
 
-Arrays are flat, ``2 x waves`` long: index ``d * waves + w`` is the egress queue of device ``d`` onto wave
-``w`` (toward device ``1 - d``) or, for receive-side quantities, what device ``d`` receives on wave ``w``
-(flat 1-D arrays halve numpy's per-operation cost on arrays this small). Each step of ``dt`` (1 ms by
-default) is a fluid update, exact for rates constant within the step:
+Each step of ``dt`` (1 ms) is a fluid update, exact for rates constant within the step:
 
-- arrivals: the job's bytes from the hosts (at most the host rate), background traffic (noisy, spread over
-  the up waves), another tenant's traffic and incast bursts (episodes);
-- lossless (PFC): the hosts are paused for the part of the step that would take the queue past xoff, so
-  the queue never passes xoff and nothing is tail-dropped; a pause is refreshed every half maximal pause
-  quantum (65535 x 512 bit times), which is how pause frames are counted;
+- arrivals at each egress queue: the job's bytes from its hosts (at line rate times its congestion-control
+  rate), another tenant's traffic in the job's class (``congestion``/``burst`` episodes) and background
+  traffic in one other class (noisy, plus episodes in that class);
+- the port serves the job's class first (strict priority, as RoCE classes are configured), then the
+  background class with what is left: traffic in another class never slows the job;
+- lossless links (PFC on the job's class): the hosts are paused for the part of a step that would take the
+  queue past xoff, so that queue never tail-drops; the background class is lossy everywhere;
 - lossy: what does not fit in the buffer is tail-dropped, split by the arrivals' mix;
-- service: FIFO at the wave's capacity (old backlog first); ECN marks departures with a probability rising
-  linearly from 0 at ecn_min to 1 at ecn_max (a DCQCN-style RED ramp) on the queue length; departures reach the peer one propagation delay later, where frames hit by post-FEC errors are
-  lost (FCS errors); the job's lost bytes are sent again one round trip later.
+- ECN marks departures with a probability rising from 0 at ecn_min to 1 at ecn_max; the marks (and drops)
+  reach the job's sender one round trip later as congestion notifications and cut its rate
+  multiplicatively (DCQCN-style, at most once a round trip), and it recovers additively;
+- departures travel one propagation delay to the far switch (frames hit by post-FEC errors are lost there:
+  FCS errors) into its receive stage, which drains the job's class to its hosts at line rate (at 1/fan_in
+  of it under incast). When that stage passes xoff on a lossless link the far switch pauses the sender's
+  job class over the wave (PFC received at the near end); past the buffer it drops (on a lossless link
+  only if the headroom, the buffer above xoff, is less than what is in flight: shallow buffers at
+  distance). The job's lost bytes are sent again one round trip later.
 
-Counters accumulate as float64 totals, split by traffic class so packet counts follow from bytes; the
-snapshot exports their floor (exact integers up to 2^53, about 25 hours of a saturated 800G wave).
-``conservation`` gives the totals of the law admitted = transmitted + queued + tail-dropped + flushed (a
-wave going down discards its queue).
+While the job is syncing, each step also classifies the service each of its waves did not get into the
+truth's causes (``lost``): a wave down (lost_capacity), paused (pause), retransmissions pending
+(loss_recovery), or other traffic ahead / a rate cut (queueing).
+
+Counters accumulate as float64 totals per class (T the job, X other traffic in its class, O background);
+egress-side rows are indexed by the sending queue, receive-side rows (RX, LOST, DROP_RX, FEC) by the
+receiver. ``conservation`` gives the totals of admitted = transmitted + queued + tail-dropped + flushed.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from spanwatch.sim import physics
 from spanwatch.sim.episodes import Effects, Schedule
+from spanwatch.sim.layout import ECN_MAX, ECN_MIN, XOFF, XON, F, Layout
 from spanwatch.sim.optics import Optics
-from spanwatch.sim.params import FabricParams
+from spanwatch.sim.scenario import Scenario
 from spanwatch.sim.training import TrainingJob
 
-# Rows of the accumulator array: byte totals per traffic class (T = the job, O = other), and helpers.
-TX_T, TX_O, RX_T, RX_O, LOST_T, LOST_O, DROP_T, DROP_O, FLUSH_T, FLUSH_O = range(10)
-ECN_T, ECN_O, PAUSE_S, STORMS, FEC_CORR, FEC_UNCORR, ADMITTED = range(10, 17)
-N_ACC = 17  # PAUSE_S counts paused steps (x dt = seconds)
+(TX_T, TX_X, TX_O, RX_T, RX_X, RX_O, LOST_T, LOST_X, LOST_O, DROP_T, DROP_X, DROP_O) = range(12)
+(DROP_RX_T, DROP_RX_X, FLUSH_T, FLUSH_X, FLUSH_O, ECN_T, ECN_X, ECN_O) = range(12, 20)
+(PAUSE_HOST, PAUSE_RX, STORMS, FEC_CORR, FEC_UNCORR, ADMITTED) = range(20, 26)
+N_ACC = 26  # PAUSE_* count paused steps (x dt = seconds)
+LOST_CAPACITY, PAUSE, LOSS_RECOVERY, QUEUEING, REROUTE = range(5)  # rows of ``lost``
+CAUSE_NAMES = ("lost_capacity", "pause", "loss_recovery", "queueing", "reroute")
 
-PAUSE_REFRESH_S = 65535 * 512 / physics.WAVE_BPS / 2
+STEP_S = 1e-3
+BACKGROUND_LOAD = 0.3  # of each wave, in the background class
+BACKGROUND_FRAME_BYTES = 1024.0
+FRAME_BYTES = 4096.0  # RoCE frames of the job (and of other traffic in its class)
+FEC_BLOCK_BITS = 10_240.0
+RATE_MIN = 0.02
+RATE_CUT = 0.5  # x marked fraction, per notification
+RATE_RECOVER = 0.05  # of line rate, per round trip without notifications
 WATCHDOG_S = 0.2  # a priority paused this long without a break is a PFC storm
 WINDOW_S = 0.1  # watermark / stat window granularity
 WINDOWS = 10  # watermarks cover the last WINDOWS x 100 ms = 1 s
@@ -47,20 +63,9 @@ NOISE_ROWS = 4096
 EPS = 1e-30
 
 
-class _Constants:
-    """Scalars of the step as arrays of the queues' shape (see ``Fabric._queues``)."""
-
-    def __init__(self, size: int, ecn_min: float, ecn_slope: float) -> None:
-        self.zero = np.zeros(size)
-        self.one = np.ones(size)
-        self.eps = np.full(size, EPS)
-        self.ecn_min = np.full(size, ecn_min)
-        self.ecn_slope = np.full(size, ecn_slope)
-
-
 @dataclass
 class Conservation:
-    """Byte totals for the conservation law (summed over every queue)."""
+    """Byte totals of the egress law (summed over every queue)."""
 
     admitted: float
     transmitted: float
@@ -70,65 +75,59 @@ class Conservation:
 
 
 class Fabric:
-    """The simulated link and its two DCI switches, advanced by ``step()``.
+    """Every link, its switches and the job, advanced by ``step()``."""
 
-    Args:
-        params: the fabric (validated here).
-        schedule: the injected episodes (none when omitted).
-
-    Raises:
-        SpanwatchError: parameters out of range.
-    """
-
-    def __init__(self, params: FabricParams, schedule: Schedule | None = None) -> None:
-        self.p = params.validate()
-        n = self.n = params.waves
-        self.dt = params.step_s
+    def __init__(self, scenario: Scenario, dt: float = STEP_S) -> None:
+        self.s = scenario
+        lay = self.lay = Layout(scenario)
+        size = lay.size
+        self.dt = dt
         self.t = 0.0
         self.steps = 0
-        self.schedule = schedule or Schedule([], n)
-        self.rng = np.random.default_rng(params.seed)
-        self.one_way_s = physics.propagation_delay_s(params.distance_km)
-        self.rtt_s = 2 * self.one_way_s
-        prof = params.profile
-        self.buffer_bytes = prof.queue_bytes
-        self.xoff = prof.xoff * prof.queue_bytes
-        self.ecn_min = prof.ecn_min * prof.queue_bytes
-        self.ecn_max = prof.ecn_max * prof.queue_bytes
-        # RED-style ramp: no marks below ecn_min, every departure marked from ecn_max up.
-        self._k = _Constants(2 * n, self.ecn_min, 1.0 / (self.ecn_max - self.ecn_min))
-        self.lossless = params.lossless
-        self.inv_fb = 1 / params.training.frame_bytes
-        self.inv_bg = 1 / params.background_frame_bytes
-        self.peer = np.concatenate([np.arange(n, 2 * n), np.arange(n)])
-        self.up = np.ones(n, dtype=bool)
-        self.up2 = np.ones(2 * n, dtype=bool)
-        self.q_t = np.zeros(2 * n)
-        self.q_o = np.zeros(2 * n)
-        self.src = np.zeros(2 * n)  # the job's bytes waiting at the hosts, per egress queue
-        self.tail = np.zeros(2 * n)  # bytes up to and including the job's last byte in each queue
-        self.acc = np.zeros((N_ACC, 2 * n))
-        self.delay_steps = max(1, round(self.one_way_s / self.dt))
-        self.line = np.zeros((self.delay_steps, 2, 2 * n))  # [slot, job/other bytes, sender queue]
-        self.retx_steps = max(1, math.ceil(self.rtt_s / self.dt))
-        self.retx = np.zeros((self.retx_steps, 2 * n))
-        self.retx_pending = False
-        self.noise = 1 + 0.25 * self.rng.standard_normal((NOISE_ROWS, 2 * n)).clip(-3, 3)
-        self.win_steps = max(1, round(WINDOW_S / self.dt))
-        self.peak = np.zeros(2 * n)
-        self.peaks = np.zeros((WINDOWS, 2 * n))
-        self.pool_peak = np.zeros(2)
-        self._halves = np.array([0, n])
-        self.pool_peaks = np.zeros((WINDOWS, 2))
-        self.pause_run = np.zeros(2 * n)
-        self._pause_mark = np.zeros(2 * n)
-        self.optics = Optics(params, self.rng)
-        self.job = TrainingJob(params.training, self)
-        self._fx: Effects | None = None
-        self._offered = np.zeros(2 * n)
-        self._bg = np.zeros(2 * n)
-        self._links(np.zeros(n, dtype=bool))
-        self.effects(self.schedule.effects(0.0))
+        self.schedule = Schedule(scenario, lay)
+        self.rng = np.random.default_rng(scenario.seed)
+        self.cap = lay.cap
+        self.inv_cap = 1.0 / lay.cap
+        self.xoff = XOFF * lay.buffer
+        self.xon = XON * lay.buffer
+        self.ecn_min = ECN_MIN * lay.buffer
+        self.ecn_slope = 1.0 / ((ECN_MAX - ECN_MIN) * lay.buffer)
+        self.lossy = ~lay.lossless
+        self.pause_refresh_s = 65535 * 512 / (lay.cap * 8) / 2  # half the maximal pause quantum
+        z = np.zeros
+        self.q_t, self.q_x, self.q_o = z(size), z(size), z(size)
+        self.src = z(size)  # the job's bytes waiting at the hosts, per egress queue
+        self.tail = z(size)  # bytes up to and including the job's last byte in each queue (FIFO)
+        self.rate = np.ones(size)  # the job's congestion-control rate, fraction of line rate
+        self.cut_timer = z(size)
+        self.rq_t, self.rq_x = z(size), z(size)  # receive stage (receiver-indexed)
+        self.rx_paused = np.zeros(size, dtype=bool)  # receiver r pauses its peer
+        self.in_flight_t = z(size)  # the job's bytes on the fibre, by sender
+        self.acc = z((N_ACC, size))
+        self.lost = z((5, size))
+        self.ar = np.arange(size)
+        self.delay_steps = np.maximum(1, np.round(lay.one_way / dt)).astype(np.int64)
+        self.rtt_steps = np.maximum(1, np.ceil(lay.rtt / dt)).astype(np.int64)
+        ring = int(max(self.delay_steps.max(), self.rtt_steps.max())) + 1
+        self.ring = ring
+        self.line = z((3, ring, size))  # [class, slot, sender]
+        self.retx = z((ring, size))
+        self.retx_total = z(size)
+        self.signal = z((ring, size))  # congestion notifications on their way back to the sender
+        self.noise = 1 + 0.25 * self.rng.standard_normal((NOISE_ROWS, size)).clip(-3, 3)
+        self.win_steps = max(1, round(WINDOW_S / dt))
+        self.peak, self.peak_o = z(size), z(size)
+        self.peaks, self.peaks_o = z((WINDOWS, size)), z((WINDOWS, size))
+        self.pool_peak = z(len(lay.devices))
+        self.pool_peaks = z((WINDOWS, len(lay.devices)))
+        self.pause_run = z(size)
+        self._pause_mark = z(size)
+        self.up = np.ones(size, dtype=bool)
+        self.optics = Optics(lay, self.rng, dt)
+        self.job = TrainingJob(scenario, self)
+        self._fx_version = -1
+        self._links(np.zeros(size, dtype=bool))
+        self._apply(self.schedule.effects(0.0))
 
     # -- the step ----------------------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
@@ -140,171 +139,261 @@ class Fabric:
         """Advance the model by one ``dt``."""
         dt, t = self.dt, self.t
         fx = self.schedule.effects(t)
-        if fx is not self._fx:
-            self.effects(fx)
+        if self.schedule.version != self._fx_version:
+            self._fx_version = self.schedule.version
+            self._apply(fx)
         if self.steps % self.optics.every == 0:
-            self._optics(t)
+            self._optics(fx)
+        self._resend_due()
         host_frac = self.job.before_step(t, dt)
-        served_t = self._queues(host_frac)
-        self.job.after_step(t, dt, served_t)
+        srv_t = self._queues(host_frac)
+        self.job.after_step(t, dt, srv_t)
         if (self.steps + 1) % self.win_steps == 0:
             self._window()
         self.t = t + dt
         self.steps += 1
 
-    def effects(self, fx: Effects) -> None:
-        """Apply new episode effects: offered load, and waves going down or coming back."""
-        self._fx = fx
+    def _apply(self, fx: Effects) -> None:
+        """New episode effects: offered loads, drain shares, waves going down or coming back."""
         if not np.array_equal(~self.up, fx.down):
             self._links(fx.down)
-        n_up = int(self.up.sum())
-        rate = physics.WAVE_BYTES_PER_S * self.dt
-        spread = self.n / n_up if n_up else 0.0
-        self._bg = self.p.background_load * rate * spread * self.up2
-        self._offered = fx.load * rate * self.up2
+        step = self.cap * self.dt * self.up
+        self.x_step = fx.job_load * step
+        self.bg_step = BACKGROUND_LOAD * step
+        self.o_step = fx.other_load * step
+        self.drain_step = fx.drain * self.cap * self.dt  # the far switch drains to hosts, wave up or not
+        self.fx = fx
 
-    def _queues(self, host_frac: float) -> np.ndarray:
-        """One fluid step of every queue; returns the job's bytes each queue transmitted.
-
-        Every operand is a preallocated array: numpy's per-call overhead, not arithmetic, is the cost at
-        this size, and Python scalars as operands cost a conversion each.
-        """
-        acc, k = self.acc, self._k
-        q_t, q_o, eps = self.q_t, self.q_o, k.eps
-        a_t = np.minimum(self.src, self.host_step if host_frac == 1.0 else self.host_step * host_frac)
-        a_o = self.noise[self.steps % NOISE_ROWS] * self._bg + self._offered
-        q = q_t + q_o
-        if self.lossless:
-            a = a_t + a_o
-            adm = np.minimum(a, np.maximum(self.xoff_s - q, k.zero))
-            ratio = (adm + eps) / (a + eps)
-            a_t *= ratio
-            a_o *= ratio
-            acc[PAUSE_S] += k.one - ratio
-        else:
-            adm = a_t + a_o
+    def _queues(self, host_frac: float) -> F:
+        """One fluid step of every queue; returns the job's bytes each queue transmitted."""
+        acc, q_t, q_x, q_o = self.acc, self.q_t, self.q_x, self.q_o
+        paused = self.rx_paused[self.lay.peer]  # the far end pauses this sender's job class
+        cap_j = self.cap_step * ~paused
+        inj = np.minimum(self.src, self.cap_step * self.rate * host_frac)
+        a_j = inj + self.x_step
+        qj = q_t + q_x
+        room = np.maximum(self.xoff + cap_j - qj, 0.0)
+        adm_j = np.where(self.lossy, a_j, np.minimum(a_j, room))
+        ratio = (adm_j + EPS) / (a_j + EPS)
+        a_t, a_x = inj * ratio, self.x_step * ratio
+        acc[PAUSE_HOST] += 1.0 - ratio
+        acc[PAUSE_RX] += paused
         self.src -= a_t
-        serve = np.minimum(q + adm, self.cap_step)
-        from_q = np.minimum(q, serve)
-        srv_t = from_q * (q_t / (q + eps)) + (serve - from_q) * (a_t / (adm + eps))
-        srv_o = serve - srv_t
+        serve_j = np.minimum(qj + adm_j, cap_j)
+        from_q = np.minimum(qj, serve_j)
+        srv_t = from_q * (q_t / (qj + EPS)) + (serve_j - from_q) * (a_t / (adm_j + EPS))
+        srv_x = serve_j - srv_t
         q_t += a_t - srv_t
+        q_x += a_x - srv_x
+        a_o = self.noise[self.steps % NOISE_ROWS] * self.bg_step + self.o_step
+        srv_o = np.minimum(q_o + a_o, self.cap_step - serve_j)
         q_o += a_o - srv_o
-        if not self.lossless:
-            self._tail_drop(a_t / (adm + eps))
-        acc[ADMITTED] += adm
+        over = np.maximum(q_t + q_x - self.lay.buffer, 0.0) * self.lossy
+        drop_t = np.minimum(over * (a_t / (adm_j + EPS)), q_t)
+        drop_x = np.minimum(over - drop_t, q_x)
+        q_t -= drop_t
+        q_x -= drop_x
+        drop_o = np.maximum(q_o - self.lay.buffer, 0.0)
+        q_o -= drop_o
+        acc[DROP_T] += drop_t
+        acc[DROP_X] += drop_x
+        acc[DROP_O] += drop_o
+        acc[ADMITTED] += adm_j + a_o
         acc[TX_T] += srv_t
+        acc[TX_X] += srv_x
         acc[TX_O] += srv_o
-        qn = q_t + q_o
-        mark = np.minimum(np.maximum((qn - k.ecn_min) * k.ecn_slope, k.zero), k.one)
+        qj = q_t + q_x
+        mark = np.clip((qj - self.ecn_min) * self.ecn_slope, 0.0, 1.0)
         acc[ECN_T] += srv_t * mark
-        acc[ECN_O] += srv_o * mark
-        # FIFO position of the job's last byte: the back of the queue while the hosts still send, then
-        # moving forward as the queue drains (the class split above is a fluid mix; this is exact FIFO).
-        self.tail = np.where(a_t > k.one, qn, np.maximum(self.tail - serve, k.zero))
-        np.maximum(self.peak, qn, out=self.peak)
-        np.maximum(self.pool_peak, np.add.reduceat(qn, self._halves), out=self.pool_peak)
-        self._deliver(srv_t, srv_o)
-        return np.asarray(srv_t)
-
-    def _tail_drop(self, share_new: np.ndarray) -> None:
-        over = np.maximum(self.q_t + self.q_o - self.buffer_bytes, 0.0)
-        drop_t = np.minimum(over * share_new, self.q_t)
-        drop_o = over - drop_t
-        self.q_t -= drop_t
-        self.q_o -= drop_o
-        self.acc[DROP_T] += drop_t
-        self.acc[DROP_O] += drop_o
+        acc[ECN_X] += srv_x * mark
+        acc[ECN_O] += srv_o * np.clip((q_o - self.ecn_min) * self.ecn_slope, 0.0, 1.0)
         self.resend(drop_t)
+        self._notify(np.maximum(mark * (srv_t > 1.0), (drop_t > 0) * 1.0))
+        self.tail = np.where(a_t > 1.0, qj, np.maximum(self.tail - serve_j, 0.0))
+        np.maximum(self.peak, qj, out=self.peak)
+        np.maximum(self.peak_o, q_o, out=self.peak_o)
+        np.maximum(self.pool_peak, np.add.reduceat(qj + q_o, self.lay.device_starts), out=self.pool_peak)
+        self._deliver(srv_t, srv_x, srv_o)
+        if self.job.syncing:
+            self._causes(srv_t, paused | (ratio < 0.999), srv_x)
+        return srv_t
 
-    def _deliver(self, srv_t: np.ndarray, srv_o: np.ndarray) -> None:
-        """Put departures on the fibre; count what arrives now at each receiver (FCS losses removed)."""
-        line = self.line[self.steps % self.delay_steps]
-        arr_t = line[0][self.peer]  # what the peer sent one delay ago, indexed by receiver
-        arr_o = line[1][self.peer]
-        line[0] = srv_t
-        line[1] = srv_o
-        acc = self.acc
+    def _notify(self, sig: F) -> None:
+        """Congestion notifications reach the sender one round trip later; cut or recover its rate."""
+        s, ring = self.steps, self.ring
+        slot = (s + self.rtt_steps) % ring
+        self.signal[slot, self.ar] = np.maximum(self.signal[slot, self.ar], sig)
+        now = self.signal[s % ring]
+        cut = (now > 0) & (self.cut_timer <= 0)
+        self.rate = np.where(
+            cut,
+            np.maximum(self.rate * (1 - RATE_CUT * now), RATE_MIN),
+            np.where(now > 0, self.rate, np.minimum(self.rate + RATE_RECOVER * self.dt / self.lay.rtt, 1.0)),
+        )
+        self.cut_timer = np.where(cut, self.lay.rtt, self.cut_timer - self.dt)
+        now[:] = 0.0
+
+    def _deliver(self, srv_t: F, srv_x: F, srv_o: F) -> None:
+        """Put departures on the fibre; what arrives now goes through FCS and the receive stage."""
+        lay, acc, ring = self.lay, self.acc, self.ring
+        slot_now = self.steps % ring
+        arrived = self.line[:, slot_now, :].copy()  # by sender
+        self.line[:, slot_now, :] = 0.0
+        slot = (self.steps + self.delay_steps) % ring
+        for k, x in enumerate((srv_t, srv_x, srv_o)):
+            self.line[k, slot, self.ar] += x
+        self.in_flight_t += srv_t - arrived[0]
+        arr_t, arr_x, arr_o = arrived[0][lay.peer], arrived[1][lay.peer], arrived[2][lay.peer]  # by receiver
         if self.optics.lossy:
             loss = self.optics.frame_loss_rx
             acc[LOST_T] += arr_t * loss
+            acc[LOST_X] += arr_x * loss
             acc[LOST_O] += arr_o * loss
-            arr_t = arr_t * (1 - loss)
-            arr_o = arr_o * (1 - loss)
-            # The job's frames the peer will lose are sent again after a NACK (one round trip).
-            self.resend(srv_t * loss[self.peer])
+            arr_t, arr_x, arr_o = arr_t * (1 - loss), arr_x * (1 - loss), arr_o * (1 - loss)
+            self.resend(srv_t * loss[lay.peer])  # the peer will lose them: sent again after a NACK
         acc[RX_T] += arr_t
+        acc[RX_X] += arr_x
         acc[RX_O] += arr_o
+        rq_t, rq_x = self.rq_t, self.rq_x
+        rq_t += arr_t
+        rq_x += arr_x
+        rq = rq_t + rq_x
+        drained = np.minimum(rq, self.drain_step)
+        keep = 1.0 - drained / (rq + EPS)
+        rq_t *= keep
+        rq_x *= keep
+        rq = rq_t + rq_x
+        over = np.maximum(rq - lay.buffer, 0.0)
+        if over.any():
+            share = rq_t / (rq + EPS)
+            d_t, d_x = over * share, over * (1 - share)
+            rq_t -= d_t
+            rq_x -= d_x
+            acc[DROP_RX_T] += d_t
+            acc[DROP_RX_X] += d_x
+            self.resend(d_t[lay.peer])
+            rq = rq_t + rq_x
+        self.rx_paused = lay.lossless[lay.peer] & np.where(
+            rq > self.xoff, True, (rq >= self.xon) & self.rx_paused
+        )
 
-    def resend(self, lost_t: np.ndarray) -> None:
+    def _causes(self, srv_t: F, paused: np.ndarray, srv_x: F) -> None:
+        """While the job syncs: the service each of its waves did not get this step, by cause (seconds)."""
+        lay = self.lay
+        own = self.job_outstanding() > 1.0
+        pending = np.maximum.reduceat(own, lay.offsets)[lay.link_of]
+        down = ~self.up
+        short = pending * (down | own) * np.maximum(self.dt - srv_t * self.inv_cap, 0.0)
+        if not short.any():
+            return
+        lost = self.lost
+        lost[LOST_CAPACITY] += short * down
+        rest = short * ~down
+        lost[PAUSE] += rest * paused
+        rest = rest * ~paused
+        retx = self.retx_total > 1.0
+        lost[LOSS_RECOVERY] += rest * retx
+        rest = rest * ~retx
+        queued = (self.q_x > 1.0) | (srv_x > 1.0) | (self.rate < 0.999) | (self.rq_t[lay.peer] > 1.0)
+        lost[QUEUEING] += rest * queued
+
+    # -- the job's view ------------------------------------------------------------------------------
+    def job_outstanding(self) -> F:
+        """The job's bytes not yet delivered to the far hosts, per sending queue."""
+        return np.asarray(
+            self.src + self.retx_total + self.tail + self.in_flight_t + self.rq_t[self.lay.peer],
+            dtype=np.float64,
+        )
+
+    def egress_outstanding(self) -> F:
+        """The job's bytes not yet sent onto the fibre (hosts, retransmissions, queue), per queue."""
+        return np.asarray(self.src + self.retx_total + self.tail, dtype=np.float64)
+
+    def rx_backlog(self) -> F:
+        """The job's bytes waiting in the far end's receive stage, by sender."""
+        return np.asarray(self.rq_t[self.lay.peer] + self.in_flight_t, dtype=np.float64)
+
+    def resend(self, lost_t: F) -> None:
         """Schedule the job's lost bytes for retransmission one round trip from now."""
-        self.retx[(self.steps + self.retx_steps - 1) % self.retx_steps] += lost_t
-        self.retx_pending = True
+        if not lost_t.any():
+            return
+        slot = (self.steps + self.rtt_steps) % self.ring
+        self.retx[slot, self.ar] += lost_t
+        self.retx_total += lost_t
 
-    def resend_due(self) -> np.ndarray | None:
-        """The job's lost bytes whose retransmission starts now (taken off the pending ring)."""
-        if not self.retx_pending:
-            return None
-        slot = self.steps % self.retx_steps
-        due = self.retx[slot].copy()
-        self.retx[slot] = 0.0
-        self.retx_pending = bool(self.retx.any())
-        return np.asarray(due)
+    def _resend_due(self) -> None:
+        slot = self.steps % self.ring
+        due = self.retx[slot]
+        if due.any():
+            self.src += due
+            self.retx_total = np.maximum(self.retx_total - due, 0.0)
+            due[:] = 0.0
 
     def _links(self, down: np.ndarray) -> None:
-        """Take waves down / up; a wave going down discards its queue and its share of the job moves."""
-        going = np.tile(down & self.up, 2)
+        """Take waves down / up; a wave going down discards its queues, and the job's share moves."""
+        going = down & self.up
         if going.any():
-            self.acc[FLUSH_T] += self.q_t * going
-            self.acc[FLUSH_O] += self.q_o * going
-            self.job.reroute(going, self.q_t * going)
-            self.q_t[going] = 0.0
-            self.q_o[going] = 0.0
+            acc = self.acc
+            acc[FLUSH_T] += self.q_t * going
+            acc[FLUSH_X] += self.q_x * going
+            acc[FLUSH_O] += self.q_o * going
+            # The job's bytes in the queue and on the dark fibre are stranded: the job sends them again.
+            on_fibre = self.line[0][:, going].sum(axis=0)
+            self.line[:, :, going] = 0.0
+            stranded = self.q_t * going
+            stranded[going] += on_fibre
+            self.in_flight_t[going] = 0.0
+            self.job.reroute(going, stranded)
+            for q in (self.q_t, self.q_x, self.q_o):
+                q[going] = 0.0
+            self.tail[going] = 0.0
         self.up = ~down
-        self.up2 = np.tile(self.up, 2)
-        self.cap_step = physics.WAVE_BYTES_PER_S * self.dt * self.up2
-        self.xoff_s = self.xoff + self.cap_step
-        self.host_step = self.p.training.host_rate_factor * physics.WAVE_BYTES_PER_S * self.dt * self.up2
+        self.cap_step = self.cap * self.dt * self.up
 
-    def _optics(self, t: float) -> None:
+    def _optics(self, fx: Effects) -> None:
         """Optics at 100 Hz; FEC blocks are counted here, over the update period."""
         o = self.optics
-        o.update(self.schedule.osnr_penalty_db(t), self.up2)
-        blocks = physics.WAVE_BPS * self.dt * o.every / physics.FEC_BLOCK_BITS * self.up2
+        o.update(fx.penalty_db, self.up)
+        blocks = self.cap * 8 * self.dt * o.every / FEC_BLOCK_BITS * self.up
         self.acc[FEC_CORR] += blocks * o.block_error_rx
         self.acc[FEC_UNCORR] += blocks * o.block_uncorrectable_rx
 
     def _window(self) -> None:
         """Close a 100 ms window: watermarks, pool peaks, optics stats and the PFC watchdog."""
         i = (self.steps // self.win_steps) % WINDOWS
-        qn = self.q_t + self.q_o
-        self.peaks[i] = self.peak
-        self.peak = qn.copy()
+        qj = self.q_t + self.q_x
+        self.peaks[i], self.peak = self.peak, qj.copy()
+        self.peaks_o[i], self.peak_o = self.peak_o, self.q_o.copy()
         self.pool_peaks[i] = self.pool_peak
-        self.pool_peak = qn.reshape(2, self.n).sum(axis=1)
+        self.pool_peak = np.add.reduceat(qj + self.q_o, self.lay.device_starts)
         self.optics.roll()
-        paused = self.acc[PAUSE_S] - self._pause_mark
-        self._pause_mark = self.acc[PAUSE_S].copy()
+        paused = self.acc[PAUSE_RX] - self._pause_mark
+        self._pause_mark = self.acc[PAUSE_RX].copy()
         whole = paused >= 0.999 * self.win_steps
         before = self.pause_run >= WATCHDOG_S
         self.pause_run = np.where(whole, self.pause_run + self.win_steps * self.dt, 0.0)
         self.acc[STORMS] += (self.pause_run >= WATCHDOG_S) & ~before
 
     # -- views ---------------------------------------------------------------------------------------
-    def occupancy(self) -> np.ndarray:
-        """Bytes in each queue now (rounding can leave a queue a hair below zero: shown as zero)."""
-        return np.asarray(np.maximum(self.q_t + self.q_o, 0.0))
+    def occupancy(self) -> F:
+        """Bytes in the job's class queue of each port now (never below zero)."""
+        return np.asarray(np.maximum(self.q_t + self.q_x, 0.0))
 
-    def watermark(self) -> np.ndarray:
-        """Peak bytes in each queue over the last second."""
+    def occupancy_other(self) -> F:
+        return np.asarray(np.maximum(self.q_o, 0.0))
+
+    def watermark(self) -> F:
+        """Peak bytes in the job's class queue of each port over the last second."""
         return np.asarray(np.maximum(self.peaks.max(axis=0), self.peak))
 
-    def pool_occupancy(self) -> np.ndarray:
-        """Bytes in each device's buffer (the sum of its queues)."""
-        return np.asarray(self.occupancy().reshape(2, self.n).sum(axis=1))
+    def watermark_other(self) -> F:
+        return np.asarray(np.maximum(self.peaks_o.max(axis=0), self.peak_o))
 
-    def pool_watermark(self) -> np.ndarray:
-        """Peak bytes in each device's buffer over the last second."""
+    def pool_occupancy(self) -> F:
+        """Bytes in each device's buffer (the sum of its queues)."""
+        return np.asarray(np.add.reduceat(self.occupancy() + self.occupancy_other(), self.lay.device_starts))
+
+    def pool_watermark(self) -> F:
         return np.asarray(np.maximum(self.pool_peaks.max(axis=0), self.pool_peak))
 
     def conservation(self) -> Conservation:
@@ -312,8 +401,8 @@ class Fabric:
         a = self.acc
         return Conservation(
             admitted=float(a[ADMITTED].sum()),
-            transmitted=float((a[TX_T] + a[TX_O]).sum()),
-            queued=float(self.occupancy().sum()),
-            dropped=float((a[DROP_T] + a[DROP_O]).sum()),
-            flushed=float((a[FLUSH_T] + a[FLUSH_O]).sum()),
+            transmitted=float((a[TX_T] + a[TX_X] + a[TX_O]).sum()),
+            queued=float((self.q_t + self.q_x + self.q_o).sum()),
+            dropped=float((a[DROP_T] + a[DROP_X] + a[DROP_O]).sum()),
+            flushed=float((a[FLUSH_T] + a[FLUSH_X] + a[FLUSH_O]).sum()),
         )

@@ -48,7 +48,7 @@ class SimTarget(GnmiServer):
 
     Args:
         snapshot: returns the latest fabric snapshot.
-        device: the device index (0 or 1).
+        device: the device index (the fabric layout's).
         epoch_ns: the counters' last-clear (fabric start).
     """
 

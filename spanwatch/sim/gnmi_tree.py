@@ -20,12 +20,12 @@ group that lie under it (a path deeper than a prefix).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
-from spanwatch.sim.params import PRIORITY, QUEUE
 from spanwatch.sim.snapshot import Snapshot
 from spanwatch.sim.snmp_mib import interface_name
 
@@ -78,13 +78,14 @@ def _stat(name: str, s: Snapshot, key: str, d: int, w: int, scale: float = 1.0) 
     return [
         (_p(f"{name}/{part}"), _f(v * scale))
         for part, v in zip(("instant", "min", "max", "avg"), values, strict=True)
+        if not math.isnan(v)  # a wave down has no signal: the leaf is absent, not a made-up 0
     ]
 
 
 def groups(s: Snapshot, d: int, epoch_ns: int) -> list[Group]:
     """Every group of device ``d``; ``epoch_ns`` is the counters' last-clear."""
     out: list[Group] = []
-    for w in range(len(s.frequency_hz)):
+    for w in range(len(s.frequency_hz[d])):
         out += _interface(s, d, w, epoch_ns) + _qos(s, d, w) + _platform(s, d, w)
     return out
 
@@ -118,7 +119,7 @@ def _interface(s: Snapshot, d: int, w: int, epoch_ns: int) -> list[Group]:
     ]
     pfc: list[Leaf] = []
     for prio in range(8):
-        ours = prio == PRIORITY
+        ours = prio == s.queue
         pfc += [
             (_p(f"priorities/priority[index={prio}]/state/in-frames"), _u(c["pfc_rx_frames"][d][w] * ours)),
             (_p(f"priorities/priority[index={prio}]/state/out-frames"), _u(c["pfc_tx_frames"][d][w] * ours)),
@@ -134,7 +135,7 @@ def _interface(s: Snapshot, d: int, w: int, epoch_ns: int) -> list[Group]:
         Group(
             _p(f"{base}/ethernet/state"),
             [
-                (_p("negotiated-port-speed"), _s("SPEED_800GB")),
+                (_p("negotiated-port-speed"), _s(f"SPEED_{round(s.speed_gbps[d])}GB")),
                 *_stat("pre-fec-ber", s, "pre_fec_ber", d, w),
                 *_stat("post-fec-ber", s, "post_fec_ber", d, w),
             ],
@@ -160,11 +161,26 @@ def _qos(s: Snapshot, d: int, w: int) -> list[Group]:
         (_p("max-queue-len"), _u(int(g["watermark"][d][w]))),
         (_p("instant-queue-len"), _u(int(g["occupancy"][d][w]))),
     ]
+    background = [
+        (_p(leaf), _u(c[key][d][w]))
+        for leaf, key in (
+            ("transmit-pkts", "bg_tx_pkts"),
+            ("transmit-octets", "bg_tx_bytes"),
+            ("dropped-pkts", "bg_drop_pkts"),
+            ("dropped-octets", "bg_drop_bytes"),
+            ("ecn-marked-pkts", "bg_ecn_pkts"),
+        )
+    ]
+    background += [
+        (_p("max-queue-len"), _u(int(g["bg_watermark"][d][w]))),
+        (_p("instant-queue-len"), _u(int(g["bg_occupancy"][d][w]))),
+    ]
     occupancy, watermark = s.pool[d]
     return [
-        Group(_p(f"{base}/output/queues/queue[name={QUEUE}]/state"), queue),
+        Group(_p(f"{base}/output/queues/queue[name={s.queue}]/state"), queue),
+        Group(_p(f"{base}/output/queues/queue[name={s.other_queue}]/state"), background),
         Group(
-            _p(f"{base}/switch-priority[priority={PRIORITY}]/state"),
+            _p(f"{base}/switch-priority[priority={s.queue}]/state"),
             [
                 (_p("in-pause-duration"), _u(c["pfc_rx_pause_us"][d][w])),
                 (_p("out-pause-duration"), _u(c["pfc_tx_pause_us"][d][w])),
@@ -182,7 +198,7 @@ def _qos(s: Snapshot, d: int, w: int) -> list[Group]:
 
 def _platform(s: Snapshot, d: int, w: int) -> list[Group]:
     g = s.gauges
-    och = [(_p("frequency"), _u(round(s.frequency_hz[w] / 1e6)))]
+    och = [(_p("frequency"), _u(round(s.frequency_hz[d][w] / 1e6)))]
     for leaf, key, scale in (
         ("input-power", "rx_power", 1.0),
         ("output-power", "tx_power", 1.0),

@@ -3,8 +3,10 @@
 Values move as a real module's do: Rx power and OSNR wander (small random walks), the DSP's CD estimate
 jitters around distance x 17 ps/nm/km, DGD around 0.1 ps/sqrt(km) x sqrt(distance), and the carrier
 frequency offset drifts within +/-200 MHz. An optical loss episode lowers Rx power and OSNR together, dB
-for dB; ESNR, pre-FEC BER, Q, post-FEC BER and frame loss follow from OSNR by the stated chain. A wave that
-is down reads loss of signal: -40 dBm, and every frame is lost.
+for dB; ESNR, pre-FEC BER, Q, post-FEC BER and frame loss follow from OSNR by the stated chain, shifted
+per link so that the pre-FEC BER reaches the link's optics profile's FEC limit exactly at its required
+OSNR (``collector/contracts/optics.py``). A wave that is down reads loss of signal: -40 dBm Rx power, and
+no signal to measure: OSNR, ESNR, Q, BER, CD, PMD, PDL and CFO are NaN (not exported).
 
 Arrays are flat per (receiving device, wave), like the fabric's. Each update also feeds ten 100 ms stat
 windows behind the OpenConfig min/max/avg leaves (the last second).
@@ -15,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from spanwatch.sim import physics
-from spanwatch.sim.params import FabricParams
+from spanwatch.sim.layout import Layout
 
 QUANTITIES = (
     "rx_power",
@@ -33,6 +35,7 @@ QUANTITIES = (
 )
 INDEX = {name: i for i, name in enumerate(QUANTITIES)}
 UPDATE_S = 0.01
+FRAME_BYTES = 4096.0  # the job's RoCE frames (fabric.FRAME_BYTES)
 TX_POWER_DBM = -10.0
 RX_POWER_DBM = -12.0  # after the last in-line amplifier
 LOS_DBM = -40.0
@@ -43,22 +46,28 @@ class Optics:
     """Optical state per (receiving device, wave).
 
     Args:
-        params: the fabric.
+        lay: the fabric's layout (arrays are receiver-indexed, like its receive-side rows).
         rng: the model's random generator.
+        dt: the model's step.
     """
 
-    def __init__(self, params: FabricParams, rng: np.random.Generator) -> None:
-        n = params.waves
+    def __init__(self, lay: Layout, rng: np.random.Generator, dt: float) -> None:
         self.rng = rng
-        self.every = max(1, round(UPDATE_S / params.step_s))
-        self.freq_hz = physics.frequencies_hz(n)
-        self.cd0 = np.tile(physics.chromatic_dispersion_ps_nm(params.distance_km, self.freq_hz), 2)
-        self.dgd0 = physics.mean_dgd_ps(params.distance_km)
-        self.osnr0 = physics.nominal_osnr_db(params.distance_km)
+        self.every = max(1, round(UPDATE_S / dt))
+        self.freq_hz = physics.frequencies_hz(int(lay.wave.max()) + 1)[lay.wave]
+        self.cd0 = physics.chromatic_dispersion_ps_nm(lay.distance_km, self.freq_hz)
+        self.dgd0 = np.asarray([physics.mean_dgd_ps(d) for d in lay.distance_km])
+        self.osnr0 = np.asarray([physics.nominal_osnr_db(d) for d in lay.distance_km])
+        limits = {
+            p.name: (p.fec_ber_limit, physics.osnr_at_limit(p.fec_ber_limit) - p.required_osnr_db)
+            for p in lay.profiles
+        }
+        self.fec_limit = np.asarray([limits[lay.profiles[li].name][0] for li in lay.link_of])
+        self.osnr_shift = np.asarray([limits[lay.profiles[li].name][1] for li in lay.link_of])
         self.chain = physics.Chain()
-        self.frame_bytes = params.training.frame_bytes
-        self.peer = np.concatenate([np.arange(n, 2 * n), np.arange(n)])
-        size = 2 * n
+        self.frame_bytes = FRAME_BYTES
+        self.peer = lay.peer
+        size = lay.size
         self.walk_osnr = np.zeros(size)
         self.walk_power = np.zeros(size)
         self.walk_dgd = np.zeros(size)
@@ -73,7 +82,7 @@ class Optics:
         self.mins = np.full((WINDOWS, k, size), np.inf)
         self.maxs = np.full((WINDOWS, k, size), -np.inf)
         self.sums = np.zeros((WINDOWS, k, size))
-        self.counts = np.zeros(WINDOWS)
+        self.counts_q = np.zeros((WINDOWS, k, size))
         self.window = 0
         self.update(np.zeros(size), np.ones(size, dtype=bool))
 
@@ -90,29 +99,30 @@ class Optics:
         self.walk_dgd = 0.99 * self.walk_dgd + rng.normal(0, 0.02, size)
         self.cfo = np.clip(self.cfo + rng.normal(0, 2e6, size), -200e6, 200e6)
         osnr = self.osnr0 + self.walk_osnr - penalty_db
-        esnr, pre, q = self.chain(osnr)
-        post = physics.post_fec_ber(pre)
+        esnr, pre, q = self.chain(osnr + self.osnr_shift)
+        post = np.maximum(pre - self.fec_limit, 0.0)
+        nan = np.nan
         v[INDEX["rx_power"]] = np.where(up, RX_POWER_DBM + self.walk_power - penalty_db, LOS_DBM)
         v[INDEX["tx_power"]] = np.where(up, TX_POWER_DBM + 0.1 * self.walk_power[self.peer], TX_POWER_DBM)
-        v[INDEX["osnr"]] = np.where(up, osnr, 0.0)
-        v[INDEX["esnr"]] = np.where(up, esnr, 0.0)
-        v[INDEX["q"]] = np.where(up, q, 0.0)
-        v[INDEX["pre_fec_ber"]] = np.where(up, pre, 0.5)
-        v[INDEX["post_fec_ber"]] = np.where(up, post, 0.5)
-        v[INDEX["cd"]] = np.where(up, self.cd0 + rng.normal(0, 0.5, size), 0.0)
-        v[INDEX["pmd"]] = np.where(up, self.dgd0 * np.exp(self.walk_dgd), 0.0)
-        v[INDEX["pdl"]] = np.where(up, 0.4 + 0.05 * np.abs(self.walk_dgd), 0.0)
-        v[INDEX["cfo"]] = np.where(up, self.cfo, 0.0)
+        v[INDEX["osnr"]] = np.where(up, osnr, nan)
+        v[INDEX["esnr"]] = np.where(up, esnr, nan)
+        v[INDEX["q"]] = np.where(up, q, nan)
+        v[INDEX["pre_fec_ber"]] = np.where(up, pre, nan)
+        v[INDEX["post_fec_ber"]] = np.where(up, post, nan)
+        v[INDEX["cd"]] = np.where(up, self.cd0 + rng.normal(0, 0.5, size), nan)
+        v[INDEX["pmd"]] = np.where(up, self.dgd0 * np.exp(self.walk_dgd), nan)
+        v[INDEX["pdl"]] = np.where(up, 0.4 + 0.05 * np.abs(self.walk_dgd), nan)
+        v[INDEX["cfo"]] = np.where(up, self.cfo, nan)
         v[INDEX["bias"]] = 0.150 + 0.001 * self.walk_power
         self.frame_loss_rx = np.where(up, physics.frame_loss(post, self.frame_bytes), 1.0)
         self.lossy = bool(self.frame_loss_rx.any())
         self.block_error_rx = np.where(up, -np.expm1(-pre * physics.FEC_BLOCK_BITS), 0.0)
         self.block_uncorrectable_rx = np.where(up, -np.expm1(-post * physics.FEC_BLOCK_BITS), 0.0)
         i = self.window
-        np.minimum(self.mins[i], v, out=self.mins[i])
-        np.maximum(self.maxs[i], v, out=self.maxs[i])
-        self.sums[i] += v
-        self.counts[i] += 1
+        np.fmin(self.mins[i], v, out=self.mins[i])  # a wave down in the window leaves its NaN out
+        np.fmax(self.maxs[i], v, out=self.maxs[i])
+        self.sums[i] += np.nan_to_num(v)
+        self.counts_q[i] += ~np.isnan(v)
 
     def roll(self) -> None:
         """Start the next 100 ms stat window (the oldest of the ten is forgotten)."""
@@ -120,13 +130,16 @@ class Optics:
         self.mins[i] = np.inf
         self.maxs[i] = -np.inf
         self.sums[i] = 0.0
-        self.counts[i] = 0
+        self.counts_q[i] = 0
 
     def value(self, name: str) -> np.ndarray:
         """The instant value of one quantity, per (receiver, wave)."""
         return np.asarray(self.values[INDEX[name]])
 
     def stats(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(min, max, avg) over the last second, each shaped (quantity, receiver x wave)."""
-        count = max(1.0, float(self.counts.sum()))
-        return self.mins.min(axis=0), self.maxs.max(axis=0), np.asarray(self.sums.sum(axis=0) / count)
+        """(min, max, avg) over the last second, each shaped (quantity, queue); NaN where no signal."""
+        count = self.counts_q.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            avg = np.where(count > 0, self.sums.sum(axis=0) / np.maximum(count, 1), np.nan)
+        lo, hi = self.mins.min(axis=0), self.maxs.max(axis=0)
+        return np.where(np.isinf(lo), np.nan, lo), np.where(np.isinf(hi), np.nan, hi), np.asarray(avg)

@@ -14,7 +14,8 @@ Stated relations (each function says which it implements):
   penalty; the ESNR the DSP reports is that SNR in dB.
 - Pre-FEC BER of Gray-coded DP-16QAM (the 800ZR format): BER ~= (3/8) erfc(sqrt(SNR / 10)).
 - Q factor from BER: BER = 0.5 erfc(Q / sqrt(2)) (Q linear), Q_dB = 20 log10(Q).
-- FEC: oFEC corrects up to a pre-FEC BER of ``OFEC_LIMIT`` (2e-2; CFEC's is 1.25e-2). Below the limit the
+- FEC: oFEC corrects up to a pre-FEC BER of ``OFEC_LIMIT`` (2e-2; CFEC's is 1.22e-2; per link, the optics
+  profile's limit). Below the limit the
   post-FEC BER is zero; past it the residual errors are the excess, post = pre - limit, and a frame of
   ``b`` bits is lost (FCS error) with probability 1 - exp(-post x b).
 - Serialisation: a wave of ``WAVE_BPS`` bits/s moves WAVE_BPS / 8 bytes per second; bytes in flight over a
@@ -28,19 +29,23 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from collector.contracts import fibre
+from collector.contracts import optics as profiles
+
 Array = npt.NDArray[np.float64]
 
-FIBRE_DELAY_S_PER_KM = 4.9e-6
-CD_PS_PER_NM_KM = 17.0
+# The shared contracts are the one source of these constants (collector/contracts/).
+FIBRE_DELAY_S_PER_KM = fibre.DELAY_US_PER_KM * 1e-6
+CD_PS_PER_NM_KM = fibre.DISPERSION_PS_PER_NM_KM
 CD_SLOPE_PS_PER_NM2_KM = 0.057
 PMD_PS_PER_SQRT_KM = 0.1
 SPAN_KM = 80.0
-OSNR_ONE_SPAN_DB = 35.0
+OSNR_ONE_SPAN_DB = 38.0  # leaves 800ZR+ (28 dB required) about 1.5 dB of margin at 500 km
 SYMBOL_RATE_BAUD = 118.2e9  # 800ZR DP-16QAM
 REFERENCE_BW_HZ = 12.5e9  # 0.1 nm at 1550 nm
 IMPLEMENTATION_PENALTY_DB = 1.5
-OFEC_LIMIT = 2.0e-2
-CFEC_LIMIT = 1.25e-2
+OFEC_LIMIT = profiles.OFEC_BER_LIMIT
+CFEC_LIMIT = profiles.CFEC_BER_LIMIT
 WAVE_BPS = 800e9
 WAVE_BYTES_PER_S = WAVE_BPS / 8
 GRID_START_THZ = 193.1
@@ -50,8 +55,8 @@ FEC_BLOCK_BITS = 10_240.0  # the block a FEC counter counts (oFEC-class codeword
 
 
 def propagation_delay_s(distance_km: float) -> float:
-    """One-way fibre delay: 4.9 us/km x distance."""
-    return distance_km * FIBRE_DELAY_S_PER_KM
+    """One-way fibre delay (the fibre contract's us/km x distance)."""
+    return fibre.one_way_delay_s(distance_km)
 
 
 def bandwidth_delay_bytes(distance_km: float, bytes_per_s: float = WAVE_BYTES_PER_S) -> float:
@@ -64,7 +69,7 @@ def frequencies_hz(waves: int) -> Array:
     return (GRID_START_THZ * 1e12 + np.arange(waves) * GRID_SPACING_GHZ * 1e9).astype(np.float64)
 
 
-def chromatic_dispersion_ps_nm(distance_km: float, freq_hz: Array) -> Array:
+def chromatic_dispersion_ps_nm(distance_km: float | Array, freq_hz: Array) -> Array:
     """Accumulated CD per wave: distance x (17 + slope x (wavelength - 1550 nm)) ps/nm."""
     wavelength_nm = SPEED_OF_LIGHT / freq_hz * 1e9
     return np.asarray(distance_km * (CD_PS_PER_NM_KM + CD_SLOPE_PS_PER_NM2_KM * (wavelength_nm - 1550.0)))

@@ -3,7 +3,10 @@
 The model's float totals become exact Python ints here (floor, and never below the previous snapshot's,
 so a counter cannot step back by a rounding hair); packet counts follow from bytes per traffic class.
 The servers only ever read a ``Snapshot``; the model replaces it whole, so a reader never sees half an
-update.
+update. Values are per device (``[d]``, the fabric layout's device order) and per its waves (``[d][w]``);
+devices of different links have different numbers of waves. ``queue_*`` rows are the job's class (queue
+``queue``), ``bg_*`` the background class (queue ``other_queue``). An optics value is NaN where a wave is
+down (no signal): the servers leave it out.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from spanwatch.sim import fabric as fab
-from spanwatch.sim.fabric import PAUSE_REFRESH_S as REFRESH
 from spanwatch.sim.fabric import Fabric
 from spanwatch.sim.optics import INDEX
 
@@ -40,6 +42,11 @@ COUNTERS = (
     "pfc_storms",
     "pause_rx",
     "pause_tx",
+    "bg_tx_pkts",
+    "bg_tx_bytes",
+    "bg_drop_pkts",
+    "bg_drop_bytes",
+    "bg_ecn_pkts",
 )
 
 
@@ -54,7 +61,9 @@ class Snapshot:
         gauges: instant values (optics, occupancy, watermark, oper_up, speed).
         stats: optics ``{name: (min, max, avg)}`` over the last second, each ``[d][w]``.
         pool: per device ``(occupancy, watermark)`` bytes of its shared buffer.
-        frequency_hz: carrier frequency per wave.
+        frequency_hz: carrier frequency per device and wave.
+        speed_gbps: each device's wave rate.
+        queue / other_queue: the job's class and the background class (queue names and PFC priority).
     """
 
     time_ns: int
@@ -63,11 +72,14 @@ class Snapshot:
     gauges: dict[str, list[list[float]]]
     stats: dict[str, tuple[list[list[float]], list[list[float]], list[list[float]]]]
     pool: list[tuple[int, int]]
-    frequency_hz: list[float]
+    frequency_hz: list[list[float]]
+    speed_gbps: list[float]
+    queue: int = 3
+    other_queue: int = 0
 
 
-def _ints(x: np.ndarray, n: int) -> np.ndarray:
-    return np.asarray(np.floor(np.maximum(x, 0.0)).astype(np.int64).reshape(2, n))
+def _split(x: np.ndarray, starts: list[int], sizes: list[int]) -> list[list[float]]:
+    return [x[a : a + n].tolist() for a, n in zip(starts, sizes, strict=True)]
 
 
 def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None) -> Snapshot:
@@ -82,51 +94,77 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
     Returns:
         the snapshot.
     """
-    n, a = f.n, f.acc
-    ifb, ibg = 1 / f.p.training.frame_bytes, 1 / f.p.background_frame_bytes
-    zero = np.zeros(2 * n)
-    pause_s = a[fab.PAUSE_S] * f.dt
+    a, lay = f.acc, f.lay
+    peer = lay.peer
+    starts = [d.start for d in lay.devices]
+    sizes = [d.waves for d in lay.devices]
+    ifb, ibg = 1 / fab.FRAME_BYTES, 1 / fab.BACKGROUND_FRAME_BYTES
+    zero = np.zeros(lay.size)
+    host_pause_s = a[fab.PAUSE_HOST] * f.dt
+    rx_pause_s = a[fab.PAUSE_RX] * f.dt  # this end was paused by the far end
+    tx_pause_s = host_pause_s + rx_pause_s[peer]  # pauses this end sent: to its hosts, and over the wave
     raw = {
-        "in_octets": a[fab.RX_T] + a[fab.RX_O],
-        "in_pkts": a[fab.RX_T] * ifb + a[fab.RX_O] * ibg,
-        "out_octets": a[fab.TX_T] + a[fab.TX_O],
-        "out_pkts": a[fab.TX_T] * ifb + a[fab.TX_O] * ibg,
-        "in_discards": zero,
-        "out_discards": (a[fab.DROP_T] + a[fab.FLUSH_T]) * ifb + (a[fab.DROP_O] + a[fab.FLUSH_O]) * ibg,
-        "in_errors": a[fab.LOST_T] * ifb + a[fab.LOST_O] * ibg,
-        "in_fcs_errors": a[fab.LOST_T] * ifb + a[fab.LOST_O] * ibg,
+        "in_octets": a[fab.RX_T] + a[fab.RX_X] + a[fab.RX_O],
+        "in_pkts": (a[fab.RX_T] + a[fab.RX_X]) * ifb + a[fab.RX_O] * ibg,
+        "out_octets": a[fab.TX_T] + a[fab.TX_X] + a[fab.TX_O],
+        "out_pkts": (a[fab.TX_T] + a[fab.TX_X]) * ifb + a[fab.TX_O] * ibg,
+        "in_discards": (a[fab.DROP_RX_T] + a[fab.DROP_RX_X]) * ifb,
+        "out_discards": (a[fab.DROP_T] + a[fab.DROP_X] + a[fab.FLUSH_T] + a[fab.FLUSH_X]) * ifb
+        + (a[fab.DROP_O] + a[fab.FLUSH_O]) * ibg,
+        "in_errors": (a[fab.LOST_T] + a[fab.LOST_X]) * ifb + a[fab.LOST_O] * ibg,
+        "in_fcs_errors": (a[fab.LOST_T] + a[fab.LOST_X]) * ifb + a[fab.LOST_O] * ibg,
         "fec_corrected": a[fab.FEC_CORR],
         "fec_uncorrectable": a[fab.FEC_UNCORR],
-        "queue_tx_pkts": a[fab.TX_T] * ifb + a[fab.TX_O] * ibg,
-        "queue_tx_bytes": a[fab.TX_T] + a[fab.TX_O],
-        "queue_drop_pkts": a[fab.DROP_T] * ifb + a[fab.DROP_O] * ibg,
-        "queue_drop_bytes": a[fab.DROP_T] + a[fab.DROP_O],
-        "queue_ecn_pkts": a[fab.ECN_T] * ifb + a[fab.ECN_O] * ibg,
-        "pfc_tx_frames": pause_s / REFRESH,
-        "pfc_rx_frames": zero,
-        "pfc_tx_pause_us": pause_s * 1e6,
-        "pfc_rx_pause_us": zero,
+        "queue_tx_pkts": (a[fab.TX_T] + a[fab.TX_X]) * ifb,
+        "queue_tx_bytes": a[fab.TX_T] + a[fab.TX_X],
+        "queue_drop_pkts": (a[fab.DROP_T] + a[fab.DROP_X]) * ifb,
+        "queue_drop_bytes": a[fab.DROP_T] + a[fab.DROP_X],
+        "queue_ecn_pkts": (a[fab.ECN_T] + a[fab.ECN_X]) * ifb,
+        "pfc_tx_frames": tx_pause_s / f.pause_refresh_s,
+        "pfc_rx_frames": rx_pause_s / f.pause_refresh_s,
+        "pfc_tx_pause_us": tx_pause_s * 1e6,
+        "pfc_rx_pause_us": rx_pause_s * 1e6,
         "pfc_storms": a[fab.STORMS],
         "pause_rx": zero,
         "pause_tx": zero,
+        "bg_tx_pkts": a[fab.TX_O] * ibg,
+        "bg_tx_bytes": a[fab.TX_O],
+        "bg_drop_pkts": a[fab.DROP_O] * ibg,
+        "bg_drop_bytes": a[fab.DROP_O],
+        "bg_ecn_pkts": a[fab.ECN_O] * ibg,
     }
     counters: dict[str, list[list[int]]] = {}
     for name, x in raw.items():
-        ints = _ints(x, n)
+        ints = np.floor(np.maximum(x, 0.0)).astype(np.int64)
         if prev is not None:
-            ints = np.maximum(ints, np.asarray(prev.counters[name], dtype=np.int64))
-        counters[name] = ints.tolist()
+            ints = np.maximum(
+                ints, np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]])
+            )
+        counters[name] = [ints[s : s + n].tolist() for s, n in zip(starts, sizes, strict=True)]
     o = f.optics
-    gauges = {name: o.values[i].reshape(2, n).tolist() for name, i in INDEX.items()}
-    gauges["temperature"] = o.temperature.reshape(2, n).tolist()
-    gauges["occupancy"] = f.occupancy().reshape(2, n).tolist()
-    gauges["watermark"] = f.watermark().reshape(2, n).tolist()
-    gauges["oper_up"] = f.up2.astype(float).reshape(2, n).tolist()
+    gauges = {name: _split(o.values[i], starts, sizes) for name, i in INDEX.items()}
+    gauges["temperature"] = _split(o.temperature, starts, sizes)
+    gauges["occupancy"] = _split(f.occupancy(), starts, sizes)
+    gauges["watermark"] = _split(f.watermark(), starts, sizes)
+    gauges["bg_occupancy"] = _split(f.occupancy_other(), starts, sizes)
+    gauges["bg_watermark"] = _split(f.watermark_other(), starts, sizes)
+    gauges["oper_up"] = _split(f.up.astype(float), starts, sizes)
     lo, hi, avg = o.stats()
     stats = {
-        name: (lo[i].reshape(2, n).tolist(), hi[i].reshape(2, n).tolist(), avg[i].reshape(2, n).tolist())
+        name: (_split(lo[i], starts, sizes), _split(hi[i], starts, sizes), _split(avg[i], starts, sizes))
         for name, i in INDEX.items()
     }
     occ, wm = f.pool_occupancy(), f.pool_watermark()
-    pool = [(int(occ[d]), int(max(occ[d], wm[d]))) for d in (0, 1)]
-    return Snapshot(time_ns, int(uptime_s * 100), counters, gauges, stats, pool, o.freq_hz.tolist())
+    pool = [(int(occ[d]), int(max(occ[d], wm[d]))) for d in range(len(lay.devices))]
+    return Snapshot(
+        time_ns,
+        int(uptime_s * 100),
+        counters,
+        gauges,
+        stats,
+        pool,
+        _split(o.freq_hz, starts, sizes),
+        [d.spec.wave_gbps for d in lay.devices],
+        f.s.job.traffic_class,
+        f.s.background_class,
+    )

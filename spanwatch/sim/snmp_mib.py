@@ -9,7 +9,7 @@ wire units, so the collector maps it with no special case:
 - JUNIPER-IFOPTICS-MIB jnxOpticsPMCurrentTable (coherent CD ps/nm, DGD ps, PDL / Q / SNR 0.1 dB, power
   0.01 dBm with min/max/avg, bias 0.1 mA, temperature 0.1 C, CFO MHz) and JNX-OPT-IF-EXT-MIB FEC table
   (near end: corrected / uncorrected, pre-FEC BER as mantissa x 10^-exponent);
-- ARISTA-QUEUE-MIB egress queue counters (queue 3, unicast rows), ARISTA-QOS-MIB ECN marks,
+- ARISTA-QUEUE-MIB egress queue counters (the job's queue, unicast rows), ARISTA-QOS-MIB ECN marks,
   ARISTA-PFC-MIB per-priority PFC frames and watchdog, JUNIPER-COS-MIB queue depth (current / peak).
 """
 
@@ -20,7 +20,6 @@ from collections.abc import Iterator
 
 from pysnmp.proto.rfc1902 import Counter32, Counter64, Gauge32, Integer, OctetString, TimeTicks
 
-from spanwatch.sim.params import PRIORITY, QUEUE
 from spanwatch.sim.snapshot import Snapshot
 from spanwatch.sim.snmp_agent import Oid, Table, Value
 
@@ -56,13 +55,13 @@ def _mantissa(ber_value: float) -> tuple[int, int]:
 
 
 def build(s: Snapshot, d: int, device: str) -> Table:
-    """The sorted table of device ``d`` (0 or 1) named ``device``."""
+    """The sorted table of device ``d`` (the fabric layout's index) named ``device``."""
     rows = sorted(_rows(s, d, device))
     return [oid for oid, _ in rows], [value for _, value in rows]
 
 
 def _rows(s: Snapshot, d: int, device: str) -> Iterator[Row]:
-    n = len(s.frequency_hz)
+    n = len(s.frequency_hz[d])
     yield (1, 3, 6, 1, 2, 1, 1, 1, 0), OctetString(f"spanwatch simulated DCI switch {device}")
     yield (1, 3, 6, 1, 2, 1, 1, 3, 0), TimeTicks(s.uptime_ticks % 2**32)
     yield (1, 3, 6, 1, 2, 1, 1, 5, 0), OctetString(device)
@@ -103,7 +102,7 @@ def _interface(s: Snapshot, d: int, w: int) -> Iterator[Row]:
         (11, Counter64(c["out_pkts"][d][w])),
         (12, Counter64(0)),
         (13, Counter64(0)),
-        (15, Gauge32(800_000)),
+        (15, Gauge32(round(s.speed_gbps[d] * 1000))),
         (18, OctetString(f"dci wave {w + 1}")),
         (19, TimeTicks(0)),
     ):
@@ -133,7 +132,8 @@ def _optics(s: Snapshot, d: int, w: int) -> Iterator[Row]:
     for cols, name, scale in _PM:
         lo, hi, avg = s.stats[name]
         for col, value in zip(cols, (g[name][d][w], lo[d][w], hi[d][w], avg[d][w]), strict=True):
-            yield (*JNX_OPTICS, col, i), _int(value * scale)
+            if not math.isnan(value):  # a wave down has no signal to measure: no row
+                yield (*JNX_OPTICS, col, i), _int(value * scale)
     yield (*JNX_OPTICS, 35, i), _int(g["bias"][d][w] * 1e4)  # 0.1 mA
     yield (*JNX_OPTICS, 39, i), _int(g["temperature"][d][w] * 10)
     c = s.counters
@@ -141,13 +141,15 @@ def _optics(s: Snapshot, d: int, w: int) -> Iterator[Row]:
     yield (*JNX_FEC, 4, i, 1), Counter64(c["fec_uncorrectable"][d][w])
     lo, hi, avg = s.stats["pre_fec_ber"]
     for col, value in ((5, g["pre_fec_ber"][d][w]), (7, lo[d][w]), (9, hi[d][w]), (11, avg[d][w])):
+        if math.isnan(value):
+            continue
         mantissa, exponent = _mantissa(value)
         yield (*JNX_FEC, col, i, 1), Integer(mantissa)
         yield (*JNX_FEC, col + 1, i, 1), Integer(exponent)
 
 
 def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
-    i, c, q = w + 1, s.counters, int(QUEUE)
+    i, c, q = w + 1, s.counters, s.queue
     for col, key in (
         (4, "queue_tx_pkts"),
         (5, "queue_tx_bytes"),
@@ -157,7 +159,7 @@ def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
         yield (*ARISTA_QUEUE, col, i, q, 1), Counter64(c[key][d][w])
     yield (*ARISTA_ECN, 4, i, q), Counter64(c["queue_ecn_pkts"][d][w])
     for prio in range(8):
-        ours = prio == PRIORITY
+        ours = prio == s.queue
         for col, key in ((3, "pfc_tx_frames"), (4, "pfc_rx_frames")):
             yield (*ARISTA_PFC, col, i, prio), Counter64(c[key][d][w] if ours else 0)
         yield (*ARISTA_PFC_WD, 4, i, prio), Counter64(c["pfc_storms"][d][w] if ours else 0)

@@ -1,196 +1,271 @@
-"""The training job on the simulated fabric: compute, then a gradient sync across the link, each step.
+"""The training job on the simulated fabric: per-rank compute, then collectives over the job's links.
 
-A step computes for ``compute_s`` (jittered), then syncs in ``phases`` phases (reduce-scatter, then
-all-gather). A phase puts ``gradient_bytes / phases`` on each site's hosts, spread evenly over the up
-waves; the hosts inject at ``host_rate_factor`` x a wave's rate into the egress queues (paused by PFC,
-tail-dropped when lossy); lost bytes are sent again one round trip later. A phase ends when its last byte
-has left the queues, plus one round trip (the last byte's propagation and the completion coming back).
-So a step's network time is made of serialisation, propagation x round trips, queueing behind other
-traffic, PFC pauses and retransmissions, all from the model. Finish times have the model step's
-resolution (1 ms by default; a queue that empties mid-step is credited with the fraction it served).
+A step: every rank computes (``compute`` jittered per rank; frozen through ``compute_stall`` episodes;
+plus the checkpoint's seconds on checkpoint steps), the collective starts when the slowest rank is done,
+then runs in phases. A phase puts ``bytes / links`` on each job link in each direction (ECMP by flow:
+equal per link), spread evenly over the link's up waves; the hosts inject at line rate times their
+congestion-control rate. A queue's share is done when its last byte has left the switch, plus one round
+trip (propagation and the completion coming back), or, when the far end's receive stage held it back
+(incast), when that stage cleared plus one propagation delay. The phase ends with its last queue.
 
-The ideal network time is ``phases x (bytes per wave / min(host rate, wave rate) + RTT)``; what a step
-took beyond it is its exposed excess. It is attributed to the (device, wave) queues that finished more
-than 0.2 ms after the phase's median queue (the ones the step waited for), with the causes seen on them
-during the phase (queueing, pfc_pause, drops, fcs_errors), and to waves that went down (wave_down).
+- data: every step, 2 phases (reduce-scatter, all-gather) of half the gradient (params x bytes_per_param);
+- diloco: the same outer sync every ``sync_every`` steps, no communication in between;
+- pipeline: every step, ``2 x MICROBATCHES`` phases (forward activations, backward gradients) of
+  ``params x bytes_per_param x ACTIVATION_FRACTION`` in all: latency-bound, many round trips.
+
+A clean phase takes ``max over links (bytes per wave / wave rate + round trip)``; what a phase took beyond
+its clean end is the network's doing, split by link (airport rule, see ``truth``) and by cause (what took
+each link's waves' service during the phase: the fabric's ``lost`` rows).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from spanwatch.sim import physics
-from spanwatch.sim.params import TrainingParams
+from spanwatch.sim.layout import B, F, Layout
+from spanwatch.sim.scenario import ComputeStall, Scenario
 
-if TYPE_CHECKING:
-    from spanwatch.sim.fabric import Fabric
-
-LATE_S = 2e-4  # a queue finishing this much after the phase's median wave is a culprit
+MICROBATCHES = 4
+ACTIVATION_FRACTION = 1 / 16  # activations crossing the stage boundary per step, of the model's bytes
 DONE_BYTES = 1.0
+REROUTE = 4  # row of the network's ``lost``
 
 
-@dataclass
-class Culprit:
-    """One (device, wave) queue that made a step late."""
+class Network(Protocol):
+    """What the job needs of the fabric (the fabric satisfies it; this module never imports it)."""
 
-    device: int
-    wave: int
-    late_s: float
-    causes: set[str] = field(default_factory=set)
+    dt: float
+    lay: Layout
+    up: B
+    src: F
+    retx: F
+    retx_total: F
+    lost: F
+    tail: F
+    drain_step: F
+
+    def egress_outstanding(self) -> F: ...
+
+    def rx_backlog(self) -> F: ...
 
 
 @dataclass
 class StepRecord:
-    """One completed step in model time."""
+    """One completed step, model time (switches' clock)."""
 
     step: int
     start_s: float
-    compute_end_s: float
-    end_s: float
-    ideal_network_s: float
-    culprits: dict[tuple[int, int], Culprit] = field(default_factory=dict)
+    compute_s: F  # per rank, stalls and checkpoint included
+    comm_start_s: float = math.nan
+    end_s: float = math.nan
+    clean_s: float = 0.0
+    network_s: float = 0.0
+    by_link: F = field(default_factory=lambda: np.zeros(0))
+    by_cause: F = field(default_factory=lambda: np.zeros(5))
+    checkpoint: bool = False
 
-    @property
-    def network_s(self) -> float:
-        return self.end_s - self.compute_end_s
 
-    @property
-    def excess_s(self) -> float:
-        return max(0.0, self.network_s - self.ideal_network_s)
+def airport(lateness: F, total: float) -> F:
+    """Split ``total`` (the max of ``lateness``) over links: each increment of lateness equally among the
+    links at least that late (the airport game's Shapley value)."""
+    out = np.zeros_like(lateness)
+    if total <= 0 or not lateness.any():
+        return out
+    order = np.argsort(lateness)
+    prev = 0.0
+    for k, i in enumerate(order):
+        layer = float(lateness[i]) - prev
+        if layer > 0:
+            out[order[k:]] += layer / (len(order) - k)
+            prev = float(lateness[i])
+    return out * (total / max(float(lateness.max()), 1e-30))
+
+
+def compute_end(start: float, work: float, frozen: list[tuple[float, float]]) -> float:
+    """When ``work`` seconds of compute started at ``start`` finish, not progressing in ``frozen``."""
+    t, left = start, work
+    for a, b in frozen:
+        if b <= t:
+            continue
+        if a >= t + left:
+            break
+        left -= max(0.0, a - t)
+        t = max(t, b)
+    return t + left
 
 
 class TrainingJob:
-    """The job's state machine, driven by the fabric's steps.
+    """The job's state machine, driven by the fabric's steps."""
 
-    Args:
-        params: the job.
-        fabric: the model it runs on (its queues, source backlogs and counters).
-    """
-
-    def __init__(self, params: TrainingParams, fabric: Fabric) -> None:
-        self.p = params
-        self.f = fabric
-        self.rng = np.random.default_rng(fabric.p.seed + 1)
-        self.host_rate = params.host_rate_factor * physics.WAVE_BYTES_PER_S
+    def __init__(self, scenario: Scenario, net: Network) -> None:
+        self.s = scenario
+        self.net = net
+        lay = self.lay = net.lay
+        job = scenario.job
+        self.rng = np.random.default_rng(scenario.seed + 1)
+        self.ranks = scenario.ranks
+        self.frozen: list[list[tuple[float, float]]] = [[] for _ in range(self.ranks)]
+        for e in scenario.episodes:
+            if isinstance(e, ComputeStall):
+                for r in e.ranks:
+                    self.frozen[r].append((e.start, e.end))
+        for windows in self.frozen:
+            windows.sort()
+        total = job.params * job.bytes_per_param
+        if job.parallelism == "pipeline":
+            self.phases, self.phase_bytes = 2 * MICROBATCHES, total * ACTIVATION_FRACTION / (2 * MICROBATCHES)
+        else:
+            self.phases, self.phase_bytes = 2, total / 2
+        self.sync_every = job.sync_every if job.parallelism == "diloco" else 1
+        self.job_links = np.flatnonzero(lay.job_link)
+        self.link_bytes = np.where(lay.job_link, self.phase_bytes / max(1, len(self.job_links)), 0.0)
+        n_links = len(lay.links)
+        self.waves = np.asarray([lk.waves for lk in lay.links], dtype=np.float64)
+        cap_link = np.asarray([lay.cap[lay.offsets[i]] for i in range(n_links)])
+        rtt_link = np.asarray([lay.rtt[lay.offsets[i]] for i in range(n_links)])
+        self.clean_link = np.where(lay.job_link, self.link_bytes / (self.waves * cap_link) + rtt_link, 0.0)
+        self.clean_phase = float(self.clean_link.max())
         self.step_no = 0
         self.completed: list[StepRecord] = []
-        self.phase = 0
         self.state = "compute"
+        self.phase = 0
         self.record = self._new_record(0.0)
-        self.t_next = self.record.compute_end_s
-        self.finish = np.zeros(2 * fabric.n)
-        self.prev_tail = np.zeros(2 * fabric.n)
+        self.t_next = self.record.comm_start_s
+        size = lay.size
+        self.assigned = np.zeros(size, dtype=bool)
+        self.egress_finish = np.zeros(size)
+        self.rx_held = np.zeros(size, dtype=bool)
+        self.rx_clear = np.zeros(size)
+        self.prev_tail = np.zeros(size)
         self.phase_start = 0.0
-        self.phase_ideal_serial = 0.0
-        self.mark: np.ndarray = fabric.acc.copy()
-        self.rerouted: set[int] = set()
+        self.mark = net.lost.copy()
+
+    @property
+    def syncing(self) -> bool:
+        return self.state == "sync"
 
     def _new_record(self, start: float) -> StepRecord:
-        compute = self.p.compute_s * (1 + self.p.compute_jitter * float(self.rng.standard_normal()))
-        return StepRecord(self.step_no, start, start + max(compute, 0.0), math.nan, 0.0)
+        job = self.s.job
+        work = job.compute * (1 + job.compute_jitter * self.rng.standard_normal(self.ranks))
+        work = np.maximum(work, 0.0)
+        k = self.step_no
+        checkpoint = job.checkpoint.every > 0 and (k + 1) % job.checkpoint.every == 0
+        if checkpoint:
+            work = work + job.checkpoint.seconds
+        ends = np.asarray([compute_end(start, float(w), self.frozen[r]) for r, w in enumerate(work)])
+        r = StepRecord(k, start, ends - start, checkpoint=checkpoint)
+        r.comm_start_s = float(ends.max())
+        r.by_link = np.zeros(len(self.lay.links))
+        return r
+
+    def communicates(self, step: int) -> bool:
+        return (step + 1) % self.sync_every == 0
 
     # -- hooks the fabric calls ------------------------------------------------------------------------
     def before_step(self, t: float, dt: float) -> float:
         """Start what begins in ``[t, t + dt)``; returns the fraction of the step the hosts may inject."""
-        due = self.f.resend_due()
-        if due is not None:
-            self.f.src += due
         if self.state == "sync" or self.t_next >= t + dt:
             return 1.0
         start = self.t_next
-        if self.state == "wait" and self.phase == self.p.phases:
+        if (self.state == "wait" and self.phase == self.phases) or not self.communicates(self.step_no):
             self._end_step(start)
             return 1.0
         self._start_phase(start)
         return (t + dt - start) / dt
 
-    def after_step(self, t: float, dt: float, served_t: np.ndarray) -> None:
-        """Note the queues that finished their share of the phase in this step."""
+    def after_step(self, t: float, dt: float, served_t: F) -> None:
+        """Note the queues whose share of the phase finished in this step."""
         if self.state != "sync":
             return
-        f = self.f
-        busy = (f.src + f.retx.sum(axis=0) + f.tail) > DONE_BYTES
-        self.finish[busy] = math.nan
-        newly = np.isnan(self.finish) & ~busy
+        net, lay = self.net, self.lay
+        busy = (net.egress_outstanding() > DONE_BYTES) & self.assigned
+        self.egress_finish[busy] = math.nan
+        newly = np.isnan(self.egress_finish) & ~busy
         if newly.any():
-            # The last byte left within this step: after what was ahead of it (step resolution otherwise).
             begin = max(t, self.phase_start)
-            ahead = np.minimum((self.prev_tail + served_t) / physics.WAVE_BYTES_PER_S, dt)
-            self.finish[newly] = (begin + ahead)[newly]
-        self.prev_tail = f.tail.copy()
-        if not np.isnan(self.finish).any():
+            ahead = np.minimum((self.prev_tail + served_t) / lay.cap, dt)
+            self.egress_finish[newly] = (begin + ahead)[newly]
+        self.prev_tail = net.tail.copy()
+        held = (net.rx_backlog() > net.drain_step[lay.peer] + DONE_BYTES) & self.assigned
+        self.rx_held |= held
+        self.rx_clear[held] = math.nan
+        self.rx_clear[np.isnan(self.rx_clear) & ~held] = t + dt
+        if not (np.isnan(self.egress_finish).any() or np.isnan(self.rx_clear).any()):
             self._end_phase()
 
-    def reroute(self, going: np.ndarray, flushed_t: np.ndarray) -> None:
-        """Waves went down: their share of the job (flushed bytes too) moves to each site's up waves.
-
-        Args:
-            going: flat mask of the (device, wave) queues going down.
-            flushed_t: the job's bytes their queues held (flat).
-        """
-        f, n = self.f, self.f.n
-        stranded = flushed_t + f.src * going + f.retx.sum(axis=0) * going
-        staying = f.up2 & ~going
-        if not staying.any():
-            f.src += flushed_t  # nowhere to go: it waits at the hosts until a wave comes back
-            return
-        f.src[going] = 0.0
-        f.retx[:, going] = 0.0
-        for d in (0, 1):
-            side = slice(d * n, (d + 1) * n)
-            f.src[side][staying[side]] += stranded[side].sum() / max(1, int(staying[side].sum()))
-        self.rerouted.update(int(i) % n for i in np.flatnonzero(going))
+    def reroute(self, going: B, stranded: F) -> None:
+        """Waves went down: their share of the job moves to the up waves at the same end of the link."""
+        net, lay = self.net, self.lay
+        moving = stranded + net.src * going + net.retx_total * going
+        net.src[going] = 0.0
+        net.retx[:, going] = 0.0
+        net.retx_total[going] = 0.0
+        staying = net.up & ~going
+        for li in range(len(lay.links)):
+            for side in (0, 1):
+                block = lay.block(li, side)
+                amount = float(moving[block].sum())
+                if amount <= 0:
+                    continue
+                stay = staying[block]
+                if not stay.any():
+                    net.src[block] += moving[block]  # nowhere to go: it waits for a wave to come back
+                    continue
+                share = np.where(stay, amount / int(stay.sum()), 0.0)
+                net.src[block] += share
+                net.lost[REROUTE, block] += share / lay.cap[block]
 
     # -- phases and steps ----------------------------------------------------------------------------
     def _start_phase(self, start: float) -> None:
-        f = self.f
-        up = f.up
-        n_up = max(1, int(up.sum()))
-        per_wave = self.p.gradient_bytes / self.p.phases / n_up
-        f.src += per_wave * f.up2
+        net, lay = self.net, self.lay
+        self.assigned = lay.job_link[lay.link_of].copy()
+        up = net.up
+        n_up = lay.per_link(up.astype(np.float64)) / 2  # both ends of a wave go down together
+        all_down = n_up == 0
+        per_wave = self.link_bytes / np.maximum(n_up, 1)
+        share = np.where(
+            all_down[lay.link_of],
+            self.link_bytes[lay.link_of] / self.waves[lay.link_of],
+            per_wave[lay.link_of],
+        )
+        net.src += np.where(up | all_down[lay.link_of], share, 0.0) * self.assigned
         self.phase_start = start
-        self.phase_ideal_serial = per_wave / min(self.host_rate, physics.WAVE_BYTES_PER_S)
-        self.record.ideal_network_s += self.phase_ideal_serial + f.rtt_s
-        self.finish = np.where(f.up2, math.nan, start)
-        self.prev_tail = f.tail.copy()
-        self.mark = f.acc.copy()
-        self.rerouted = set()
+        self.egress_finish = np.where(self.assigned, math.nan, start)
+        self.rx_held = np.zeros(lay.size, dtype=bool)
+        self.rx_clear = np.full(lay.size, start)
+        self.prev_tail = net.tail.copy()
+        self.mark = net.lost.copy()
         self.state = "sync"
 
     def _end_phase(self) -> None:
-        last = float(np.nanmax(self.finish))
-        self._blame()
+        lay = self.lay
+        finish = self.egress_finish + lay.rtt
+        finish = np.where(self.rx_held, np.maximum(finish, self.rx_clear + lay.one_way), finish)
+        finish = np.where(self.assigned, finish, self.phase_start)
+        end = float(finish.max())
+        clean_end = self.phase_start + self.clean_phase
+        extra = max(0.0, end - clean_end)
+        finish_link = np.maximum.reduceat(finish, lay.offsets)
+        lateness = np.where(lay.job_link, np.maximum(finish_link - clean_end, 0.0), 0.0)
+        shares = airport(lateness, extra)
+        r = self.record
+        r.clean_s += self.clean_phase
+        r.network_s += extra
+        r.by_link += shares
+        if extra > 0:
+            lost = self.net.lost - self.mark
+            weights = np.stack([lay.per_link(row) for row in lost])  # (cause, link)
+            total = weights.sum(axis=0)
+            frac = np.where(total > 0, weights / np.maximum(total, 1e-30), 0.0)
+            frac[3] = np.where(total > 0, frac[3], 1.0)  # nothing classified: congestion-control slowdown
+            r.by_cause += frac @ shares
         self.phase += 1
         self.state = "wait"
-        self.t_next = last + self.f.rtt_s
-
-    def _blame(self) -> None:
-        from spanwatch.sim import fabric as fab
-
-        delta = self.f.acc - self.mark
-        # Late means later than the typical wave of the phase: the waves everyone waited for.
-        due = max(self.phase_start + self.phase_ideal_serial, float(np.median(self.finish))) + LATE_S
-        n = self.f.n
-        for i in np.flatnonzero(self.finish > due):
-            d, w = divmod(int(i), n)
-            key = (d, w)
-            c = self.record.culprits.setdefault(key, Culprit(key[0], key[1], 0.0))
-            c.late_s = max(c.late_s, float(self.finish[i]) - due + LATE_S)
-            c.causes.add("queueing")
-            if delta[fab.PAUSE_S, i] > 0:
-                c.causes.add("pfc_pause")
-            if delta[fab.DROP_T, i] > 0:
-                c.causes.add("drops")
-            if delta[fab.LOST_T, (1 - d) * n + w] > 0:
-                c.causes.add("fcs_errors")
-        for w in self.rerouted:
-            for d in (0, 1):
-                c = self.record.culprits.setdefault((d, w), Culprit(d, w, 0.0))
-                c.causes.add("wave_down")
+        self.t_next = max(end, self.phase_start)
 
     def _end_step(self, end: float) -> None:
         self.record.end_s = end
@@ -198,5 +273,5 @@ class TrainingJob:
         self.step_no += 1
         self.phase = 0
         self.record = self._new_record(end)
-        self.t_next = self.record.compute_end_s
+        self.t_next = self.record.comm_start_s
         self.state = "compute"

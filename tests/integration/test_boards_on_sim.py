@@ -1,12 +1,12 @@
 """The boards and rules on the simulated fabric: the issue's check, end to end.
 
 The simulated fabric (collector/sim/: two DCI switches' SNMP agents and gNMI targets on loopback) runs
-its four episodes on a compressed schedule; the real collector (``spanwatch collect`` as a subprocess)
+its four episodes (the built-in scenario's) on a compressed schedule; the real collector (``spanwatch collect`` as a subprocess)
 collects from it with the config the fabric describes; Debian's Prometheus scrapes the collector every
 second with deploy/prometheus/rules/spanwatch.rules.yml loaded (evaluated every second). Then:
 
 - every panel query and every variable query of every board, with the variables set to what exists in the
-  sim (each site with its switch, and the link ``site-a-site-b``), parses (promtool) and returns data;
+  sim (each site with its switch, and the link ``ab``), parses (promtool) and returns data;
 - every recording rule's expression returns data, and so does the series it records;
 - every alert expression parses, and returns data with its final threshold comparison stripped;
 - the alerts the episodes (and the test's two dead ends) trigger become active: they appear in
@@ -18,11 +18,12 @@ second with deploy/prometheus/rules/spanwatch.rules.yml loaded (evaluated every 
 The fabric is lossy (no PFC: ``spanwatch sim --lossy``) so that the congestion episode tail-drops. Alerts
 that fire, and why (the schedule: ``EPISODES_OVER_S``, shifted by ``LEAD_S``):
 
-- SpanwatchInterDcLinkDropping: the congestion episode overfills the queue of dci1.site-a onto wave 1;
+- SpanwatchInterDcLinkDropping: the congestion episode (1.2 x line rate in the job's class) overfills the
+  queues of dci-ab-a;
 - SpanwatchEcnSurge: the same queue marks nearly every departure (well over 5% of the link's packets);
-- SpanwatchPreFecBerNearLimit and SpanwatchOsnrMarginLow: the optical degradation of dci1.site-b's
-  receiver on wave 3 (its worst point is 1 dB past the FEC limit);
-- SpanwatchWaveDown: the wave-down episode (wave 0, both ends);
+- SpanwatchPreFecBerNearLimit and SpanwatchOsnrMarginLow: the optical degradation of dci-ab-b's
+  receiver on wave 4 (1 dB past the FEC limit);
+- SpanwatchWaveDown: the wave-down episode (wave 1, both ends);
 - SpanwatchTargetDown: a dead SNMP target the test adds to the collector config (not part of the sim);
 - SpanwatchCollectorDown: a dead scrape target the test adds to Prometheus's config.
 
@@ -44,17 +45,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
-from collector.contracts import optics
-from spanwatch.sim import physics
-from spanwatch.sim.episodes import Episode, default_episodes
-from spanwatch.sim.params import FabricParams
-from spanwatch.sim.runtime import DEVICES, LINK, SITES, SimulatedFabric, worst_penalty_db
+from spanwatch.sim.layout import Layout
+from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.scenario import Scenario, builtin
 from tests.deploy.promql import (
     PROMTOOL,
     ROOT,
@@ -72,9 +71,25 @@ from tests.integration.prometheus_support import PROMETHEUS, SKIP_REASON, free_p
 
 pytestmark = pytest.mark.integration
 
-PARAMS = FabricParams(lossless=False, seed=1)
 EPISODES_OVER_S = 40.0  # congestion 4.8-10.8 s, incast 14-18, optics 20-28, wave down 32-35.2 (+ LEAD_S)
 LEAD_S = 3.0  # the episodes start this much later, once the collector and Prometheus are up
+
+
+def scenario() -> Scenario:
+    """The built-in demo, lossy, its episodes shifted by ``LEAD_S``; the congestion in the job's class
+    above line rate, so that it overfills the queue (drops, ECN) whatever the job's rate."""
+    s = builtin(EPISODES_OVER_S, lossless=False)
+    episodes = tuple(
+        e.model_copy(update={"start": e.start + LEAD_S, **({"load": 1.2} if e.kind == "congestion" else {})})
+        for e in s.episodes
+    )
+    return s.model_copy(update={"episodes": episodes, "duration": EPISODES_OVER_S + LEAD_S})
+
+
+SCENARIO = scenario()
+DEVICES = tuple(d.name for d in Layout(SCENARIO).devices)
+SITES = SCENARIO.sites
+LINK = SCENARIO.links[0].name
 DEADLINE_S = 75.0  # stop waiting this long after the fabric starts
 POLL_S = 1.0
 DEAD_TARGET = "dci9.site-z"
@@ -144,20 +159,12 @@ def rule_checks() -> list[Check]:
     return out
 
 
-def shifted_episodes() -> list[Episode]:
-    worst = worst_penalty_db(PARAMS.distance_km)
-    return [
-        replace(e, start_s=e.start_s + LEAD_S, end_s=e.end_s + LEAD_S)
-        for e in default_episodes(EPISODES_OVER_S, PARAMS.waves, worst)
-    ]
-
-
 class SimThread(LoopThread):
     """The simulated fabric on its own event loop."""
 
     def __init__(self) -> None:
         super().__init__(name="sim-fabric")
-        self.sim = SimulatedFabric(PARAMS, episodes=shifted_episodes())
+        self.sim = SimulatedFabric(SCENARIO)
 
     async def main(self, halt: asyncio.Event) -> None:
         await self.sim.start()
@@ -234,24 +241,13 @@ class Onset:
 
 
 def optical_onset(sim: SimulatedFabric) -> Onset:
-    """The degraded channel and the moments its OSNR fell through each alert's level.
-
-    The episode's loss ramps linearly to its worst at mid-episode (``Schedule.osnr_penalty_db``); the
-    channel's OSNR is the nominal one less the loss (within the model's +-0.2 dB wander), so each level is
-    crossed when the loss reaches nominal OSNR minus the OSNR of that level.
-    """
-    (e,) = [e for e in sim.episodes if e.kind == "optical_degradation"]
-    profile = optics.profile()
-    nominal = physics.nominal_osnr_db(sim.params.distance_km)
-    levels = {
-        "SpanwatchPreFecBerNearLimit": physics.osnr_at_limit(profile.fec_ber_limit / 4),
-        "SpanwatchOsnrMarginLow": profile.required_osnr_db + 2,
-    }
-    half = (e.end_s - e.start_s) / 2
-    times = {
-        name: sim.wall(e.start_s + half * (nominal - osnr) / e.magnitude) for name, osnr in levels.items()
-    }
-    return Onset(DEVICES[e.device], f"OpticalChannel1/{e.wave + 1}", times)
+    """The degraded channel and when its episode began (wall clock): the model drops the channel's OSNR
+    by the episode's full amount at its start, past both alerts' levels (``scenario.builtin`` sizes it to
+    cross the FEC limit), so both alerts' onset is the episode's start."""
+    (e,) = [e for e in SCENARIO.episodes if e.kind == "optical_degradation"]
+    (far,) = [d for d in Layout(SCENARIO).devices if d.link == e.link and d.side == 1]
+    start = sim.wall(e.start)
+    return Onset(far.name, f"OpticalChannel1/{e.wave}", dict.fromkeys(OPTICS_ALERTS, start))
 
 
 @pytest.fixture(scope="module")

@@ -240,28 +240,15 @@ def test_absolute_episode_times_and_list_links_are_read(tmp_path: Path) -> None:
     assert result["passed"], result["why"]
 
 
-def test_the_one_link_truth_of_the_simulator_before_issue_12_is_read(tmp_path: Path) -> None:
-    # One job-wide row per step with excess_s, one top-level link, absolute episode times, fabric.rtt_s.
-    doc = {
-        "link": "L1",
-        "fabric": {"rtt_s": 0.001},
-        "episodes": [
-            {"kind": "congestion", "start": stamp_pair(10, 10)[0], "end": stamp_pair(10, 10)[1], "link": "L1"}
-        ],
-        "steps": [
-            {
-                "step": s,
-                "start": stamp_pair(s, 1)[0],
-                "end": stamp_pair(s, 1)[1],
-                "excess_s": 0.1 * (10 <= s < 20),
-            }
-            for s in range(STEPS)
-        ],
-    }
-    costs = {s: {"L1": 0.1} for s in range(10, 20)}
-    result = scored(tmp_path, doc, costs=costs, events=EVENTS[:2], steady={"L1": (0.001, 0.0)})
-    assert result["failed"] == {}, result["failed"]
-    assert result["detail"]["steady"]["L1.round_trip_seconds"]["error"] == pytest.approx(0.0)
+def test_the_simulators_nested_network_seconds_are_read(tmp_path: Path) -> None:
+    doc = write_truth(tmp_path / "plain.json")
+    raw = json.loads(doc.read_text())
+    for row in raw["steps"]:
+        by_link, by_cause = row.pop("by_link"), row.pop("by_cause")
+        row["network_seconds"] = {"total": row["network_seconds"], "by_link": by_link, "by_cause": by_cause}
+    nested = tmp_path / "truth.json"
+    nested.write_text(json.dumps(raw))
+    assert score.read_truth(nested).costs.equals(score.read_truth(doc).costs)
 
 
 def stamp_pair(start: float, length: float) -> tuple[str, str]:

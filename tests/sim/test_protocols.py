@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from spanwatch.sim.params import FabricParams
 from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.scenario import builtin
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ print(json.dumps({"models": len(caps["supported_models"]), "get": len(got["notif
 
 @pytest.fixture
 async def sim() -> AsyncIterator[SimulatedFabric]:
-    fabric = SimulatedFabric(FabricParams(waves=4), episodes_over_s=None)
+    fabric = SimulatedFabric(builtin(60.0, waves=4, episodes=False))
     await fabric.start()
     await asyncio.sleep(0.3)
     try:
@@ -90,5 +90,5 @@ async def test_snmpbulkwalk(sim: SimulatedFabric) -> None:
 async def test_pygnmi_get_and_subscribe(sim: SimulatedFabric) -> None:
     out = json.loads(await _run(sys.executable, "-c", PYGNMI, str(sim.gnmi_ports[1])))
     assert out["models"] >= 6
-    assert out["get"] == 4  # one queue per wave
+    assert out["get"] == 8  # per wave: the job's queue and the background class's
     assert out["stream"] >= 3 and out["once"] == 4

@@ -1,0 +1,77 @@
+"""Every shipped scenario end to end: ``spanwatch demo --scenario FILE`` at the file's (short) duration,
+in parallel (``SPANWATCH_SCENARIO_JOBS``, default 2: the demo runs in real time, mostly waiting), then
+truth.json, the job's log, the collector config and the analysis outputs are checked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spanwatch.sim import scenario as sc
+from spanwatch.sim.truth import Truth
+
+pytestmark = pytest.mark.integration
+
+JOBS = int(os.environ.get("SPANWATCH_SCENARIO_JOBS", "2"))
+ANALYSIS = ("attribution.parquet", "events.parquet", "steps.parquet", "summary.json", "report.html")
+
+
+@dataclass
+class Run:
+    out: Path
+    returncode: int
+    stderr: str
+    seconds: float
+
+
+def _run(path: Path, out: Path) -> Run:
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "spanwatch.cli", "demo", "--scenario", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=sc.load(path).duration + 180,
+    )
+    return Run(out, done.returncode, done.stderr[-4000:], time.monotonic() - start)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    base = tmp_path_factory.mktemp("scenarios")
+    paths = sc.shipped()
+    with ThreadPoolExecutor(JOBS) as pool:
+        futures = {p.stem: pool.submit(_run, p, base / p.stem) for p in paths}
+        return {name: f.result() for name, f in futures.items()}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("path", sc.shipped(), ids=lambda p: p.stem)
+def test_scenario_end_to_end(path: Path, runs: dict[str, Run]) -> None:
+    run = runs[path.stem]
+    assert run.returncode == 0, run.stderr
+    s = sc.load(path)
+    truth = Truth.model_validate_json((run.out / "truth.json").read_text())
+    assert truth.scenario == s.name and set(truth.links) == {lk.name for lk in s.links}
+    assert len(truth.episodes) == len(s.episodes)
+    assert truth.steps and {r.rank for r in truth.steps} == set(range(s.ranks))
+    log = run.out / truth.job.log_file
+    assert log.is_file() and log.stat().st_size > 0
+    config = yaml.safe_load((run.out / "config.yaml").read_text())
+    assert len(config["targets"]) == 2 * len(s.links) and len(config["links"]) == len(s.links)
+    metrics = (run.out / "metrics.txt").read_text()
+    for lk in s.links:
+        assert f'link="{lk.name}"' in metrics, lk.name
+    assert list((run.out / "archive").rglob("*.parquet"))
+    for name in ANALYSIS:
+        assert (run.out / name).is_file(), name
+    harmful = [e for e in truth.episodes if e.affects_job and e.link is not None]
+    if harmful:
+        assert sum(r.network_seconds.total for r in truth.steps) > 0
