@@ -27,30 +27,32 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spanwatch.sim import snapshot, snmp_agent, snmp_mib
-from spanwatch.sim.episodes import Schedule
 from spanwatch.sim.fabric import Fabric
-from spanwatch.sim.params import FabricParams
-from spanwatch.sim.runtime import DEVICES, SNMP_MODULES
+from spanwatch.sim.layout import Layout
+from spanwatch.sim.runtime import SNMP_MODULES
+from spanwatch.sim.scenario import builtin
 
 COMMUNITY = "bench"
+
+_DEVICES = [d.name for d in Layout(builtin(episodes=False)).devices]  # the two ends of the link
 
 
 def table(waves: int) -> Any:
     """Device 0's table after a few simulated seconds (counters large enough to take their full width)."""
-    f = Fabric(FabricParams(waves=waves), Schedule([], waves))
+    f = Fabric(builtin(waves=waves, episodes=False))
     f.advance(3.0)
-    return snmp_mib.build(snapshot.take(f, time.time_ns(), 3.0), 0, DEVICES[0])
+    return snmp_mib.build(snapshot.take(f, time.time_ns(), 3.0), 0, _DEVICES[0])
 
 
 def build_rate(waves: int, seconds: float = 2.0) -> tuple[int, float]:
     """(rows per table, tables built per CPU second)."""
-    f = Fabric(FabricParams(waves=waves), Schedule([], waves))
+    f = Fabric(builtin(waves=waves, episodes=False))
     f.advance(3.0)
     snap = snapshot.take(f, time.time_ns(), 3.0)
-    rows = len(snmp_mib.build(snap, 0, DEVICES[0])[0])
+    rows = len(snmp_mib.build(snap, 0, _DEVICES[0])[0])
     n, start = 0, time.process_time()
     while time.process_time() - start < seconds:
-        snmp_mib.build(snap, 0, DEVICES[0])
+        snmp_mib.build(snap, 0, _DEVICES[0])
         n += 1
     return rows, n / (time.process_time() - start)
 
@@ -111,7 +113,7 @@ async def poll(port: int, polls: int, cpu: Callable[[], float]) -> tuple[int, fl
         async def close(self) -> None:
             await inner.close()
 
-    source = SnmpSource(DEVICES[0], cfg, Defaults(), walker=Counting())
+    source = SnmpSource(_DEVICES[0], cfg, Defaults(), walker=Counting())
     await source.poll()  # the label walk and first-poll work out of the way
     served[0] = 0
     before = cpu()

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from collector.contracts.fibre import round_trip_s
-from spanwatch.sim.params import FabricParams
-from spanwatch.sim.runtime import LINK, SimulatedFabric
+from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.scenario import builtin
 from tests.integration.loop_thread import LoopThread
 from tests.integration.processes import stop_process
 from tests.integration.prometheus_support import free_port
@@ -33,12 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 40.0
 WINDOWS = 2  # full windows to wait for after the first, so the figures are steady
 SERIES = re.compile(r"^(dci_link_rtt_seconds(?:_min|_avg|_max)?)\{([^}]*)\} (\S+)$", re.M)
+LINK = builtin(episodes=False).links[0].name
 
 
 class Fabric(LoopThread):
     def __init__(self, distance_km: float) -> None:
         super().__init__(name="sim-fabric")
-        self.sim = SimulatedFabric(FabricParams(distance_km=distance_km), episodes_over_s=None)
+        self.sim = SimulatedFabric(builtin(distance_km=distance_km, episodes=False))
 
     async def main(self, halt: asyncio.Event) -> None:
         await self.sim.start()

@@ -19,14 +19,16 @@ from collector.config import Defaults, SnmpConfig
 from collector.sources.snmp import ber
 from collector.sources.snmp.source import SnmpSource
 from spanwatch.sim import snapshot, snmp_agent, snmp_mib
-from spanwatch.sim.episodes import Schedule
 from spanwatch.sim.fabric import Fabric
-from spanwatch.sim.params import FabricParams
-from spanwatch.sim.runtime import DEVICES, SNMP_MODULES, SimulatedFabric
+from spanwatch.sim.layout import Layout
+from spanwatch.sim.runtime import SNMP_MODULES, SimulatedFabric
+from spanwatch.sim.scenario import builtin
 
 SIM = Path(snmp_agent.__file__).parent
 COMMUNITY = "spanwatch-test"
 IF_X = "1.3.6.1.2.1.31.1.1.1"
+
+_DEVICES = [d.name for d in Layout(builtin(episodes=False)).devices]  # the two ends of the link
 
 
 def test_the_simulator_does_not_import_the_collectors_sources() -> None:
@@ -44,9 +46,9 @@ def test_the_simulator_does_not_import_the_collectors_sources() -> None:
 @pytest.fixture(scope="module")
 def table() -> snmp_agent.Table:
     """Device 0's table after a simulated second (counters well away from zero)."""
-    f = Fabric(FabricParams(waves=4), Schedule([], 4))
+    f = Fabric(builtin(waves=4, episodes=False))
     f.advance(1.0)
-    return snmp_mib.build(snapshot.take(f, time.time_ns(), 1.0), 0, DEVICES[0])
+    return snmp_mib.build(snapshot.take(f, time.time_ns(), 1.0), 0, _DEVICES[0])
 
 
 @pytest.fixture
@@ -60,7 +62,7 @@ async def agent(table: snmp_agent.Table) -> AsyncIterator[int]:
 
 @pytest.fixture
 async def fabric() -> AsyncIterator[SimulatedFabric]:
-    sim = SimulatedFabric(FabricParams(waves=4), episodes_over_s=None)
+    sim = SimulatedFabric(builtin(waves=4, episodes=False))
     await sim.start()
     await asyncio.sleep(0.3)
     try:
@@ -82,7 +84,7 @@ async def test_the_collectors_source_polls_the_live_fabric(
             "max_repetitions": 10,  # several GETBULKs per table, so rows continue across requests
         }
     )
-    source = SnmpSource(DEVICES[1], cfg, Defaults())
+    source = SnmpSource(_DEVICES[1], cfg, Defaults())
     try:
         samples = await source.poll()
     finally:
