@@ -80,7 +80,8 @@ async def poll(port: int, polls: int, cpu: Callable[[], float]) -> tuple[int, fl
     """(values served, agent CPU seconds) over ``polls`` polls by the collector's source."""
     from collector.config import Defaults, SnmpConfig
     from collector.sources.snmp.ber import Oid, VarBind
-    from collector.sources.snmp.source import SnmpSource, make_walker
+    from collector.sources.snmp.source import SnmpSource
+    from collector.sources.snmp.transport import make_walker
 
     os.environ["SPANWATCH_BENCH_COMMUNITY"] = COMMUNITY
     cfg = SnmpConfig.model_validate(

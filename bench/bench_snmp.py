@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 from snmp_agents import snmpsim
 
 from collector.sources.snmp import usm
-from collector.sources.snmp.walk import V2cWalker, V3Walker, walk
+from collector.sources.snmp.transport import V2cWalker, V3Walker
+from collector.sources.snmp.walk import walk
 
 MIB2 = "1.3.6.1.2.1"
 
@@ -120,7 +121,7 @@ def bench_netsnmp_v3(port: int, user: Any, rounds: int) -> tuple[int, float]:
 
 
 async def bench_pysnmp_v3(port: int, user: Any, rounds: int) -> tuple[int, float]:
-    from collector.sources.snmp.walk import hlapi
+    from collector.sources.snmp.transport import hlapi
 
     hl = hlapi()
     auth = hl.UsmUserData(

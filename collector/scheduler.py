@@ -17,11 +17,12 @@ from typing import Any, TypeVar
 from collector.clock import Clock
 from collector.errors import SourceError
 from collector.model import Sample
-from collector.sources import PolledSource
+from collector.sources import CountingSource, PartialSource, PolledSource
 from collector.store import Store
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+CANCEL_GRACE = 0.1  # seconds a cancelled poll gets to unwind before it is cancelled again
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +78,16 @@ class Poller:
             samples = await self._deadline(self.source.poll())
         except TimeoutError:
             status, cause = "timeout", f"no complete answer within {self.schedule.timeout:g}s"
+            samples, cause = self._salvage(cause)
         except SourceError as e:
             status, cause = e.status, str(e)
         except Exception as e:  # a bug or an unforeseen device answer: report it, keep polling
             status, cause = "error", f"{type(e).__name__}: {e}"
             log.exception("poll of %s failed unexpectedly", self.source.device)
         elapsed = self.clock.monotonic() - started
-        if status == "success":
+        if samples:  # a whole poll, or the modules a timed-out poll completed
             self.store.ingest(self.source.device, self.source.source, samples, self.clock.time_ns())
+        if status == "success":
             self.store.set(
                 "spanwatch_last_success_timestamp_seconds", self._health, self.clock.time_ns() / 1e9
             )
@@ -96,10 +99,24 @@ class Poller:
                 status,
                 cause,
             )
+        if isinstance(self.source, CountingSource):
+            for name, labels, amount in self.source.take_counts():
+                self.store.inc(name, labels, amount)
         self.store.inc("spanwatch_polls_total", (*self._health, ("status", status)))
         self.store.set("spanwatch_target_up", self._health, 1.0 if status == "success" else 0.0)
         self.store.observe("spanwatch_poll_duration_seconds", self._health, elapsed)
         return status
+
+    def _salvage(self, cause: str) -> tuple[list[Sample], str]:
+        """What a timed-out poll completed (whole modules only), and the cause naming what ran out of time."""
+        if not isinstance(self.source, PartialSource):
+            return [], cause
+        samples, running = self.source.salvage()
+        if running is not None:
+            cause += f"; {running} ran out of time"
+        if samples:
+            cause += f"; kept {len(samples)} samples of the modules that completed"
+        return samples, cause
 
     async def _deadline(self, work: Coroutine[Any, Any, T]) -> T:
         """Await ``work`` unless the injected clock passes the timeout first.
@@ -116,8 +133,37 @@ class Poller:
         finally:  # also when this poller is cancelled: never leave the poll running or its error unread
             timer.cancel()
             if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                await _stop(task, self.source.device)
         if timed_out:
             raise TimeoutError
         return task.result()
+
+
+_runaways: set[asyncio.Task[None]] = set()
+
+
+async def _stop(task: asyncio.Future[Any], device: str) -> None:
+    """Cancel ``task`` and give it ``CANCEL_GRACE`` to end; one that ignores the cancel is not waited for.
+
+    A poll can swallow a cancellation (3.11 ``wait_for`` in a library does when an answer lands at the
+    same moment); waiting for it would let the agent hold the poller past its deadline. Such a task is
+    cancelled again every grace period, in the background, until it ends.
+    """
+    task.cancel()
+    await asyncio.wait({task}, timeout=CANCEL_GRACE)
+    if task.done():
+        if not task.cancelled():
+            task.exception()  # read, so the loop does not log it as never retrieved
+        return
+    log.warning("poll of %s ignored its cancellation; cancelling it again in the background", device)
+    reaper = asyncio.ensure_future(_reap(task))
+    _runaways.add(reaper)
+    reaper.add_done_callback(_runaways.discard)
+
+
+async def _reap(task: asyncio.Future[Any]) -> None:
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_GRACE)
+    if not task.cancelled():
+        task.exception()

@@ -157,6 +157,14 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
         "Device clock minus collector clock, estimated from notification timestamps.",
         "device",
     ),
+    _c(
+        "spanwatch_snmp_dropped_packets_total",
+        "",
+        "SNMP datagrams discarded by the receive checks (malformed, unmatched, wrong level, user, engine, "
+        "digest, time window, request-id).",
+        "device",
+        "reason",
+    ),
     _c("spanwatch_archive_rows_total", "", "Rows written to the archive."),
     _c("spanwatch_archive_write_errors_total", "", "Archive flushes that failed."),
     _c("dci_counter_discontinuities_total", "", "Counter resets seen on the device.", "device", "metric"),

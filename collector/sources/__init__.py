@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from collector.model import Sample
+from collector.model import Labels, Sample
 from collector.store import Store
 
 
@@ -29,6 +29,24 @@ class PolledSource(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class PartialSource(Protocol):
+    """A polled source that can hand over what a poll completed before its deadline cut it off."""
+
+    def salvage(self) -> tuple[list[Sample], str | None]:
+        """The samples of the parts (modules) the current poll completed, and the part that was running."""
+        ...
+
+
+@runtime_checkable
+class CountingSource(Protocol):
+    """A polled source with self-metric counters of its own (SNMP: dropped datagrams)."""
+
+    def take_counts(self) -> list[tuple[str, Labels, int]]:
+        """Increments since the last call: ``(catalogue name, labels, amount)``."""
+        ...
 
 
 class StreamingSource(Protocol):

@@ -14,6 +14,7 @@ SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "metrics
 # they are proposed to its owners (each with the issue that added it) instead of silently missing.
 PROPOSED_FOR_SPEC = {
     "spanwatch_gnmi_clock_offset_seconds": "gNMI device clock minus collector clock (issue 3)",
+    "spanwatch_snmp_dropped_packets_total": "SNMP datagrams dropped by the RFC 3412/3414 receive checks (issue 16)",
 }
 
 

@@ -53,7 +53,15 @@ USERS = (
     User("shaaes256", "priv", "SHA", "SHA", "AES256", "AES-256"),
     User("shaaes", "priv", "SHA", "SHA", "AES", "AES"),
     User("sha512aes", "priv", "SHA512", "SHA-512", "AES", "AES"),
-    User("shades", "priv", "SHA", "SHA", "DES", "DES"),  # not in snmp_usm: the pysnmp fallback
+    User("shades", "priv", "SHA", "SHA", "DES", "DES"),  # not in usm: the pysnmp fallback
+    # every other protocol the config accepts (net-snmp 5.9.3 has SHA-224/384 and Blumenthal AES-192)
+    User("md5aes128", "priv", "MD5", "MD5", "AES128", "AES"),
+    User("sha224aes192", "priv", "SHA224", "SHA-224", "AES192", "AES-192"),
+    User("sha384aes192", "priv", "SHA384", "SHA-384", "AES192", "AES-192"),
+    User("shaaes192", "priv", "SHA", "SHA", "AES192", "AES-192"),  # 20-byte key extended to 24
+    User("sha384aes256", "priv", "SHA384", "SHA-384", "AES256", "AES-256"),
+    User("sha224auth", "auth", "SHA224", "SHA-224"),
+    User("md5auth", "auth", "MD5", "MD5"),
     User("sha256auth", "auth", "SHA256", "SHA-256"),
     User("noauth", "noauth"),
 )

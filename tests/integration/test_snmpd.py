@@ -26,8 +26,8 @@ from collector.clock import FakeClock
 from collector.config import SnmpConfig
 from collector.errors import AuthError, SourceError, TimeoutError_
 from collector.model import Sample
-from collector.sources.snmp.source import SnmpSource, make_walker
-from collector.sources.snmp.walk import PysnmpWalker, V3Walker
+from collector.sources.snmp.source import SnmpSource
+from collector.sources.snmp.transport import PysnmpWalker, V3Walker, make_walker
 from collector.store import Store
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,12 @@ def lo(samples: list[Sample], metric: str) -> Sample:
         ("shaaes256", V3Walker),  # AES-256 key extended from a SHA-1 key (Blumenthal, as net-snmp)
         ("shaaes", V3Walker),
         ("sha512aes", V3Walker),
-        ("shades", PysnmpWalker),  # DES: not implemented by snmp_usm, pysnmp takes it
+        ("shades", PysnmpWalker),  # DES: not implemented by usm, pysnmp takes it
+        ("md5aes128", V3Walker),
+        ("sha224aes192", V3Walker),
+        ("sha384aes192", V3Walker),
+        ("shaaes192", V3Walker),  # AES-192 key extended from a SHA-1 key
+        ("sha384aes256", V3Walker),
     ],
 )
 async def test_v3_auth_priv_reads_if_mib_for_lo(agent: Agent, name: str, walker: type) -> None:
@@ -97,7 +102,7 @@ async def test_v3_auth_priv_reads_if_mib_for_lo(agent: Agent, name: str, walker:
     assert lo(samples, "dci_interface_speed_bytes_per_second").value == 10 * 125_000  # lo: 10 Mb/s
 
 
-@pytest.mark.parametrize("name", ["sha256auth", "noauth"])
+@pytest.mark.parametrize("name", ["sha256auth", "sha224auth", "md5auth", "noauth"])
 async def test_v3_auth_no_priv_and_no_auth(agent: Agent, name: str) -> None:
     assert lo(await poll_once(v3_config(agent, BY_NAME[name])), RX).raw
 

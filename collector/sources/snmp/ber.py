@@ -3,7 +3,7 @@
 This is the fast path behind the walk seam. pysnmp decodes every response through pyasn1, which costs
 about 0.3 ms per value; a flat decoder of the few types a Response-PDU can hold is roughly twenty times
 cheaper, and a large walk is dominated by decoding. The v2c message wrapper lives here; the SNMPv3 one
-(USM) in ``snmp_usm``, over the same PDU codec. Only what RFC 3416 allows in a Response-PDU is decoded;
+(USM) in ``usm``, over the same PDU codec. Only what RFC 3416 allows in a Response-PDU is decoded;
 anything else raises ``BerError``.
 """
 
@@ -142,30 +142,30 @@ def _head(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
 
 
 def _oid(buf: bytes, pos: int, end: int) -> Oid:
+    """Decode an OBJECT IDENTIFIER body; anything malformed raises ``BerError`` (never ``IndexError``).
+
+    X.690 8.19: base-128 sub-identifiers, high bit = more to come, no leading 0x80 (minimal form);
+    the first one packs the first two arcs (40 * a + b, with a = 2 taking everything from 80 up).
+    """
     if pos >= end:
         raise BerError("empty OID")
-    first = buf[pos]
-    if first >= 0x80:  # first sub-identifier above 127: rare enough to take the slow road
-        subs: list[int] = []
-        acc = 0
-        for b in buf[pos:end]:
-            acc = (acc << 7) | (b & 0x7F)
-            if not b & 0x80:
-                subs.append(acc)
-                acc = 0
-        x = subs[0]
-        return (2, x - 80, *subs[1:])
-    out = [first // 40 if first < 80 else 2, first % 40 if first < 80 else first - 80]
+    subs: list[int] = []
     acc = 0
-    for b in buf[pos + 1 : end]:
-        if b < 0x80:
-            out.append((acc << 7) | b)
-            acc = 0
-        else:
+    fresh = True  # at the first byte of a sub-identifier
+    for b in buf[pos:end]:
+        if fresh and b == 0x80:
+            raise BerError("OID sub-identifier not in minimal form")
+        if b & 0x80:
             acc = (acc << 7) | (b & 0x7F)
-    if acc:
+            fresh = False
+            continue
+        subs.append((acc << 7) | b)
+        acc, fresh = 0, True
+    if not fresh:
         raise BerError("OID ends inside a sub-identifier")
-    return tuple(out)
+    first = subs[0]
+    head = (first // 40, first % 40) if first < 80 else (2, first - 80)
+    return (*head, *subs[1:])
 
 
 def _value(buf: bytes, tag: int, pos: int, end: int) -> object:
@@ -256,6 +256,8 @@ def decode_response(buf: bytes) -> tuple[int, int, int, list[VarBind]]:
     """
     end = len(buf)
     start, stop = _expect(buf, 0, end, 0x30)
+    if stop != end:
+        raise BerError("trailing bytes after the message")
     version, pos = _integer(buf, start, stop)
     if version != 1:
         raise BerError(f"not SNMPv2c (version {version})")

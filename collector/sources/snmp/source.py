@@ -14,22 +14,19 @@ wrong community, so that is a timeout too); SNMPv3 unknown user / wrong digest /
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections import Counter
 
 from collector.clock import Clock, SystemClock
 from collector.config import Defaults, SnmpConfig
 from collector.errors import ConfigError, SourceError
-from collector.model import Sample
-from collector.sources.snmp import engine, usm
+from collector.model import Labels, Sample
+from collector.sources.snmp import engine
 from collector.sources.snmp.ber import Oid, VarBind
 from collector.sources.snmp.tables import Module, load_all
+from collector.sources.snmp.transport import make_walker
 from collector.sources.snmp.walk import (
     AgentError,
-    PysnmpWalker,
-    V2cWalker,
-    V3Walker,
     Walker,
-    hlapi,
     parse_oid,
     walk,
 )
@@ -45,75 +42,7 @@ ENT_PARENT: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 4)
 ENT_NAME: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1, 7)
 ENT_ALIAS: Oid = (1, 3, 6, 1, 2, 1, 47, 1, 3, 2, 1, 2)
 IF_INDEX_OID: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 1)
-
-_AUTH = {
-    "MD5": "usmHMACMD5AuthProtocol",
-    "SHA": "usmHMACSHAAuthProtocol",
-    "SHA224": "usmHMAC128SHA224AuthProtocol",
-    "SHA256": "usmHMAC192SHA256AuthProtocol",
-    "SHA384": "usmHMAC256SHA384AuthProtocol",
-    "SHA512": "usmHMAC384SHA512AuthProtocol",
-}
-# AES-192/256 key localisation differs between vendors; net-snmp (and most Linux agents) use the
-# Blumenthal draft extension, so that is the default here.
-_PRIV = {
-    "DES": "usmDESPrivProtocol",
-    "3DES": "usm3DESEDEPrivProtocol",
-    "AES": "usmAesCfb128Protocol",
-    "AES128": "usmAesCfb128Protocol",
-    "AES192": "usmAesBlumenthalCfb192Protocol",
-    "AES256": "usmAesBlumenthalCfb256Protocol",
-}
-
-
-def make_walker(cfg: SnmpConfig, timeout: float) -> Walker:
-    """The transport for ``cfg``: our own v2c or v3 (USM) walker, or pysnmp for DES/3DES privacy.
-
-    Args:
-        cfg: the target's ``snmp`` section.
-        timeout: seconds for a whole request, shared by the first try and the retries.
-
-    Returns:
-        the walker.
-
-    Raises:
-        ConfigError: a secret cannot be read, or a v2c target has no community.
-    """
-    host, _, port = cfg.address.rpartition(":")
-    host = host.strip("[]")
-    per_request = timeout / (cfg.retries + 1)
-    if cfg.version == "2c":
-        if cfg.community is None:
-            raise ConfigError("snmp: SNMPv2c needs community_env or community_file")
-        return V2cWalker(host, int(port), cfg.community.read(), per_request, cfg.retries)
-    if usm.supports(cfg.auth_protocol, cfg.priv_protocol):
-        return V3Walker(host, int(port), _credentials(cfg), per_request, cfg.retries)
-    return PysnmpWalker(host, int(port), _usm(cfg), per_request, cfg.retries)
-
-
-def _credentials(cfg: SnmpConfig) -> usm.Credentials:
-    """The USM user of ``cfg`` for ``V3Walker`` (secrets read now)."""
-    auth_key, priv_key = cfg.auth_key, cfg.priv_key
-    return usm.Credentials(
-        user=(cfg.user or "").encode(),
-        auth=cfg.auth_protocol if auth_key is not None else None,
-        auth_password=auth_key.read().encode() if auth_key is not None else b"",
-        priv=cfg.priv_protocol if priv_key is not None else None,
-        priv_password=priv_key.read().encode() if priv_key is not None else b"",
-    )
-
-
-def _usm(cfg: SnmpConfig) -> Any:
-    """The pysnmp ``UsmUserData`` of ``cfg`` (the fallback for what ``snmp_usm`` does not implement)."""
-    hl = hlapi()
-    kwargs: dict[str, Any] = {}
-    if cfg.auth_protocol is not None and cfg.auth_key is not None:
-        kwargs["authKey"] = cfg.auth_key.read()
-        kwargs["authProtocol"] = getattr(hl, _AUTH[cfg.auth_protocol])
-    if cfg.priv_protocol is not None and cfg.priv_key is not None:
-        kwargs["privKey"] = cfg.priv_key.read()
-        kwargs["privProtocol"] = getattr(hl, _PRIV[cfg.priv_protocol])
-    return hl.UsmUserData(cfg.user, **kwargs)
+DROPPED = "spanwatch_snmp_dropped_packets_total"
 
 
 class SnmpSource:
@@ -159,6 +88,8 @@ class SnmpSource:
         self.absent: set[str] = set()
         self._refreshed: float | None = None
         self.reboots = 0
+        self._completed: list[Sample] = []  # samples of the modules this poll finished
+        self._running: str | None = None  # what this poll is reading now
 
     # -- label tables ---------------------------------------------------------------------------
     async def refresh_labels(self) -> None:
@@ -221,13 +152,31 @@ class SnmpSource:
         Raises:
             SourceError: the device did not answer, refused, failed authentication or answered garbage.
         """
+        self._completed, self._running = [], "labels"
         if self._labels_stale():
             await self.refresh_labels()
+        self._running = "sysUpTime"
         await self._read_uptime()
-        samples: list[Sample] = []
         for name, module in self.modules.items():
-            samples += await self._poll_module(name, module)
-        return engine.combine(samples)
+            self._running = f"module {name}"
+            self._completed += await self._poll_module(name, module)
+        self._running = None
+        return engine.combine(self._completed)
+
+    def salvage(self) -> tuple[list[Sample], str | None]:
+        """The samples of the modules the current poll completed, and what it was reading (timeouts)."""
+        return engine.combine(self._completed), self._running
+
+    def take_counts(self) -> list[tuple[str, Labels, int]]:
+        """Datagrams the walker dropped since the last call, per reason (receive checks, stray replies)."""
+        dropped: Counter[str] | None = getattr(self.walker, "dropped", None)
+        if not dropped:
+            return []
+        out: list[tuple[str, Labels, int]] = [
+            (DROPPED, (("device", self.device), ("reason", r)), n) for r, n in sorted(dropped.items())
+        ]
+        dropped.clear()
+        return out
 
     async def _read_uptime(self) -> None:
         (_, tag, value), *_ = await self.walker.get([SYS_UPTIME])

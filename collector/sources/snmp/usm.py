@@ -1,4 +1,4 @@
-"""SNMPv3 User-based Security Model (RFC 3414) over the ``snmp_ber`` PDU codec.
+"""SNMPv3 User-based Security Model (RFC 3414) over the ``ber`` PDU codec.
 
 What is implemented, and verified against net-snmp's ``snmpd`` (tests/integration/test_snmpd.py):
 
@@ -60,6 +60,9 @@ _USM = 3
 _MAX_SIZE = 65507
 _ACCEPTED = RESPONSE_PDUS | {REPORT}
 _PASSWORD_BYTES = 1_048_576
+MAX_BOOTS: Final = 2**31 - 1
+TIME_WINDOW: Final = 150  # seconds (RFC 3414 3.2 step 7)
+_KEY_CACHE = 4  # engine IDs whose localised keys are kept (one agent has one; a few for changes)
 
 USM_STATS: Final[Oid] = (1, 3, 6, 1, 6, 3, 15, 1, 1)
 UNSUPPORTED_SEC_LEVEL, NOT_IN_TIME_WINDOW, UNKNOWN_USER, UNKNOWN_ENGINE_ID, WRONG_DIGEST, DECRYPTION_ERROR = (
@@ -141,6 +144,8 @@ class Credentials:
             if self.priv:
                 raw = localize(password_to_key(self.priv_password, hash_new), engine_id, hash_new)
                 priv_key = extend_blumenthal(raw, PRIV[self.priv], hash_new)
+        if len(self._local) >= _KEY_CACHE:
+            self._local.clear()  # bounded: a stream of engine IDs must not grow the cache
         self._local[engine_id] = (auth_key, priv_key)
         return auth_key, priv_key
 
@@ -153,10 +158,16 @@ class Engine:
     boots: int = 0
     time: int = 0
     synced_at: float = 0.0  # monotonic seconds when ``time`` was read
+    trusted: bool = False  # boots/time came from an authenticated message (the time-window baseline)
 
     def now(self, monotonic: float) -> int:
         """The agent's snmpEngineTime estimate at ``monotonic``."""
         return self.time + int(monotonic - self.synced_at)
+
+    def learn(self, boots: int, etime: int, monotonic: float) -> None:
+        """Advance to an authenticated message's boots/time when newer (RFC 3414 3.2 step 7b)."""
+        if not self.trusted or boots > self.boots or (boots == self.boots and etime > self.time):
+            self.boots, self.time, self.synced_at, self.trusted = boots, etime, monotonic, True
 
 
 @dataclass
@@ -174,6 +185,7 @@ class Message:
     status: int
     index: int
     binds: list[VarBind]
+    authenticated: bool = False
 
     def report(self) -> int | None:
         """The usmStats counter a Report names (1..6), or None for another report or a response."""
@@ -222,32 +234,75 @@ def encode(
 
     Returns:
         the datagram.
+
+    Raises:
+        UsmError: boots or time outside 0..2^31-1 (never sent: the agent would reject it anyway).
     """
-    flags = FLAG_REPORTABLE if discovery else creds.flags
-    user = b"" if discovery else creds.user
-    engine_id = b"" if discovery else engine.engine_id
-    scoped = tlv(
-        0x30, tlv(TAG_OCTETS, engine_id) + tlv(TAG_OCTETS, b"") + encode_pdu(msg_id, oids, max_repetitions)
-    )
-    auth_key, priv_key = creds.keys(engine_id) if flags & FLAG_AUTH else (b"", b"")
+    header = request_header(creds, engine, engine_time, msg_id, discovery)
+    return wrap(creds, header, encode_pdu(msg_id, oids, max_repetitions))
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The clear-text fields of a v3 message that USM processing reads (RFC 3412 6, RFC 3414 2.4)."""
+
+    msg_id: int
+    flags: int
+    engine_id: bytes
+    boots: int
+    time: int
+    user: bytes
+
+    @property
+    def level(self) -> int:
+        """The security level as the auth/priv bits of msgFlags."""
+        return self.flags & (FLAG_AUTH | FLAG_PRIV)
+
+
+def request_header(
+    creds: Credentials, engine: Engine, engine_time: int, msg_id: int, discovery: bool
+) -> Header:
+    """The header of a request: the user's level, or an unauthenticated discovery probe (RFC 3414 4)."""
+    if discovery:
+        return Header(msg_id, FLAG_REPORTABLE, b"", 0, 0, b"")
+    return Header(msg_id, creds.flags, engine.engine_id, engine.boots, engine_time, creds.user)
+
+
+def wrap(creds: Credentials, header: Header, pdu: bytes) -> bytes:
+    """Frame ``pdu`` (any PDU TLV) as a v3 message at ``header``'s security level: MAC and encryption.
+
+    Raises:
+        UsmError: boots/time out of range, or a level the user has no keys for.
+    """
+    if not (in_range(header.boots) and in_range(header.time)):
+        raise UsmError(f"engine boots/time out of range ({header.boots}, {header.time})")
+    flags = header.flags
+    if (flags & FLAG_AUTH and creds.auth is None) or (flags & FLAG_PRIV and creds.priv is None):
+        raise UsmError("security level above the user's keys")
+    scoped = tlv(0x30, tlv(TAG_OCTETS, header.engine_id) + tlv(TAG_OCTETS, b"") + pdu)
+    auth_key, priv_key = creds.keys(header.engine_id) if flags & FLAG_AUTH else (b"", b"")
     mac_len = AUTH[creds.auth][1] if flags & FLAG_AUTH and creds.auth else 0
     salt = b""
     if flags & FLAG_PRIV:
         salt = _next_salt()
-        iv = engine.boots.to_bytes(4, "big") + engine_time.to_bytes(4, "big") + salt
+        iv = header.boots.to_bytes(4, "big") + header.time.to_bytes(4, "big") + salt
         scoped = tlv(TAG_OCTETS, _aes(priv_key, iv, scoped, encrypt=True))
     head = (
-        tlv(TAG_OCTETS, engine_id)
-        + encode_int(engine.boots)
-        + encode_int(engine_time)
-        + tlv(TAG_OCTETS, user)
+        tlv(TAG_OCTETS, header.engine_id)
+        + encode_int(header.boots)
+        + encode_int(header.time)
+        + tlv(TAG_OCTETS, header.user)
     )
     auth_tlv = tlv(TAG_OCTETS, b"\x00" * mac_len)
     salt_tlv = tlv(TAG_OCTETS, salt)
     sec = tlv(0x30, head + auth_tlv + salt_tlv)
     sec_outer = tlv(TAG_OCTETS, sec)
     global_data = tlv(
-        0x30, encode_int(msg_id) + encode_int(_MAX_SIZE) + tlv(TAG_OCTETS, bytes((flags,))) + encode_int(_USM)
+        0x30,
+        encode_int(header.msg_id)
+        + encode_int(_MAX_SIZE)
+        + tlv(TAG_OCTETS, bytes((flags,)))
+        + encode_int(_USM),
     )
     msg = tlv(0x30, encode_int(3) + global_data + sec_outer + scoped)
     if not mac_len:
@@ -260,6 +315,11 @@ def encode(
     offset += len(head) + len(auth_tlv) - mac_len
     mac = hmac.new(auth_key, msg, AUTH[creds.auth or "SHA"][0]).digest()[:mac_len]
     return msg[:offset] + mac + msg[offset + mac_len :]
+
+
+def in_range(value: int) -> bool:
+    """Whether ``value`` fits snmpEngineBoots/snmpEngineTime (0..2^31-1, RFC 3414 2.2.1)."""
+    return 0 <= value <= MAX_BOOTS
 
 
 def msg_id_of(buf: bytes) -> int | None:
@@ -275,14 +335,126 @@ def msg_id_of(buf: bytes) -> int | None:
 
 
 def decode(buf: bytes, creds: Credentials) -> Message:
-    """Decode a v3 Response/Report: check the MAC when authenticated, decrypt when private.
+    """Decode a v3 Response/Report with no request to check it against (tools and tests).
+
+    Checks the MAC when the message claims authentication and decrypts when it claims privacy; the
+    walker uses ``receive``, which also holds the message to the request it answers.
 
     Raises:
         BerError: malformed BER.
         UsmError: wrong MAC, unknown security model, or a private message we cannot decrypt.
     """
+    parsed = _parse(buf)
+    if parsed.header.flags & FLAG_AUTH:
+        _check_mac(buf, parsed.mac_at, parsed.mac, creds, parsed.header.engine_id)
+    return _open(buf, parsed, creds)
+
+
+class Drop(UsmError):
+    """A reply the receive checks discard (RFC 3412 7.2, RFC 3414 3.2); ``reason`` labels its count."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """The outstanding request a reply must match (RFC 3412 7.2.10-7.2.12: the cached request)."""
+
+    header: Header
+    discovery: bool = False
+
+
+def receive(buf: bytes, creds: Credentials, sent: Sent, engine: Engine, now: float) -> Message:
+    """Decode a reply to ``sent`` and apply the receive checks; state is not changed here.
+
+    A Response must come at the request's security level, for its user, from its engine, inside the time
+    window, with its msgID and request-id. A lower level is only allowed for a Report (RFC 3412 7.1.3e:
+    an agent reports an authentication failure unauthenticated, and a time-window one at authNoPriv).
+
+    Args:
+        buf: the datagram.
+        creds: the user.
+        sent: the request it claims to answer.
+        engine: what is known of the agent's engine (for the time window).
+        now: monotonic seconds (for the time window).
+
+    Returns:
+        the message; ``authenticated`` says whether its MAC was verified.
+
+    Raises:
+        Drop: the datagram fails a check; discard it and keep waiting.
+    """
+    try:
+        parsed = _parse(buf)
+    except UsmError as e:
+        raise Drop("security_model", str(e)) from None
+    except BerError as e:
+        raise Drop("malformed", f"malformed message ({e})") from None
+    head, want = parsed.header, sent.header
+    if head.flags & FLAG_PRIV and not head.flags & FLAG_AUTH:
+        raise Drop("security_level", "privacy without authentication (invalid msgFlags)")
+    if head.level & ~want.level:
+        raise Drop("security_level", "reply at a higher security level than the request")
+    if head.msg_id != want.msg_id:
+        raise Drop("msg_id", "msgID of another request")
+    authenticated = bool(head.flags & FLAG_AUTH)
+    if authenticated:
+        # Only the engine and user asked can authenticate: also bounds key derivation to one engine ID.
+        if head.engine_id != want.engine_id:
+            raise Drop("engine_id", "authenticated reply from another engine ID")
+        if head.user != want.user:
+            raise Drop("user", "authenticated reply for another user")
+        try:
+            _check_mac(buf, parsed.mac_at, parsed.mac, creds, head.engine_id)
+        except UsmError as e:
+            raise Drop("digest", str(e)) from None
+        _check_time(head, engine, now)
+    try:
+        msg = _open(buf, parsed, creds)
+    except (BerError, UsmError) as e:
+        raise Drop("malformed", f"undecodable scoped PDU ({e})") from None
+    if msg.pdu_tag != REPORT:
+        if head.level != want.level:
+            raise Drop("security_level", "response below the request's security level")
+        if head.user != want.user:
+            raise Drop("user", "response for another user")
+        if msg.request_id != want.msg_id:
+            raise Drop("request_id", "request-id does not match the request")
+    elif msg.request_id not in (want.msg_id, 0):
+        # an agent that could not read the scoped PDU reports with request-id 0
+        raise Drop("request_id", "report for another request")
+    return msg
+
+
+def _check_time(head: Header, engine: Engine, now: float) -> None:
+    """RFC 3414 3.2 step 7b: an authenticated message must not be older than what we already trust."""
+    if not (in_range(head.boots) and in_range(head.time)) or head.boots == MAX_BOOTS:
+        raise Drop("time_window", f"engine boots/time out of range ({head.boots}, {head.time})")
+    if not engine.trusted:
+        return  # the first authenticated message sets the baseline (discovery values are unauthenticated)
+    if head.boots < engine.boots or (
+        head.boots == engine.boots and head.time < engine.now(now) - TIME_WINDOW
+    ):
+        raise Drop("time_window", "authenticated message outside the time window (stale boots/time)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    header: Header
+    mac_at: int
+    mac: bytes
+    salt: bytes
+    data_at: int
+    stop: int
+
+
+def _parse(buf: bytes) -> _Parsed:
     end = len(buf)
     start, stop = expect(buf, 0, end, 0x30)
+    if stop != end:
+        raise BerError("trailing bytes after the message")
     version, pos = read_int(buf, start, stop)
     if version != 3:
         raise BerError(f"not SNMPv3 (version {version})")
@@ -290,27 +462,49 @@ def decode(buf: bytes, creds: Credentials) -> Message:
     msg_id, p = read_int(buf, g_start, g_end)
     _, p = read_int(buf, p, g_end)
     f_start, f_end = expect(buf, p, g_end, TAG_OCTETS)
-    flags = buf[f_start] if f_end > f_start else 0
+    if f_end - f_start != 1:
+        raise BerError("msgFlags is not one octet")
+    flags = buf[f_start]
     model, _ = read_int(buf, f_end, g_end)
     if model != _USM:
         raise UsmError(f"security model {model} is not USM")
     s_start, s_end = expect(buf, g_end, stop, TAG_OCTETS)
     engine_id, boots, etime, user, mac_at, mac, salt = _security_parameters(buf, s_start, s_end)
-    if flags & FLAG_AUTH:
-        _check_mac(buf, mac_at, mac, creds, engine_id)
-    data_at = s_end
-    if flags & FLAG_PRIV:
-        c_start, c_end = expect(buf, s_end, stop, TAG_OCTETS)
-        _, priv_key = creds.keys(engine_id)
-        if not priv_key or len(salt) != 8:
+    header = Header(msg_id, flags, engine_id, boots, etime, user)
+    return _Parsed(header, mac_at, mac, salt, s_end, stop)
+
+
+def _open(buf: bytes, parsed: _Parsed, creds: Credentials) -> Message:
+    """Decrypt (when private) and decode the scoped PDU; the MAC was checked before."""
+    head = parsed.header
+    data_at, stop = parsed.data_at, parsed.stop
+    if head.flags & FLAG_PRIV:
+        c_start, c_end = expect(buf, data_at, stop, TAG_OCTETS)
+        if not (in_range(head.boots) and in_range(head.time)):
+            raise UsmError("engine boots/time out of range")
+        _, priv_key = creds.keys(head.engine_id) if creds.auth else (b"", b"")
+        if not priv_key or len(parsed.salt) != 8:
             raise UsmError("encrypted message without usable privacy parameters")
-        iv = boots.to_bytes(4, "big") + etime.to_bytes(4, "big") + salt
+        iv = head.boots.to_bytes(4, "big") + head.time.to_bytes(4, "big") + parsed.salt
         buf, data_at, stop = _aes(priv_key, iv, buf[c_start:c_end], encrypt=False), 0, c_end - c_start
-    sc_start, sc_end = expect(buf, data_at, stop if data_at else len(buf), 0x30)
+    sc_start, sc_end = expect(buf, data_at, stop, 0x30)
     _, p = expect(buf, sc_start, sc_end, TAG_OCTETS)
     _, p = expect(buf, p, sc_end, TAG_OCTETS)
     tag, request_id, status, index, binds = decode_pdu(buf, p, sc_end, _ACCEPTED)
-    return Message(msg_id, flags, engine_id, boots, etime, user, tag, request_id, status, index, binds)
+    return Message(
+        head.msg_id,
+        head.flags,
+        head.engine_id,
+        head.boots,
+        head.time,
+        head.user,
+        tag,
+        request_id,
+        status,
+        index,
+        binds,
+        authenticated=bool(head.flags & FLAG_AUTH),
+    )
 
 
 def _security_parameters(

@@ -1,40 +1,20 @@
 """The SNMP walk seam: a ``Walker`` does GET and GETBULK; ``walk`` turns GETBULKs into bounded table walks.
 
-Three walkers sit behind the seam:
-
-- ``V2cWalker``: SNMPv2c over asyncio UDP with the BER codec of ``snmp_ber`` (the fast path: decoding
-  dominates a large walk and pyasn1 is the slow part of pysnmp);
-- ``PysnmpWalker``: SNMPv3 (USM auth/priv) through ``pysnmp.hlapi.v3arch.asyncio`` with one SnmpEngine per
-  source and no MIB lookups;
-- ``MapWalker``: a map-backed fake for unit tests and the simulator.
-
-A v2c agent that does not know the community stays silent, so a wrong community reads as a timeout.
+The real walkers (our own v2c and v3 over asyncio UDP, and pysnmp for what our USM lacks) are in
+``transport``; ``MapWalker`` here is a map-backed fake for unit tests.
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import contextlib
-import importlib
-import itertools
-import os
-import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-from collector.errors import AuthError, InvalidResponse, SourceError, TimeoutError_, UnreachableError
-from collector.sources.snmp import usm
+from collector.errors import InvalidResponse
 from collector.sources.snmp.ber import (
     EXCEPTIONS,
-    REPORT,
-    BerError,
     Oid,
     VarBind,
-    decode_response,
-    encode_request,
-    request_id_of,
 )
 
 TOO_BIG = 1
@@ -81,11 +61,14 @@ async def walk(
     max_repetitions: int = 25,
     max_rows: int = 100_000,
     max_requests: int = 10_000,
+    max_varbinds: int = 250_000,
 ) -> dict[Oid, list[VarBind]]:
     """Walk several subtrees side by side with GETBULK, bounded so no agent can make it endless.
 
     A column stops when its OID leaves the subtree, does not increase (a looping agent), hits
-    endOfMibView, or reaches ``max_rows``; the whole walk stops after ``max_requests`` requests.
+    endOfMibView, or reaches ``max_rows``; the whole walk stops after ``max_requests`` requests or
+    ``max_varbinds`` rows in all (memory: an agent that always has one more row). The poll deadline
+    bounds it in time.
 
     Args:
         walker: the transport.
@@ -93,6 +76,7 @@ async def walk(
         max_repetitions: GETBULK repetitions per request, shared by the columns still active.
         max_rows: most rows kept per subtree.
         max_requests: most requests for the whole walk.
+        max_varbinds: most rows kept for the whole walk.
 
     Returns:
         for each root, the varbinds found under it, in OID order.
@@ -103,14 +87,16 @@ async def walk(
     out: dict[Oid, list[VarBind]] = {r: [] for r in roots}
     cursor = {r: r for r in roots}
     active = list(dict.fromkeys(roots))
+    kept = 0
     for _ in range(max_requests):
-        if not active:
+        if not active or kept >= max_varbinds:
             break
         reps = max(1, max_repetitions // len(active))
         got = await walker.bulk([cursor[r] for r in active], reps)
         if not got:
             break
         active = _fold(got, active, cursor, out, max_rows)
+        kept = sum(map(len, out.values()))
     return out
 
 
@@ -142,351 +128,6 @@ def _fold(
 
 
 # -- v2c: own codec over asyncio UDP --------------------------------------------------------------
-
-
-class _Datagrams(asyncio.DatagramProtocol):
-    """Routes responses to the waiting request by request-id; remembers undecodable datagrams."""
-
-    def __init__(self, key_of: Callable[[bytes], int | None] = request_id_of) -> None:
-        self.key_of = key_of
-        self.waiting: dict[int, asyncio.Future[bytes]] = {}
-        self.garbage = 0
-        self.error: OSError | None = None
-
-    def datagram_received(self, data: bytes, addr: Any) -> None:
-        rid = self.key_of(data)
-        fut = self.waiting.get(rid) if rid is not None else None
-        if fut is None:
-            self.garbage += rid is None
-            return
-        if not fut.done():
-            fut.set_result(data)
-
-    def error_received(self, exc: Exception) -> None:
-        # ICMP port unreachable surfaces here (ConnectionRefusedError) on a connected UDP socket.
-        self.error = exc if isinstance(exc, OSError) else OSError(str(exc))
-        for fut in self.waiting.values():
-            if not fut.done():
-                fut.set_exception(self.error)
-
-
-class V2cWalker:
-    """SNMPv2c GET/GETBULK with the ``snmp_ber`` codec.
-
-    Args:
-        host: agent address.
-        port: agent UDP port.
-        community: the community string.
-        timeout: seconds to wait for one response.
-        retries: resends after a timeout.
-    """
-
-    def __init__(self, host: str, port: int, community: str, timeout: float, retries: int) -> None:
-        self.host, self.port = host, port
-        self.community = community.encode()
-        self.timeout, self.retries = timeout, retries
-        self._ids = itertools.count(int.from_bytes(os.urandom(3), "big") + 1)
-        self._transport: asyncio.DatagramTransport | None = None
-        self._proto: _Datagrams | None = None
-
-    async def _open(self) -> tuple[asyncio.DatagramTransport, _Datagrams]:
-        if self._transport is None or self._proto is None or self._transport.is_closing():
-            loop = asyncio.get_running_loop()
-            try:
-                self._transport, self._proto = await loop.create_datagram_endpoint(
-                    lambda: _Datagrams(self._key_of), remote_addr=(self.host, self.port)
-                )
-            except OSError as e:
-                raise UnreachableError(f"{self.host}:{self.port}: {e.strerror or e}") from None
-        return self._transport, self._proto
-
-    async def get(self, oids: Sequence[Oid]) -> list[VarBind]:
-        return await self._request(oids, 0)
-
-    async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
-        return await self._request(oids, max_repetitions)
-
-    async def _request(self, oids: Sequence[Oid], reps: int) -> list[VarBind]:
-        while True:
-            _, status, index, binds = await self._exchange(oids, reps)
-            if status == TOO_BIG and reps > 1:
-                reps //= 2  # the agent cannot fit the answer in one datagram: ask for less
-                continue
-            if status:
-                raise AgentError(f"{self.host}:{self.port}: error-status {status} at varbind {index}")
-            return binds
-
-    def _key_of(self, data: bytes) -> int | None:
-        """The id that routes a datagram to its request (v2c: the request-id)."""
-        return request_id_of(data)
-
-    def _encode(self, rid: int, oids: Sequence[Oid], reps: int) -> bytes:
-        return encode_request(self.community, rid, oids, reps)
-
-    def _decode(self, data: bytes) -> tuple[int, int, int, list[VarBind]]:
-        return decode_response(data)
-
-    async def _exchange(self, oids: Sequence[Oid], reps: int) -> tuple[int, int, int, list[VarBind]]:
-        transport, proto = await self._open()
-        for _ in range(self.retries + 1):
-            rid = next(self._ids) & 0x7FFFFFFF
-            fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            proto.waiting[rid] = fut
-            try:
-                transport.sendto(self._encode(rid, oids, reps))
-                data = await asyncio.wait_for(fut, self.timeout)
-            except TimeoutError:
-                continue
-            except OSError as e:
-                raise UnreachableError(f"{self.host}:{self.port}: {e.strerror or e}") from None
-            finally:
-                proto.waiting.pop(rid, None)
-            try:
-                return self._decode(data)
-            except BerError as e:
-                raise InvalidResponse(f"{self.host}:{self.port}: malformed response ({e})") from None
-        if proto.garbage:
-            raise InvalidResponse(f"{self.host}:{self.port}: only undecodable datagrams received")
-        raise TimeoutError_(f"{self.host}:{self.port}: no response")
-
-    async def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-            self._transport = self._proto = None
-
-
-# -- v3: own USM over the same codec -----------------------------------------------------------------
-
-
-class _Resync(Exception):
-    """The agent asked for fresh engine ID / boots / time (a Report); the request is sent again."""
-
-
-_AUTH_REPORTS = {
-    usm.UNKNOWN_USER: "unknown user name",
-    usm.WRONG_DIGEST: "wrong digest (authentication key or protocol)",
-    usm.UNSUPPORTED_SEC_LEVEL: "security level not supported for this user",
-    usm.DECRYPTION_ERROR: "decryption error (privacy key or protocol)",
-}
-
-
-class V3Walker(V2cWalker):
-    """SNMPv3 GET/GETBULK with our own USM (``snmp_usm``): SHA-1/SHA-2/MD5 auth, AES privacy.
-
-    The engine ID is discovered with the first request and boots/time follow the agent's Reports.
-    A wrong privacy key reads as a timeout: net-snmp drops what it cannot decrypt without a Report.
-
-    Args:
-        host: agent address.
-        port: agent UDP port.
-        creds: the USM user.
-        timeout: seconds to wait for one response.
-        retries: resends after a timeout.
-    """
-
-    def __init__(self, host: str, port: int, creds: usm.Credentials, timeout: float, retries: int) -> None:
-        super().__init__(host, port, "", timeout, retries)
-        self.creds = creds
-        self.engine = usm.Engine()
-        self._discovering = False
-
-    def _key_of(self, data: bytes) -> int | None:
-        return usm.msg_id_of(data)
-
-    def _encode(self, rid: int, oids: Sequence[Oid], reps: int) -> bytes:
-        now = self.engine.now(time.monotonic())
-        return usm.encode(self.creds, self.engine, now, rid, oids, reps, discovery=self._discovering)
-
-    def _decode(self, data: bytes) -> tuple[int, int, int, list[VarBind]]:
-        try:
-            msg = usm.decode(data, self.creds)
-        except usm.UsmError as e:
-            raise InvalidResponse(f"{self.host}:{self.port}: {e}") from None
-        report = msg.report()
-        if msg.pdu_tag == REPORT:
-            self._report(msg, report)
-        return msg.request_id, msg.status, msg.index, msg.binds
-
-    def _report(self, msg: usm.Message, report: int | None) -> None:
-        where = f"{self.host}:{self.port}"
-        if report in _AUTH_REPORTS:
-            raise AuthError(
-                f"{where}: SNMPv3 user {self.creds.user.decode(errors='replace')!r}: {_AUTH_REPORTS[report]}"
-            )
-        if report in (usm.UNKNOWN_ENGINE_ID, usm.NOT_IN_TIME_WINDOW):
-            if report == usm.NOT_IN_TIME_WINDOW and not msg.flags & usm.FLAG_AUTH and self.creds.auth:
-                raise InvalidResponse(f"{where}: unauthenticated time-window report ignored")
-            self.engine = usm.Engine(msg.engine_id, msg.boots, msg.time, time.monotonic())
-            raise _Resync
-        raise InvalidResponse(f"{where}: unexpected report {msg.binds[:1]}")
-
-    async def _request(self, oids: Sequence[Oid], reps: int) -> list[VarBind]:
-        if not self.engine.engine_id:
-            await self._discover()
-        for _ in range(2):
-            try:
-                return await super()._request(oids, reps)
-            except _Resync:
-                continue
-            except TimeoutError_ as e:
-                if self.creds.priv:
-                    # net-snmp drops a scopedPDU it cannot decrypt, without a Report
-                    raise TimeoutError_(
-                        f"{e} (with SNMPv3 privacy, a wrong priv key also reads as silence)"
-                    ) from None
-                raise
-        raise AuthError(f"{self.host}:{self.port}: the agent keeps rejecting our engine boots/time")
-
-    async def _discover(self) -> None:
-        self._discovering = True
-        try:
-            await self._exchange([], 0)
-        except _Resync:
-            pass
-        finally:
-            self._discovering = False
-        if not self.engine.engine_id:
-            raise InvalidResponse(f"{self.host}:{self.port}: engine ID discovery got no engine ID")
-
-
-# -- v3 (and anything else) through pysnmp ----------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _quiet_pysmi() -> Iterator[None]:
-    """Silence the DeprecationWarnings pysnmp 7 triggers in pysmi (its MIB compiler hookup).
-
-    ``catch_warnings`` is process-wide; this only wraps the pysnmp fallback (DES/3DES privacy).
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        yield
-
-
-def hlapi() -> Any:
-    """``pysnmp.hlapi.v3arch.asyncio``, imported with its dependencies' deprecation warnings silenced.
-
-    pysnmp 7 imports pysmi names that pysmi deprecates; the warning is theirs, not ours.
-    """
-    with _quiet_pysmi():
-        return importlib.import_module("pysnmp.hlapi.v3arch.asyncio")
-
-
-_AUTH_ERRORS = (
-    "UnknownUserName",
-    "WrongDigest",
-    "DecryptionError",
-    "AuthenticationError",
-    "AuthenticationFailure",
-    "UnknownSecurityName",
-    "UnsupportedSecurityLevel",
-    "UnsupportedAuthProtocol",
-    "UnsupportedPrivProtocol",
-    "NotInTimeWindow",
-    "NoEncryption",
-    "NoAuthentication",
-    "UnknownCommunityName",
-)
-
-
-def _indication_error(where: str, indication: Any) -> SourceError:
-    name = type(indication).__name__
-    if name == "RequestTimedOut":
-        return TimeoutError_(f"{where}: no response")
-    if name in _AUTH_ERRORS:
-        return AuthError(f"{where}: {indication}")
-    if name in ("ParseError", "DeserializationError", "InvalidMsg", "OidNotIncreasing", "EmptyResponse"):
-        return InvalidResponse(f"{where}: {indication}")
-    return UnreachableError(f"{where}: {indication}")
-
-
-def _from_pysnmp(name: Any, value: Any) -> VarBind:
-    tag_obj = value.tagSet[0]
-    tag = tag_obj.tagClass | tag_obj.tagId
-    decoded: object
-    if tag in EXCEPTIONS or tag == 0x05:
-        decoded = None
-    elif tag in (0x04, 0x40, 0x44):
-        decoded = bytes(value.asOctets())
-    elif tag == 0x06:
-        decoded = tuple(value)
-    else:
-        decoded = int(value)
-    return tuple(name), tag, decoded
-
-
-class PysnmpWalker:
-    """GET/GETBULK through pysnmp's asyncio hlapi (used for SNMPv3).
-
-    Args:
-        host: agent address.
-        port: agent UDP port.
-        auth: a pysnmp ``UsmUserData`` or ``CommunityData``.
-        timeout: seconds per request.
-        retries: resends after a timeout.
-    """
-
-    def __init__(self, host: str, port: int, auth: Any, timeout: float, retries: int) -> None:
-        hl = hlapi()
-        self.host, self.port, self.auth = host, port, auth
-        self.timeout, self.retries = timeout, retries
-        with _quiet_pysmi():
-            self.engine = hl.SnmpEngine()
-        self.context = hl.ContextData()
-        self._target: Any = None
-
-    async def _target_for(self) -> Any:
-        if self._target is None:
-            try:
-                self._target = await hlapi().UdpTransportTarget.create(
-                    (self.host, self.port), timeout=self.timeout, retries=self.retries
-                )
-            except Exception as e:  # pysnmp wraps resolver failures in its own error type
-                raise UnreachableError(f"{self.host}:{self.port}: {e}") from None
-        return self._target
-
-    async def get(self, oids: Sequence[Oid]) -> list[VarBind]:
-        target = await self._target_for()
-        with _quiet_pysmi():
-            res = await hlapi().get_cmd(
-                self.engine, self.auth, target, self.context, *_object_types(oids), lookupMib=False
-            )
-        return self._result(res)
-
-    async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
-        target = await self._target_for()
-        with _quiet_pysmi():
-            res = await hlapi().bulk_cmd(
-                self.engine,
-                self.auth,
-                target,
-                self.context,
-                0,
-                max_repetitions,
-                *_object_types(oids),
-                lookupMib=False,
-            )
-        return self._result(res)
-
-    def _result(self, res: Any) -> list[VarBind]:
-        indication, status, index, binds = res
-        where = f"{self.host}:{self.port}"
-        if indication:
-            raise _indication_error(where, indication)
-        if int(status):
-            raise AgentError(f"{where}: error-status {status} at varbind {index}")
-        return [_from_pysnmp(name, value) for name, value in binds]
-
-    async def close(self) -> None:
-        self.engine.close_dispatcher()
-
-
-def _object_types(oids: Sequence[Oid]) -> list[Any]:
-    hl = hlapi()
-    return [hl.ObjectType(hl.ObjectIdentity(".".join(map(str, o)))) for o in oids]
-
-
-# -- the map-backed fake --------------------------------------------------------------------------
 
 
 class MapWalker:
