@@ -25,10 +25,10 @@ from pydantic import (
     model_validator,
 )
 
+from collector import mappings
 from collector.contracts import fibre
 from collector.contracts import optics as optics_profiles
 from collector.errors import ConfigError, SpanwatchError
-from collector import mappings
 
 _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")

@@ -390,7 +390,9 @@ def parse_set(name: str, raw: object) -> SubscriptionSet:
         table = compile_set(spec, f"{name}.yaml")
     except MappingError as e:
         message = str(e)
-        raise MappingError(message if message.startswith(f"{name}.yaml") else f"{name}.yaml: {message}") from None
+        raise MappingError(
+            message if message.startswith(f"{name}.yaml") else f"{name}.yaml: {message}"
+        ) from None
     return SubscriptionSet(name, spec.target, tuple(spec.subscriptions), table)
 
 
