@@ -68,6 +68,15 @@ COMMANDS: dict[str, Command] = {
     "check-config": Command(
         "validate a config file and exit", "collector.commands", "check_config", "config_arguments"
     ),
+    "poll": Command(
+        "poll one target once: print its samples and what was skipped",
+        "collector.oneshot",
+        "poll",
+        "poll_arguments",
+    ),
+    "gnmi": Command(
+        "one gNMI RPC: capabilities, get, subscribe", "collector.oneshot", "gnmi", "gnmi_arguments"
+    ),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
     "analyze": Command("post-run analysis: steps x network events", "analyzer.cli"),
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
