@@ -77,6 +77,7 @@ COMMANDS: dict[str, Command] = {
     "gnmi": Command(
         "one gNMI RPC: capabilities, get, subscribe", "collector.oneshot", "gnmi", "gnmi_arguments"
     ),
+    "mib-module": Command("a mapping module skeleton from a MIB module and choices", "collector.mib_module"),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
     "analyze": Command("post-run analysis: steps x network events", "analyzer.cli"),
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
