@@ -413,7 +413,10 @@ def _file_targets(patterns: tuple[str, ...]) -> tuple[list[tuple[Target, str]], 
             try:
                 targets.append((Target.model_validate(_rebase(item, path.parent)), where))
             except ValidationError as e:
-                problems += [f"{where}.{_located(err)}" for err in e.errors()]
+                problems += [
+                    f"{where}.{_located(err)}" if err["loc"] else f"{where}: {_located(err)}"
+                    for err in e.errors()
+                ]
     return targets, problems
 
 
