@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from collector import mapping_files
-from collector.config import GnmiConfig, Target
+from collector.config import Defaults, GnmiConfig, Target
 from collector.errors import ConfigError, SourceError, SpanwatchError
 from collector.mapping_files import Mappings
 from collector.model import Sample
@@ -50,7 +50,7 @@ def poll(args: argparse.Namespace) -> int:
     return asyncio.run(_poll(target, config.defaults, mappings, sys.stdout))
 
 
-async def _poll(target: Target, defaults: Any, mappings: Mappings, out: TextIO) -> int:
+async def _poll(target: Target, defaults: Defaults, mappings: Mappings, out: TextIO) -> int:
     failed = 0
     if target.snmp is not None:
         failed += not await _poll_snmp(target, defaults, mappings, out)
@@ -59,7 +59,7 @@ async def _poll(target: Target, defaults: Any, mappings: Mappings, out: TextIO) 
     return 1 if failed else 0
 
 
-async def _poll_snmp(target: Target, defaults: Any, mappings: Mappings, out: TextIO) -> bool:
+async def _poll_snmp(target: Target, defaults: Defaults, mappings: Mappings, out: TextIO) -> bool:
     from collector.sources.snmp.source import SnmpSource
 
     assert target.snmp is not None
