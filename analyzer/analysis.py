@@ -2,29 +2,29 @@
 
 ``Analysis(inputs).run()`` chains the pure stages: parse logs (``analyzer.ingest``) -> telemetry pass
 (``analyzer.network``: signals, events, totals) -> correlation (``analyzer.correlate``) -> measures
-(``analyzer.measures``) -> accuracy against ground truth (``analyzer.accuracy``), and returns an
+(``analyzer.measures``), and returns an
 ``AnalysisResult`` whose ``write`` puts ``steps.parquet``, ``events.parquet``, ``attribution.parquet``,
 ``links.parquet``, ``measures.parquet`` and ``summary.json`` in a folder. Logs alone still give the step
-analysis; telemetry alone still gives the events and measures.
+analysis; telemetry alone still gives the events and measures. Scoring against a simulated fabric's truth is
+not the analyzer's business (``spanwatch.score`` reads these files).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from analyzer import accuracy, correlate, gpu_time, measures, network, prometheus, topology
+from analyzer import correlate, gpu_time, measures, network, prometheus, topology
 from analyzer.claims import validate_claims
 from analyzer.errors import InputError
 from analyzer.ingest import ParseResult, nccl_inspector, parse_files
 from analyzer.thresholds import Thresholds
-from analyzer.truth import read_truth
 from collector.config import Config
 
 Progress = Callable[[str, int, int], None]
@@ -50,7 +50,8 @@ class AnalysisInputs:
         log_format: force one format for every log, or None to detect.
         config: the collector's config (device labels, links' fibre), or None.
         claims: a vendor claims file, validated only.
-        truth: a simulated fabric's ``truth.json``.
+        shift_logs_seconds: added to every parsed log time before correlation (the scorer's control run
+            breaks the timing link between logs and telemetry with it).
         skew_seconds: clock-skew tolerance; None = from Prometheus when given, else 0.
         gpus: the job's GPU count, for GPU-hours lost.
         thresholds: detection levels.
@@ -66,7 +67,7 @@ class AnalysisInputs:
     log_format: str | None = None
     config: Path | None = None
     claims: Path | None = None
-    truth: Path | None = None
+    shift_logs_seconds: float = 0.0
     skew_seconds: float | None = None
     gpus: int | None = None
     thresholds: Thresholds = field(default_factory=lambda: Thresholds())
@@ -141,6 +142,8 @@ class Analysis:
         config = topology.load_config(i.config) if i.config is not None else None
         progress("logs", 0, 1)
         parsed = parse_files(i.logs, i.log_format) if i.logs else ParseResult(Path())
+        if i.shift_logs_seconds:
+            parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
         net = self._network(config, progress)
         net.events = topology.place_unlinked(net.events, topology.link_members(config))
@@ -151,8 +154,6 @@ class Analysis:
         labels = topology.device_labels(config)
         table = self._measures(net, steps, attribution, labels)
         summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
-        if i.truth is not None:
-            summary["accuracy"] = self._accuracy(i.truth, config, net.events, steps, links, skew)
         return AnalysisResult(steps, net.events, attribution, links, table, summary)
 
     def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
@@ -221,27 +222,20 @@ class Analysis:
         )
         return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
 
-    def _accuracy(
-        self,
-        truth: Path,
-        config: Config | None,
-        events: pl.DataFrame,
-        steps: pl.DataFrame,
-        links: pl.DataFrame,
-        skew: float,
-    ) -> dict[str, Any]:
-        episodes, truth_steps = read_truth(truth)
-        # An episode's edges are seen one sample interval late at worst, and merged within the merge gap.
-        tolerance = skew + self.inputs.thresholds.merge_gap_seconds
-        run = steps.select(pl.col("start_time").min(), pl.col("end_time").max()).row(0)
-        window = (run[0], run[1]) if run[0] is not None else None
-        known = accuracy.places(topology.link_members(config), links["link"].to_list())
-        scores = accuracy.event_scores(episodes, events, tolerance, window)
-        scores |= accuracy.exposure_error(truth_steps, episodes, links, known)
-        baseline = steps["baseline_seconds"].median()
-        floor = self.inputs.thresholds.inflated_min_ratio * float(baseline) if baseline is not None else 0.0  # type: ignore[arg-type]
-        scores |= accuracy.attribution_accuracy(truth_steps, episodes, steps, known, floor)
-        return scores
+
+def shift_times(parsed: ParseResult, seconds: float) -> ParseResult:
+    """The parsed logs with every time moved by ``seconds`` (every datetime column of every table).
+
+    Args:
+        parsed: what the log parsers produced.
+        seconds: the offset (positive: later).
+
+    Returns:
+        A new result; ``parsed`` is not changed.
+    """
+    offset = timedelta(seconds=seconds)
+    tables = {name: frame.with_columns(pl.col(pl.Datetime) + offset) for name, frame in parsed.tables.items()}
+    return replace(parsed, tables=tables)
 
 
 def _malformed(parsed: ParseResult) -> dict[str, Any]:
@@ -277,12 +271,19 @@ def _summary(
             "config": None if i.config is None else str(i.config),
             "claims": None if i.claims is None else str(i.claims),
             "claims_count": claims,
-            "truth": None if i.truth is None else str(i.truth),
+            "shift_logs_seconds": i.shift_logs_seconds,
         },
         "skew_seconds": skew,
         "gpus": i.gpus,
         "thresholds": i.thresholds.model_dump(),
-        "telemetry": {"rows": net.rows, "devices": net.devices},
+        "telemetry": {
+            "rows": net.rows,
+            "devices": net.devices,
+            "skipped_files": {
+                "count": len(net.skipped),
+                "first": [f"{path}: {why}" for path, why in net.skipped[:MALFORMED_SHOWN]],
+            },
+        },
         "events": {"count": net.events.height, "by_kind": dict(by_kind.iter_rows())},
         "steps": {
             "rows": steps.height,

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from analyzer.errors import InputError
 from analyzer.measures import MEASURES
+from collector import yaml_input
 from collector.config import Config
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
@@ -179,11 +178,11 @@ def _vendor(raw: Any, where: str, problems: list[str]) -> Vendor | None:
 
 def _parse(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml_input.load(path)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(path, f"not valid YAML: {' '.join(str(exc).split())}") from None
+    except yaml_input.YamlInputError as exc:
+        raise InputError(path, str(exc)) from None
 
 
 def load_claims(path: Path) -> Claims:

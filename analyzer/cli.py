@@ -21,7 +21,7 @@ from analyzer.ingest import FORMATS
 from analyzer.ingest._common import parse_wallclock
 from analyzer.report import command as report_command
 from analyzer.thresholds import load_thresholds
-from collector.config import parse_duration
+from collector.durations import parse_duration
 
 log = logging.getLogger("spanwatch.analyze")
 
@@ -39,7 +39,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="the collector config (device labels, link fibre)")
     p.add_argument("--claims", type=Path, help="a vendor claims file: writes report.html/.md/.json")
     p.add_argument(
-        "--truth", type=Path, help="a simulated fabric's truth.json: adds accuracy to summary.json"
+        "--shift-logs",
+        metavar="DURATION",
+        help="add this to every log time before correlation, e.g. 600s (a control run with broken timing)",
     )
     p.add_argument("--skew", help="clock-skew tolerance, e.g. 50ms (default: from Prometheus, else 0)")
     p.add_argument("--gpus", type=int, help="the job's GPU count, for GPU-hours lost")
@@ -59,6 +61,15 @@ def _time(text: str | None, option: str) -> datetime | None:
         raise InputError(option, f"not an RFC 3339 time: {text!r}") from None
 
 
+def _duration(text: str | None, option: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise InputError(option, str(exc)) from None
+
+
 def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
     """Check the options and turn them into analysis inputs.
 
@@ -73,19 +84,15 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
     """
     if args.archive is None and args.prometheus is None and not args.logs:
         raise InputError("analyze", "nothing to analyse: give --archive, --prometheus or --logs")
-    for option in ("archive", "config", "claims", "truth", "thresholds"):
+    for option in ("archive", "config", "claims", "thresholds"):
         path = getattr(args, option)
         if path is not None and not path.exists():
             raise InputError(path, f"--{option}: not found")
     for path in args.logs:
         if not path.is_file():
             raise InputError(path, "--logs: file not found")
-    skew = None
-    if args.skew is not None:
-        try:
-            skew = parse_duration(args.skew)
-        except ValueError as exc:
-            raise InputError("--skew", str(exc)) from None
+    skew = _duration(args.skew, "--skew")
+    shift = _duration(args.shift_logs, "--shift-logs")
     if args.gpus is not None and args.gpus <= 0:
         raise InputError("--gpus", "must be a positive number")
     return AnalysisInputs(
@@ -98,7 +105,7 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
         log_format=args.log_format,
         config=args.config,
         claims=args.claims,
-        truth=args.truth,
+        shift_logs_seconds=shift or 0.0,
         skew_seconds=skew,
         gpus=args.gpus,
         thresholds=load_thresholds(args.thresholds),
@@ -139,10 +146,6 @@ def report(result: AnalysisResult, written: list[Path]) -> None:
         print(f"spanwatch analyze: {malformed['count']} malformed log line(s); first:", file=sys.stderr)
         for problem in malformed["first"][:MALFORMED_SHOWN]:
             print(f"  {problem}", file=sys.stderr)
-    accuracy = result.summary.get("accuracy")
-    if accuracy:
-        keys = ("event_recall", "event_precision", "exposed_latency_relative_error", "attribution_accuracy")
-        print("accuracy: " + ", ".join(f"{k}={accuracy.get(k)}" for k in keys))
     print(
         f"{result.events.height} events, {result.steps.height} step rows, "
         f"{int(result.steps['inflated'].sum())} inflated; wrote {written[-1].parent}"

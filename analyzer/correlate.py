@@ -213,6 +213,12 @@ def step_table(
     attribution = _attribute(rows, pairs).collect().lazy()
     top = _top(attribution)
     rows = rows.join(top, on=_STEP, how="left").with_columns(pl.col("events").fill_null(0))
+    given = attribution.group_by(_STEP).agg(attributed=pl.col("attributed_seconds").sum())
+    rows = rows.join(given, on=_STEP, how="left").with_columns(
+        unexplained_seconds=(pl.col("inflation_seconds") - pl.col("attributed").fill_null(0.0)).clip(
+            lower_bound=0.0
+        )
+    )
     if kineto is not None and kineto.height:
         exposed = (
             kineto.lazy()

@@ -128,7 +128,8 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
         gap_seconds: the largest gap bridged.
 
     Returns:
-        Columns as ``raw`` with ``metrics`` (sorted, comma-separated) instead of ``metric``.
+        Columns as ``raw`` with ``metrics`` (sorted, comma-separated) instead of ``metric``, and ``queue``
+        (the queues merged, sorted, comma-separated; null when none) when ``raw`` has one.
     """
     gap = pl.duration(microseconds=int(gap_seconds * 1e6))
     reach = pl.col("end_time").cum_max().shift(1).over(EVENT_KEYS)
@@ -136,11 +137,14 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
     blocks = raw.sort([*EVENT_KEYS, "start_time"], nulls_last=True).with_columns(
         block=new_block.cast(pl.Int64).cum_sum().over(EVENT_KEYS)
     )
+    queues = pl.col("queue").drop_nulls().unique().sort().str.join(",")
+    queue = [pl.when(queues != "").then(queues).alias("queue")] if "queue" in raw.collect_schema() else []
     return blocks.group_by([*EVENT_KEYS, "block"]).agg(
         pl.col("start_time").min(),
         pl.col("end_time").max(),
         pl.col("score").max(),
         pl.col("samples").sum(),
+        *queue,
         metrics=pl.col("metric").cast(pl.String).unique().sort().str.join(","),
     )
 
@@ -184,8 +188,14 @@ def detect_events(
         inputs.append(raw_episodes(rows, kind, rule, thresholds))
     raw = pl.concat(inputs, how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
-    # component names the place then.
-    place = labels.select("series", "link", "device", interface=pl.coalesce("interface", "component"))
+    # component names the place then. PFC series name their priority where queue series name the queue.
+    place = labels.select(
+        "series",
+        "link",
+        "device",
+        interface=pl.coalesce("interface", "component"),
+        queue=pl.coalesce("queue", "priority"),
+    )
     placed = raw.join(place, on="series", how="left")
     merged = merge_episodes(placed.drop("series"), thresholds.merge_gap_seconds)
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)

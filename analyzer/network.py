@@ -50,6 +50,7 @@ class NetworkResult:
     samples: pl.DataFrame
     rows: int = 0
     devices: list[str] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # archive files not read, and why
 
 
 def batches(counts: pl.DataFrame, max_rows: int) -> Iterator[list[str]]:
@@ -242,7 +243,9 @@ def analyse_archive(
             parts.append(analyse_frame(frame, thresholds, members, labels))
             if progress is not None:
                 progress(done, len(plan))
-    return _combine(parts, sorted(counts["device"].drop_nulls().to_list()))
+    result = _combine(parts, sorted(counts["device"].drop_nulls().to_list()))
+    result.skipped = telemetry.skipped_files(root)
+    return result
 
 
 def analyse_telemetry(frame: pl.LazyFrame, thresholds: Thresholds, members: pl.DataFrame) -> NetworkResult:

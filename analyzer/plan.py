@@ -32,12 +32,31 @@ Time::
     transfer  = bytes_per_sync / goodput + round_trips * rtt     (round_trips: 2 for gradients, one each for
                                                                  reduce-scatter and all-gather; 1 for
                                                                  activations, forward there, backward back)
-    hideable  = overlap * compute                                per step (0 <= overlap <= 1)
-    exposed   = max(0, transfer - hideable) / sync_every         per step
+    window    = sync_every                                       steps of compute the sync can hide behind
+    hideable  = overlap * compute * window                       per sync (0 <= overlap <= 1)
+    exposed   = max(0, transfer - hideable) / sync_every         per step, amortised over the interval
     slowdown  = (compute + exposed) / compute
 
-The overlap is with the compute of the step that ends in the sync (backward of the same step for
-synchronous data parallelism); a streaming DiLoCo that spreads a sync over several steps is not modelled.
+Which compute the sync hides behind (``PlanResult.sync_model``):
+
+* ``synchronous`` (``sync_every`` 1: data parallel, or pipeline activations): the backward of the step
+  that ends in the sync, so the window is one step.
+* ``streaming outer sync`` (``sync_every`` N > 1: DiLoCo-style): the outer sync streams while the next N
+  inner steps compute (streaming DiLoCo), so up to N steps' compute, times ``overlap``, hides it. An outer
+  sync that blocks the inner loop (the original DiLoCo) is ``overlap`` 0: then each sync costs its whole
+  transfer, once every N steps.
+
+Checks beside the budget (each also a line of ``PlanResult.warnings`` when it fails):
+
+* Optics (``collector.contracts.optics``, default 800ZR): the distance against the profile's reach, and
+  the route's chromatic dispersion ``distance_km * 17 ps/nm/km`` (``collector.contracts.fibre``) against
+  its CD tolerance; when either fails, the profiles that pass both are suggested, shortest reach first.
+* Waves for a target sync time ``S``: the fewest parallel waves at ``link_gbps`` with
+  ``transfer <= S``, i.e. ``ceil(bytes_per_sync / (link_rate * efficiency * (S - round_trips * rtt)))``;
+  none when the round trips alone take ``S``.
+* Switch buffer against the bandwidth-delay product: whether a buffer of the given size (or an assumed
+  class: ``deep`` 8 GB, ``shallow`` 64 MB) holds one link's BDP, its lossless headroom, and the headroom of
+  every inter-site link at once (a shared buffer); and the round trip and fibre distance it covers.
 """
 
 from __future__ import annotations
@@ -49,7 +68,8 @@ from typing import Literal, get_args
 
 from analyzer.errors import AnalyzerError
 from collector.config import Defaults
-from collector.contracts.fibre import one_way_delay_s
+from collector.contracts import optics as optics_profiles
+from collector.contracts.fibre import DISPERSION_PS_PER_NM_KM, one_way_delay_s
 
 Crossing = Literal["gradients", "activations"]
 CROSSINGS: tuple[str, ...] = get_args(Crossing)
@@ -72,6 +92,19 @@ _BYTE_SUFFIXES = {
     "gi": 2.0**30,
     "ti": 2.0**40,
 }
+# Line rate per wave of each optics profile (the contract's docstring: 400ZR and OpenZR+ are 400G, 800ZR and
+# 800ZR+ 800G), so a suggested profile says when it would need more waves.
+PROFILE_GBPS: dict[str, float] = {"400ZR": 400.0, "800ZR": 800.0, "800ZR+": 800.0, "OpenZR+": 400.0}
+# The longest single amplified span ZR optics target (OIF 400ZR/800ZR: 80-120 km).
+SINGLE_SPAN_KM = 120.0
+# Switch buffer classes, assumptions rather than any one switch: deep is a Jericho-class chip with HBM
+# (about 8 GB), shallow a Tomahawk-class chip with on-die SRAM only (about 64 MB), each shared by its ports.
+BUFFER_PRESETS: dict[str, float] = {"deep": 8e9, "shallow": 64e6}
+BUFFER_PRESET_NOTES: dict[str, str] = {
+    "deep": "assumed deep buffer: Jericho-class, HBM, shared by the ports",
+    "shallow": "assumed shallow buffer: Tomahawk-class, on-die SRAM, shared by the ports",
+}
+
 # Bytes per parameter by the dtype names people say.
 DTYPE_BYTES = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 
@@ -104,13 +137,17 @@ class PlanInput:
         bytes_per_param: bytes per gradient element (2 for bf16).
         sync_every: steps between syncs (1 synchronous, hundreds DiLoCo-style).
         compute_seconds: compute time per step; ``None`` when unknown (no slowdown then).
-        overlap: fraction of the step's compute the transfer can hide behind.
+        overlap: fraction of each step's compute the transfer can hide behind (over sync_every steps).
         efficiency: goodput / line rate on the links.
         round_trips: latency-bound round trips per sync; ``None`` for the crossing's default.
         crossing: what crosses the sites.
         activation_bytes: bytes crossing per step (required for ``activations``).
         fibre_delay_us_per_km: propagation delay of the fibre.
         mtu_bytes: largest frame, for the lossless headroom term.
+        optics: the optics profile of the waves (``collector.contracts.optics``).
+        target_sync_seconds: a sync time to find the waves for; ``None`` for no target.
+        switch_buffer_bytes: the switch's packet buffer; ``None`` for the preset's, or no check.
+        switch_buffer_preset: ``deep`` or ``shallow`` (``BUFFER_PRESETS``) when the size is assumed.
 
     Raises:
         PlanError: every bad input, one line each.
@@ -130,6 +167,10 @@ class PlanInput:
     activation_bytes: float | None = None
     fibre_delay_us_per_km: float = DEFAULT_FIBRE_DELAY_US_PER_KM
     mtu_bytes: int = DEFAULT_MTU_BYTES
+    optics: str = optics_profiles.DEFAULT
+    target_sync_seconds: float | None = None
+    switch_buffer_bytes: float | None = None
+    switch_buffer_preset: str | None = None
 
     def __post_init__(self) -> None:
         problems = _range_problems(self) + _crossing_problems(self)
@@ -140,6 +181,13 @@ class PlanInput:
     def effective_round_trips(self) -> int:
         """The round trips per sync: the given number, else the crossing's default."""
         return DEFAULT_ROUND_TRIPS[self.crossing] if self.round_trips is None else self.round_trips
+
+    @property
+    def buffer_bytes(self) -> float | None:
+        """The switch buffer to check: the size given, else the preset's, else ``None``."""
+        if self.switch_buffer_bytes is not None:
+            return self.switch_buffer_bytes
+        return None if self.switch_buffer_preset is None else BUFFER_PRESETS[self.switch_buffer_preset]
 
 
 def _positive(flag: str, value: float | None) -> list[str]:
@@ -178,7 +226,22 @@ def _range_problems(p: PlanInput) -> list[str]:
         *_positive("--activation-bytes", p.activation_bytes),
         *_positive("--fibre-delay-us-per-km", p.fibre_delay_us_per_km),
         *_whole("--mtu", p.mtu_bytes, 1),
+        *_positive("--target-sync-seconds", p.target_sync_seconds),
+        *_positive("--buffer-bytes", p.switch_buffer_bytes),
+        *_choice_problems(p),
     ]
+
+
+def _choice_problems(p: PlanInput) -> list[str]:
+    problems = []
+    if p.optics not in optics_profiles.PROFILES:
+        problems.append(f"--optics: must be one of {', '.join(optics_profiles.PROFILES)}, got {p.optics!r}")
+    if p.switch_buffer_preset is not None and p.switch_buffer_preset not in BUFFER_PRESETS:
+        presets = ", ".join(BUFFER_PRESETS)
+        problems.append(f"--buffer-bytes: a size or one of {presets}, got {p.switch_buffer_preset!r}")
+    if p.switch_buffer_preset is not None and p.switch_buffer_bytes is not None:
+        problems.append("--buffer-bytes: give a size or a preset, not both")
+    return problems
 
 
 def _crossing_problems(p: PlanInput) -> list[str]:
@@ -203,6 +266,94 @@ def _crossing_problems(p: PlanInput) -> list[str]:
 
 
 @dataclass(frozen=True)
+class ProfileReach:
+    """One optics profile that would carry the route: its reach, CD tolerance and line rate per wave."""
+
+    name: str
+    reach_km: float
+    cd_tolerance_ps_nm: float
+    gbps: float | None
+
+
+@dataclass(frozen=True)
+class OpticsCheck:
+    """The route against the optics profile of its waves (the same distance for every parallel link).
+
+    Attributes:
+        profile: the profile checked.
+        distance_km: the route's length.
+        reach_km: the longest route the profile targets.
+        within_reach: ``distance_km <= reach_km``.
+        dispersion_ps_nm: the route's chromatic dispersion, ``distance_km * 17 ps/nm/km``.
+        cd_tolerance_ps_nm: the dispersion the profile's receiver compensates.
+        within_cd_tolerance: ``dispersion_ps_nm <= cd_tolerance_ps_nm``.
+        profile_gbps: the profile's line rate per wave, ``None`` when not known.
+        within_rate: ``link_gbps`` is no more than the profile carries (true when not known).
+        ok: all three hold.
+        suggested: when not ``ok``, the profiles that reach and tolerate the route, shortest reach first.
+    """
+
+    profile: str
+    distance_km: float
+    reach_km: float
+    within_reach: bool
+    dispersion_ps_nm: float
+    cd_tolerance_ps_nm: float
+    within_cd_tolerance: bool
+    profile_gbps: float | None
+    within_rate: bool
+    ok: bool
+    suggested: tuple[ProfileReach, ...]
+
+
+@dataclass(frozen=True)
+class TargetWaves:
+    """The parallel waves a target sync time needs.
+
+    Attributes:
+        target_sync_seconds: the time one sync's transfer must fit in.
+        latency_floor_seconds: the round trips of one sync, which no number of waves shortens.
+        waves: the fewest waves at ``link_gbps`` whose transfer fits; ``None`` when the floor is the target
+            or more.
+        transfer_seconds: one sync's transfer over that many waves; ``None`` without waves.
+    """
+
+    target_sync_seconds: float
+    latency_floor_seconds: float
+    waves: int | None
+    transfer_seconds: float | None
+
+
+@dataclass(frozen=True)
+class BufferCheck:
+    """A switch buffer against the bytes in flight on the inter-site links.
+
+    Attributes:
+        buffer_bytes: the switch's packet buffer.
+        preset: ``deep`` or ``shallow`` when the size is an assumed class, else ``None``.
+        bdp_bytes_per_link: one link's bandwidth-delay product.
+        holds_bdp: the buffer holds one link's round trip in flight.
+        holds_lossless_per_link: the buffer holds one link's lossless headroom (BDP + 2 MTU).
+        lossless_bytes_all_links: every link's headroom together, for a buffer the ports share.
+        holds_all_links: the buffer holds that.
+        fraction_of_bdp: buffer over one link's BDP.
+        covers_round_trip_seconds: the round trip at one link's line rate the buffer holds.
+        covers_km: the fibre distance of that round trip.
+    """
+
+    buffer_bytes: float
+    preset: str | None
+    bdp_bytes_per_link: float
+    holds_bdp: bool
+    holds_lossless_per_link: bool
+    lossless_bytes_all_links: float
+    holds_all_links: bool
+    fraction_of_bdp: float
+    covers_round_trip_seconds: float
+    covers_km: float
+
+
+@dataclass(frozen=True)
 class PlanResult:
     """The budget; every figure in seconds, bytes or bytes per second.
 
@@ -218,9 +369,17 @@ class PlanResult:
         serialization_seconds: time to push ``bytes_per_sync`` through the links.
         latency_seconds: the latency-bound round trips of one sync.
         transfer_seconds: both together, one sync.
-        hideable_seconds_per_step: how much of the transfer can hide behind compute.
+        sync_model: ``synchronous`` (the sync hides behind one step) or ``streaming outer sync`` (behind
+            the next ``sync_every`` inner steps).
+        hideable_steps: the steps of compute the sync can hide behind.
+        hideable_seconds_per_step: one step's compute the transfer can hide behind (overlap x compute).
+        hideable_seconds_per_sync: all the compute one sync can hide behind (that, times the steps).
         exposed_seconds_per_step: what the transfer adds to each step, averaged over the sync interval.
         slowdown: step time with the network over step time without; ``None`` without a compute time.
+        optics: the route against the waves' optics profile.
+        target: the waves a target sync time needs; ``None`` without a target.
+        buffer: the switch buffer against the bandwidth-delay product; ``None`` without a buffer.
+        warnings: one sentence per failed check, for the table and ``--json``.
     """
 
     inputs: PlanInput
@@ -234,9 +393,16 @@ class PlanResult:
     serialization_seconds: float
     latency_seconds: float
     transfer_seconds: float
+    sync_model: str
+    hideable_steps: int
     hideable_seconds_per_step: float
+    hideable_seconds_per_sync: float
     exposed_seconds_per_step: float
     slowdown: float | None
+    optics: OpticsCheck
+    target: TargetWaves | None
+    buffer: BufferCheck | None
+    warnings: tuple[str, ...]
 
     def as_dict(self) -> dict[str, object]:
         """The figures as JSON-ready values, with the inputs under ``inputs``."""
@@ -278,7 +444,7 @@ def bytes_per_sync(p: PlanInput) -> float:
 
 
 def plan(p: PlanInput) -> PlanResult:
-    """Compute the latency and traffic budget (the formulas are in the module docstring).
+    """Compute the latency and traffic budget and its checks (the formulas are in the module docstring).
 
     Args:
         p: the plan's inputs, already validated by ``PlanInput``.
@@ -294,10 +460,22 @@ def plan(p: PlanInput) -> PlanResult:
     serialization = size / goodput
     latency = p.effective_round_trips * rtt
     transfer = serialization + latency
-    hideable = p.overlap * p.compute_seconds if p.compute_seconds is not None else 0.0
-    exposed = max(0.0, transfer - hideable) / p.sync_every
+    # A DiLoCo outer sync streams behind the next sync_every inner steps; a synchronous one only behind the
+    # backward of its own step. With sync_every 1 both are the same single step.
+    window = p.sync_every
+    hideable_step = p.overlap * p.compute_seconds if p.compute_seconds is not None else 0.0
+    hideable_sync = hideable_step * window
+    exposed = max(0.0, transfer - hideable_sync) / p.sync_every
     slowdown = (p.compute_seconds + exposed) / p.compute_seconds if p.compute_seconds is not None else None
     bdp = link_rate * rtt
+    lossless = bdp + 2 * p.mtu_bytes
+    optics = optics_check(p.distance_km, p.link_gbps, p.optics)
+    target = (
+        None
+        if p.target_sync_seconds is None
+        else waves_for_target(p.target_sync_seconds, size, link_rate * p.efficiency, latency)
+    )
+    buffer = None if p.buffer_bytes is None else _buffer_check(p, p.buffer_bytes, link_rate, bdp, lossless)
     return PlanResult(
         inputs=p,
         one_way_delay_seconds=one_way,
@@ -305,15 +483,199 @@ def plan(p: PlanInput) -> PlanResult:
         link_bytes_per_second=link_rate,
         goodput_bytes_per_second=goodput,
         bandwidth_delay_product_bytes=bdp,
-        buffer_bytes_per_link=bdp + 2 * p.mtu_bytes,
+        buffer_bytes_per_link=lossless,
         bytes_per_sync=size,
         serialization_seconds=serialization,
         latency_seconds=latency,
         transfer_seconds=transfer,
-        hideable_seconds_per_step=hideable,
+        sync_model="synchronous" if window == 1 else "streaming outer sync",
+        hideable_steps=window,
+        hideable_seconds_per_step=hideable_step,
+        hideable_seconds_per_sync=hideable_sync,
         exposed_seconds_per_step=exposed,
         slowdown=slowdown,
+        optics=optics,
+        target=target,
+        buffer=buffer,
+        warnings=(
+            *_optics_warnings(optics, p.link_gbps),
+            *_target_warnings(target),
+            *_buffer_warnings(p, buffer),
+        ),
     )
+
+
+def optics_check(distance_km: float, link_gbps: float, name: str = optics_profiles.DEFAULT) -> OpticsCheck:
+    """The route against an optics profile's reach, CD tolerance and line rate.
+
+    Args:
+        distance_km: the route's fibre length.
+        link_gbps: the line rate each wave must carry.
+        name: the profile (``collector.contracts.optics.PROFILES``).
+
+    Returns:
+        The check, with the profiles that would carry the route when this one does not.
+    """
+    chosen = optics_profiles.profile(name)
+    dispersion = distance_km * DISPERSION_PS_PER_NM_KM
+
+    def carries(o: optics_profiles.OpticsProfile) -> bool:
+        return distance_km <= o.reach_km and dispersion <= o.cd_tolerance_ps_nm
+
+    gbps = PROFILE_GBPS.get(chosen.name)
+    within_rate = gbps is None or link_gbps <= gbps
+    ok = carries(chosen) and within_rate
+    # Shortest reach first: the least optic that does the job; the faster first at the same reach.
+    others = sorted(
+        (o for o in optics_profiles.PROFILES.values() if o.name != chosen.name and carries(o)),
+        key=lambda o: (o.reach_km, -(PROFILE_GBPS.get(o.name) or 0.0)),
+    )
+    suggested = (
+        ()
+        if ok
+        else tuple(
+            ProfileReach(o.name, o.reach_km, o.cd_tolerance_ps_nm, PROFILE_GBPS.get(o.name)) for o in others
+        )
+    )
+    return OpticsCheck(
+        profile=chosen.name,
+        distance_km=distance_km,
+        reach_km=chosen.reach_km,
+        within_reach=distance_km <= chosen.reach_km,
+        dispersion_ps_nm=dispersion,
+        cd_tolerance_ps_nm=chosen.cd_tolerance_ps_nm,
+        within_cd_tolerance=dispersion <= chosen.cd_tolerance_ps_nm,
+        profile_gbps=gbps,
+        within_rate=within_rate,
+        ok=ok,
+        suggested=suggested,
+    )
+
+
+def waves_for_target(
+    target_seconds: float, bytes_per_sync: float, wave_goodput: float, latency_seconds: float
+) -> TargetWaves:
+    """The fewest parallel waves whose transfer of one sync fits in ``target_seconds``.
+
+    Args:
+        target_seconds: the time the transfer must fit in.
+        bytes_per_sync: bytes per sync and direction.
+        wave_goodput: one wave's goodput, bytes/s.
+        latency_seconds: the round trips of one sync (no wave count shortens them).
+
+    Returns:
+        The waves and the transfer over them; no waves when the round trips alone take the target.
+    """
+    budget = target_seconds - latency_seconds
+    if budget <= 0:
+        return TargetWaves(target_seconds, latency_seconds, None, None)
+    needed = bytes_per_sync / (wave_goodput * budget)
+    # A ratio that lands on a whole number by arithmetic (2.0000000000000004) needs that number, not one more.
+    waves = max(1, math.ceil(needed * (1 - 1e-12)))
+    return TargetWaves(
+        target_seconds, latency_seconds, waves, bytes_per_sync / (waves * wave_goodput) + latency_seconds
+    )
+
+
+def _buffer_check(p: PlanInput, buffer: float, link_rate: float, bdp: float, lossless: float) -> BufferCheck:
+    covers_rtt = buffer / link_rate
+    return BufferCheck(
+        buffer_bytes=buffer,
+        preset=p.switch_buffer_preset if p.switch_buffer_bytes is None else None,
+        bdp_bytes_per_link=bdp,
+        holds_bdp=buffer >= bdp,
+        holds_lossless_per_link=buffer >= lossless,
+        lossless_bytes_all_links=p.links * lossless,
+        holds_all_links=buffer >= p.links * lossless,
+        fraction_of_bdp=buffer / bdp,
+        covers_round_trip_seconds=covers_rtt,
+        covers_km=covers_rtt / 2 / (p.fibre_delay_us_per_km * 1e-6),
+    )
+
+
+def _optics_warnings(o: OpticsCheck, link_gbps: float) -> list[str]:
+    out = []
+    if not o.within_reach:
+        out.append(f"optics: {o.distance_km:g} km is beyond {o.profile}'s reach of {o.reach_km:g} km")
+    if not o.within_cd_tolerance:
+        out.append(
+            f"optics: {o.dispersion_ps_nm:,.0f} ps/nm of dispersion ({o.distance_km:g} km x "
+            f"{DISPERSION_PS_PER_NM_KM:g} ps/nm/km) is beyond {o.profile}'s tolerance of "
+            f"{o.cd_tolerance_ps_nm:,.0f} ps/nm"
+        )
+    if not o.within_rate:
+        out.append(
+            f"optics: {o.profile} carries {o.profile_gbps:g} Gb/s per wave, below --link-gbps {link_gbps:g}"
+        )
+    if not o.ok:
+        out.append(f"optics: {suggestion(o, link_gbps)}")
+    return out
+
+
+def suggestion(o: OpticsCheck, link_gbps: float) -> str:
+    """What would carry the route instead, in words: the suggested profiles, or that none does."""
+    if not o.suggested:
+        return (
+            f"no profile in the contracts carries {o.distance_km:g} km: regenerate along the route or use a "
+            "long-haul line system"
+        )
+    names = []
+    for s in o.suggested:
+        rate = "" if s.gbps is None else f", {s.gbps:g}G"
+        slower = (
+            f": {math.ceil(link_gbps / s.gbps)} waves per {link_gbps:g}G"
+            if s.gbps is not None and s.gbps < link_gbps
+            else ""
+        )
+        names.append(f"{s.name} ({s.reach_km:g} km{rate}{slower})")
+    # ZR optics reach one amplified span; past it the route needs in-line amplifiers (an open line system).
+    line = " over an amplified multi-span line" if o.distance_km > SINGLE_SPAN_KM else ""
+    return f"{' or '.join(names)} would carry it{line}"
+
+
+def _target_warnings(t: TargetWaves | None) -> list[str]:
+    if t is None or t.waves is not None:
+        return []
+    return [
+        f"target: the round trips alone take {readable_seconds(t.latency_floor_seconds)}, not under "
+        f"{readable_seconds(t.target_sync_seconds)}: no number of waves reaches it"
+    ]
+
+
+def _buffer_warnings(p: PlanInput, b: BufferCheck | None) -> list[str]:
+    if b is None or b.holds_all_links:
+        return []
+    if not b.holds_bdp:
+        return [
+            f"buffer: {readable_size(b.buffer_bytes)} holds {b.fraction_of_bdp:.0%} of one link's "
+            f"{readable_size(b.bdp_bytes_per_link)} in flight (it covers {b.covers_km:.3g} km, not "
+            f"{p.distance_km:g} km): PFC cannot keep the link lossless, what is in flight when PAUSE is sent overflows it"
+        ]
+    if not b.holds_lossless_per_link:
+        return [f"buffer: {readable_size(b.buffer_bytes)} holds one link's BDP but not its lossless headroom"]
+    return [
+        f"buffer: {readable_size(b.buffer_bytes)} holds one link's lossless headroom but not all {p.links} "
+        f"links' at once ({readable_size(b.lossless_bytes_all_links)}) if the ports share it"
+    ]
+
+
+def readable_seconds(value: float) -> str:
+    """A duration with the unit that keeps it readable: ``980 µs``, ``4.9 ms``, ``22.2 s``."""
+    if value == 0:
+        return "0 ms"
+    if value < 1e-3:
+        return f"{value * 1e6:.3g} µs"
+    if value < 1:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value:.3g} s"
+
+
+def readable_size(value: float, unit: str = "B") -> str:
+    """A decimal size, as link rates are counted: ``98 MB``, ``2 TB``, ``90 GB/s`` with ``unit="B/s"``."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
 
 
 _SIZED = re.compile(r"(?P<number>[+-]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(?P<suffix>[a-z]*)")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from analyzer.plan import (
+    BUFFER_PRESET_NOTES,
+    BUFFER_PRESETS,
     CROSSINGS,
     DEFAULT_FIBRE_DELAY_US_PER_KM,
     DEFAULT_MTU_BYTES,
@@ -25,7 +27,10 @@ from analyzer.plan import (
     parse_bytes_per_param,
     parse_count,
     plan,
+    readable_seconds,
+    readable_size,
 )
+from collector.contracts import optics as optics_profiles
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -44,7 +49,12 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--activation-bytes", "BYTES", "activation bytes crossing per step: 1e9, 512MB (with activations)"),
     ("--sync-every", "STEPS", "steps between syncs: 1 synchronous, hundreds DiLoCo-style (default 1)"),
     ("--compute-ms", "MS", "compute time per step in ms (without it, no slowdown)"),
-    ("--overlap", "F", "fraction of a step's compute the transfer can hide behind, 0..1 (default 0)"),
+    (
+        "--overlap",
+        "F",
+        "fraction of each step's compute the transfer can hide behind, 0..1 (default 0); with --sync-every N"
+        " > 1 the outer sync streams behind the next N inner steps, 0 for one that blocks",
+    ),
     ("--efficiency", "F", "goodput over line rate, above 0 and at most 1 (default 0.9)"),
     (
         "--round-trips",
@@ -54,6 +64,19 @@ _FLAGS: tuple[tuple[str, str, str], ...] = (
         + ")",
     ),
     ("--mtu", "BYTES", f"largest frame, for the lossless headroom (default {DEFAULT_MTU_BYTES})"),
+    (
+        "--optics",
+        "PROFILE",
+        f"optics of the waves, checked for reach and dispersion: {', '.join(optics_profiles.PROFILES)}"
+        f" (default {optics_profiles.DEFAULT})",
+    ),
+    ("--target-sync-seconds", "S", "find the waves at --link-gbps whose sync transfer fits in S seconds"),
+    (
+        "--buffer-bytes",
+        "B",
+        "switch packet buffer to check against the bandwidth-delay product: a size (64MB, 8GB) or an assumed"
+        " class: " + ", ".join(f"{n} ({readable_size(b)})" for n, b in BUFFER_PRESETS.items()),
+    ),
 )
 
 
@@ -121,10 +144,35 @@ def input_from_arguments(args: argparse.Namespace) -> PlanInput:
         "efficiency": _parsed(args, problems, "--efficiency", float),
         "round_trips": _parsed(args, problems, "--round-trips", _integer),
         "mtu_bytes": _parsed(args, problems, "--mtu", _integer),
+        "optics": _parsed(args, problems, "--optics", _optics_name),
+        "target_sync_seconds": _parsed(args, problems, "--target-sync-seconds", float),
     }
+    buffer = _parsed(args, problems, "--buffer-bytes", _buffer)
+    if isinstance(buffer, str):
+        given["switch_buffer_preset"] = buffer
+    else:
+        given["switch_buffer_bytes"] = buffer
     if args.distance_km is None:
         problems.insert(0, "--distance-km: required, the fibre distance between the sites in km")
     return _validated({k: v for k, v in given.items() if v is not None}, problems)
+
+
+def _optics_name(text: str) -> str:
+    # Profile names are case-insensitive on the command line (800zr+ is 800ZR+); unknown ones pass through
+    # to PlanInput, which lists the known ones.
+    known = {name.lower(): name for name in optics_profiles.PROFILES}
+    return known.get(text.strip().lower(), text.strip())
+
+
+def _buffer(text: str) -> float | str:
+    preset = text.strip().lower()
+    if preset in BUFFER_PRESETS:
+        return preset
+    try:
+        return parse_bytes(text)
+    except ValueError:
+        presets = ", ".join(BUFFER_PRESETS)
+        raise ValueError(f"not a size (64MB, 8GB) or one of {presets}, got {text!r}") from None
 
 
 def _validated(fields: dict[str, object], problems: list[str]) -> PlanInput:
@@ -164,27 +212,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console  # only when a table is printed: keeps `--json` light
 
-        Console().print(table(result))
+        console = Console()
+        console.print(table(result))
+        for warning in result.warnings:
+            # One line each, left to the terminal to wrap: a warning stays whole for grep and copy.
+            console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
-def seconds(value: float) -> str:
-    """A duration with the unit that keeps it readable: ``980 us``, ``0.98 ms``, ``22.2 s``."""
-    if value == 0:
-        return "0 ms"
-    if value < 1e-3:
-        return f"{value * 1e6:.3g} µs"
-    if value < 1:
-        return f"{value * 1e3:.3g} ms"
-    return f"{value:.3g} s"
-
-
-def size(value: float, unit: str = "B") -> str:
-    """A decimal size, as link rates are counted: ``98 MB``, ``2 TB``, ``90 GB/s`` with ``unit="B/s"``."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
+seconds = readable_seconds
+size = readable_size
 
 
 def _rows(r: PlanResult) -> list[tuple[str, str, str]]:
@@ -193,20 +230,89 @@ def _rows(r: PlanResult) -> list[tuple[str, str, str]]:
     what = (
         "gradients (ring all-reduce between 2 sites)" if p.crossing == "gradients" else "activations per step"
     )
+    if r.sync_model == "synchronous":
+        model = ("synchronous", "hides behind its own step's compute (backward)")
+        hideable = f"overlap {p.overlap:g} x compute of 1 step"
+    else:
+        model = ("streaming", f"outer sync hides behind the next {r.hideable_steps} inner steps")
+        hideable = f"overlap {p.overlap:g} x compute of {r.hideable_steps} inner steps"
     return [
         ("one-way delay", seconds(r.one_way_delay_seconds), f"{p.distance_km:g} km x {p.fibre_delay_us_per_km:g} µs/km"),
         ("round trip", seconds(r.round_trip_seconds), "2 x one way"),
         ("link rate", size(r.link_bytes_per_second, "B/s"), f"{p.link_gbps:g} Gb/s / 8, per link"),
         ("bandwidth-delay product", size(r.bandwidth_delay_product_bytes), "link rate x round trip, per link"),
         ("lossless buffer", size(r.buffer_bytes_per_link), f"BDP + 2 x {p.mtu_bytes} B MTU, per link"),
+        *_buffer_rows(r),
+        *_optics_rows(r),
         ("bytes per sync", size(r.bytes_per_sync), what),
         ("goodput", size(r.goodput_bytes_per_second, "B/s"), f"{p.links} link(s) x efficiency {p.efficiency:g}"),
         ("transfer per sync", seconds(r.transfer_seconds),
          f"{seconds(r.serialization_seconds)} serialization + {p.effective_round_trips} round trip(s)"),
-        ("hideable behind compute", seconds(r.hideable_seconds_per_step), f"overlap {p.overlap:g} x compute"),
+        *_target_rows(r),
+        ("sync model", *model),
+        ("hideable behind compute", seconds(r.hideable_seconds_per_sync), hideable),
         ("exposed per step", seconds(r.exposed_seconds_per_step), f"(transfer - hideable) / {p.sync_every} step(s)"),
         ("slowdown", slowdown, "(compute + exposed) / compute"),
     ]  # fmt: skip
+
+
+def _optics_rows(r: PlanResult) -> list[tuple[str, str, str]]:
+    o = r.optics
+    reach = "within reach" if o.within_reach else "BEYOND REACH"
+    cd = "within tolerance" if o.within_cd_tolerance else "BEYOND TOLERANCE"
+    rows = [
+        (f"optic reach ({o.profile})", f"{o.reach_km:g} km", f"{o.distance_km:g} km route: {reach}"),
+        (
+            "chromatic dispersion",
+            f"{o.dispersion_ps_nm:,.0f} ps/nm",
+            f"17 ps/nm/km x distance; {o.profile} tolerates {o.cd_tolerance_ps_nm:,.0f}: {cd}",
+        ),
+    ]
+    if not o.within_rate:
+        rows.append(("optic rate", f"{o.profile_gbps:g} Gb/s", f"BELOW --link-gbps {r.inputs.link_gbps:g}"))
+    return rows  # the profiles that would carry the route are in the warnings below the table
+
+
+def _target_rows(r: PlanResult) -> list[tuple[str, str, str]]:
+    t = r.target
+    if t is None:
+        return []
+    label = f"waves for a {seconds(t.target_sync_seconds)} sync"
+    if t.waves is None:
+        return [(label, "none", f"the round trips alone take {seconds(t.latency_floor_seconds)}")]
+    assert t.transfer_seconds is not None  # set with the waves
+    return [
+        (
+            label,
+            str(t.waves),
+            f"at {r.inputs.link_gbps:g} Gb/s x {r.inputs.efficiency:g}: transfer {seconds(t.transfer_seconds)};"
+            f" {r.inputs.links} given",
+        )
+    ]
+
+
+def _buffer_rows(r: PlanResult) -> list[tuple[str, str, str]]:
+    b = r.buffer
+    if b is None:
+        return []
+    source = "given" if b.preset is None else BUFFER_PRESET_NOTES[b.preset]
+    if b.holds_all_links:
+        verdict = f"holds all {r.inputs.links} link(s)' lossless headroom"
+    elif b.holds_lossless_per_link:
+        verdict = f"holds one link's headroom, NOT all {r.inputs.links} ({size(b.lossless_bytes_all_links)})"
+    elif b.holds_bdp:
+        verdict = "holds one link's BDP, NOT its lossless headroom"
+    else:
+        verdict = f"holds {b.fraction_of_bdp:.0%} of one link's BDP: NOT ENOUGH"
+    return [
+        ("switch buffer", size(b.buffer_bytes), source),
+        ("buffer vs BDP", f"{b.fraction_of_bdp:.3g}x", verdict),
+        (
+            "buffer covers",
+            f"{b.covers_km:.3g} km",
+            f"{seconds(b.covers_round_trip_seconds)} round trip at link rate",
+        ),
+    ]
 
 
 def table(r: PlanResult) -> Table:

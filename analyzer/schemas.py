@@ -250,6 +250,9 @@ EVENTS: pl.Schema = pl.Schema(
         "link": pl.String(),
         "device": pl.String(),
         "interface": pl.String(),
+        # the queues (or PFC priorities) whose readings raised it, comma-separated; null for interface- and
+        # optics-level kinds
+        "queue": pl.String(),
         "start_time": TIME,
         "end_time": TIME,
         "duration_seconds": pl.Float64(),
@@ -280,6 +283,10 @@ STEP_ANALYSIS: pl.Schema = pl.Schema(
         # NCCL Inspector: summed execution time of the collectives assigned to the step, and their count
         "inspector_communication_seconds": pl.Float64(),
         "inspector_collectives": pl.Int64(),
+        # the clean network's propagation and serialization part of the step (not estimated yet: null)
+        "steady_seconds": pl.Float64(),
+        # inflation no event explains: the step's inflation minus what is attributed to events
+        "unexplained_seconds": pl.Float64(),
         "source_file": pl.String(),
     }
 )
@@ -310,6 +317,9 @@ LINK_EXPOSURE: pl.Schema = pl.Schema(
         "exposed_p99_seconds": pl.Float64(),
         "share_of_run": pl.Float64(),
         "gpu_hours_lost": pl.Float64(),
+        # the steady figures a clean network has on the link (not measured yet: null)
+        "round_trip_seconds": pl.Float64(),
+        "serialization_seconds": pl.Float64(),
     }
 )
 """Per link: the time the network exposed to the training job."""

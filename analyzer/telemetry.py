@@ -12,6 +12,7 @@ value itself (what was counted since the reset), never a negative number.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from functools import reduce
 from pathlib import Path
@@ -23,6 +24,8 @@ from analyzer import schemas
 from analyzer.errors import InputError
 from collector.contracts import archive as layout
 from collector.contracts.catalog import CATALOG
+
+log = logging.getLogger(__name__)
 
 COUNTERS: frozenset[str] = frozenset(name for name, spec in CATALOG.items() if spec.is_counter)
 
@@ -36,8 +39,49 @@ INTERVAL_GAUGES: frozenset[str] = frozenset(
 _SERIES = list(schemas.SERIES_KEYS)
 
 
+REQUIRED_COLUMNS = ("time", "device", "metric", "value")
+"""Columns a file must have to be read as archive data (others are inserted as nulls when missing)."""
+
+_checked: dict[tuple[str, int, int], str | None] = {}  # (path, mtime, size) -> why it is unusable
+
+
+def _all_files(root: Path) -> list[Path]:
+    if not root.is_dir():
+        raise InputError(root, "archive directory not found")
+    files = layout.data_files(root)
+    if not files:
+        raise InputError(root, "no Parquet files under date=YYYY-MM-DD/hour=HH/ (is this an archive?)")
+    return files
+
+
+def file_problem(path: Path) -> str | None:
+    """Why an archive file cannot be read (its footer is corrupt, or it lacks columns), or None.
+
+    Only the footer is read; the answer is remembered per (path, mtime, size), and logged once.
+    """
+    try:
+        st = path.stat()
+    except OSError as e:
+        return f"cannot read: {e.strerror}"
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key in _checked:
+        return _checked[key]
+    problem: str | None
+    try:
+        names = pl.read_parquet_schema(path).keys()
+        missing = [c for c in REQUIRED_COLUMNS if c not in names]
+        problem = f"no column {', '.join(missing)}" if missing else None
+    except Exception as e:  # polars raises ComputeError and OSError variants for a corrupt footer
+        problem = f"not a readable Parquet file ({type(e).__name__})"
+    if problem is not None:
+        log.warning("archive: skipping %s: %s", path, problem)
+    _checked[key] = problem
+    return problem
+
+
 def archive_files(root: Path) -> list[Path]:
-    """The visible Parquet files of an archive (hidden temporary files are not data yet).
+    """The readable Parquet files of an archive (hidden temporary files are not data yet; a corrupt file
+    is skipped with a warning, see ``skipped_files``).
 
     Args:
         root: the archive directory.
@@ -46,14 +90,23 @@ def archive_files(root: Path) -> list[Path]:
         The files, sorted.
 
     Raises:
-        InputError: the directory does not exist or holds no Parquet file.
+        InputError: the directory does not exist or holds no readable Parquet file.
     """
-    if not root.is_dir():
-        raise InputError(root, "archive directory not found")
-    files = layout.data_files(root)
-    if not files:
-        raise InputError(root, "no Parquet files under date=YYYY-MM-DD/hour=HH/ (is this an archive?)")
-    return files
+    files = _all_files(root)
+    good = [p for p in files if file_problem(p) is None]
+    if not good:
+        raise InputError(root, f"none of its {len(files)} Parquet files is readable")
+    return good
+
+
+def skipped_files(root: Path) -> list[tuple[Path, str]]:
+    """The archive's files that are skipped, with why."""
+    out = []
+    for p in _all_files(root):
+        problem = file_problem(p)
+        if problem is not None:
+            out.append((p, problem))
+    return out
 
 
 def scan_archive(
@@ -78,9 +131,8 @@ def scan_archive(
     Raises:
         InputError: the archive has no data files.
     """
-    archive_files(root)
     frame = pl.scan_parquet(
-        root / "**" / "*.parquet",
+        archive_files(root),
         hive_partitioning=True,
         hive_schema={"date": pl.String(), "hour": pl.String()},
         missing_columns="insert",

@@ -16,11 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from analyzer.errors import InputError
 from analyzer.kinds import KINDS, Level
+from collector import yaml_input
 from collector.contracts import optics
 
 
@@ -88,11 +88,11 @@ def load_thresholds(path: Path | None) -> Thresholds:
     if path is None:
         return Thresholds()
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml_input.load(path) or {}
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(path, f"not valid YAML: {exc}") from None
+    except yaml_input.YamlInputError as exc:
+        raise InputError(path, str(exc)) from None
     if not isinstance(raw, dict):
         raise InputError(path, "thresholds must be a mapping of name: value")
     try:

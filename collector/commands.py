@@ -53,5 +53,7 @@ def collect(args: argparse.Namespace) -> int:
     """Run the collector daemon until SIGTERM or SIGINT."""
     from collector.daemon import Daemon
 
-    asyncio.run(Daemon(Path(args.config), shard=args.shard).run())
-    return 0
+    daemon = Daemon(Path(args.config), shard=args.shard)
+    asyncio.run(daemon.run())
+    # Rows that never reached the archive are data lost: a service manager (and the operator) must see it.
+    return 1 if daemon.rows_lost else 0

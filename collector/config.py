@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -28,20 +26,9 @@ from pydantic import (
 from collector import mappings
 from collector.contracts import fibre
 from collector.contracts import optics as optics_profiles
-from collector.errors import ConfigError, SpanwatchError
-
-_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-
-
-def parse_duration(value: Any) -> float:
-    """``"500ms"``, ``"10s"``, ``"1m"`` -> seconds. Bare numbers are refused: units are required."""
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            return float(m.group(1)) * _UNITS[m.group(2)]
-    raise ValueError(f"not a duration: {value!r} (use a number with a unit: 500ms, 10s, 1m)")
-
+from collector.durations import parse_duration
+from collector.errors import ConfigError
+from collector.yaml_input import read_yaml
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
@@ -104,6 +91,8 @@ def _secret(file: Path | None, env: str | None) -> SecretRef | None:
 class ArchiveConfig(Strict):
     path: Path = Path("archive")
     flush_interval: Duration = 1.0
+    # rows waiting for a disk that is full or read-only; the oldest go first (about 280 B a row)
+    max_buffer_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024)
 
 
 class CollectorConfig(Strict):
@@ -118,6 +107,7 @@ class Defaults(Strict):
     expiry_intervals: int = Field(default=5, ge=1, description="series expire after this many intervals")
     label_refresh: Duration = 600.0
     fibre_delay_us_per_km: float = Field(default=fibre.DELAY_US_PER_KM, gt=0)
+    max_series_per_target: int = Field(default=50_000, ge=1, description="new series beyond are dropped")
 
 
 SnmpAuth = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]
@@ -198,6 +188,9 @@ class GnmiConfig(Strict):
     sample_interval: Duration = 1.0
     subscriptions: tuple[str, ...] = ("interfaces",)
     encoding: Literal["proto", "json", "json_ietf"] = "proto"
+    max_message_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024, description="largest gNMI message"
+    )
 
     @model_validator(mode="after")
     def _transport(self) -> GnmiConfig:
@@ -308,21 +301,6 @@ def load(path: str | Path) -> Config:
     """
     path = Path(path)
     return parse(read_yaml(path), base=path.parent)
-
-
-def read_yaml(path: Path, error: type[SpanwatchError] = ConfigError) -> Any:
-    """A YAML file's document ({} when empty).
-
-    Raises:
-        SpanwatchError: of type ``error``, when the file cannot be read or is not YAML.
-    """
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise error(f"{path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise error(f"{path}: not valid YAML: {e}") from None
-    return raw if raw is not None else {}
 
 
 def parse(raw: Any, base: Path = Path(".")) -> Config:

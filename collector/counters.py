@@ -4,6 +4,21 @@ A Counter32 that goes down wrapped (2^32 is added); a Counter64 that goes down, 
 discontinuity epoch changed (reboot seen through sysUpTime, ifCounterDiscontinuityTime, gNMI last-clear),
 was reset: the exported series restarts at the device's value and the reset is reported. Arithmetic stays
 in Python integers, so totals stay exact past 2^53.
+
+When the store knows how far the counter can move in the elapsed time (``bound``: interface speed x
+interval), it uses it to settle what a decrease alone cannot (issue 16, "false spikes"):
+
+- a Counter32 decrease is a wrap only when the unwrapped increase fits the bound; otherwise the counter was
+  cleared (a reset);
+- a changed epoch whose reading cannot be a count since a reset (above the bound) while it continues the
+  previous reading plausibly is a false marker (the 497-day sysUpTime wrap): the counter just goes on;
+- a reset whose new reading is above the bound (a sum of Counter32 parts where one part wrapped, a marker
+  that lies) cannot be "counted since the reset": the total holds for that interval instead of restarting
+  at the reading, which Prometheus would count whole.
+
+Whatever happens, the increase Prometheus computes (the delta, or the new value after a decrease) never
+exceeds the bound: the choices are made so that an ambiguous case undercounts one interval rather than
+spikes.
 """
 
 from __future__ import annotations
@@ -12,35 +27,59 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 WRAP32 = 1 << 32
+MAX64 = (1 << 64) - 1
 
 
 @dataclass(slots=True)
 class CounterTrack:
-    """What one series remembers between readings."""
+    """What one series remembers between readings (``seen``: when, in the store's monotonic seconds)."""
 
     last_raw: int
     total: int
     epoch: Hashable
+    seen: float = 0.0
 
 
-def start(raw: int, epoch: Hashable) -> CounterTrack:
+def start(raw: int, epoch: Hashable, seen: float = 0.0) -> CounterTrack:
     """The track of a series seen for the first time: the total starts at the device's value."""
-    return CounterTrack(raw, raw, epoch)
+    return CounterTrack(raw, raw, epoch, seen)
 
 
-def advance(track: CounterTrack, raw: int, width: int, epoch: Hashable) -> bool:
+def advance(track: CounterTrack, raw: int, width: int, epoch: Hashable, bound: float | None = None) -> bool:
     """Fold one reading into ``track``.
 
+    Args:
+        track: the series' state.
+        raw: the device's reading.
+        width: 32 for a Counter32 (a decrease may be a wrap), 64 otherwise.
+        epoch: the discontinuity epoch the device reports.
+        bound: the most the counter can have grown since the last reading (device units), or None when
+            unknown (then a Counter32 decrease is a wrap and a reset restarts at the reading).
+
     Returns:
-        True when the reading reveals a reset (the series restarted), else False.
+        True when the reading reveals a discontinuity (the series restarted or held), else False.
     """
-    reset = epoch != track.epoch or (raw < track.last_raw and width != 32)
-    if reset:
-        track.total = raw
-    elif raw >= track.last_raw:
-        track.total += raw - track.last_raw
-    else:  # a Counter32 went down without a reset marker: it wrapped
-        track.total += raw + WRAP32 - track.last_raw
+    up = raw - track.last_raw
+    wrapped = raw + WRAP32 - track.last_raw if width == 32 and up < 0 else None
+    marker = epoch != track.epoch
     track.last_raw = raw
     track.epoch = epoch
-    return reset
+    if bound is None:
+        if marker or (up < 0 and wrapped is None):
+            track.total = raw
+            return True
+        track.total += up if up >= 0 else wrapped  # type: ignore[operator]
+        return False
+    continues = 0 <= up <= bound or (wrapped is not None and wrapped <= bound)
+    if marker and raw > bound and continues:
+        marker = False  # no count since a reset can be this high: the marker lied, the counter went on
+    if not marker and up >= 0:
+        track.total += up
+        return False
+    if not marker and wrapped is not None and wrapped <= bound:
+        track.total += wrapped
+        return False
+    if raw <= bound:
+        track.total = raw  # a reset: the reading is what was counted since
+    # else: hold the total; restarting at a reading above the bound would be a spike
+    return True

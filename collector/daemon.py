@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -65,8 +66,10 @@ class Daemon:
             SpanwatchError: the config is invalid, or the address cannot be bound, at start-up (a reload
                 keeps the running config instead).
         """
-        config, mappings = mapping_files.load(self.config_path)
-        await self._apply(sharding.select(config, self.shard), mappings)
+        raise_descriptor_limit()
+        config, mappings = await self._load()
+        config = sharding.select(config, self.shard)
+        await self._apply(config, mappings)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
         log.info("collecting from %d targets, serving %s", len(config.targets), config.collector.listen)
@@ -84,7 +87,7 @@ class Daemon:
             whether the new config was applied.
         """
         try:
-            config, mappings = mapping_files.load(self.config_path)
+            config, mappings = await self._load()
             config = sharding.select(config, self.shard)
             await self._apply(config, mappings)
         except (SpanwatchError, OSError) as e:
@@ -92,6 +95,12 @@ class Daemon:
             return False
         log.info("config reloaded: %d targets", len(config.targets))
         return True
+
+    async def _load(self) -> tuple[Config, Mappings]:
+        """Read and validate the config file, its targets files and the user mapping files in a worker
+        thread: a large (or hostile) file must not stall polls and scrapes while it is parsed (the YAML
+        reader bounds what it may cost)."""
+        return await asyncio.to_thread(mapping_files.load, self.config_path)
 
     # -- applying a config -----------------------------------------------------------------------
     async def _apply(self, config: Config, mappings: Mappings) -> None:
@@ -118,7 +127,12 @@ class Daemon:
             ttl = config.defaults.expiry_intervals * _interval(target, config)
             self.store.set_target(
                 target.name,
-                TargetLabels(tuple(sorted(target.labels.items())), ttl, member_links.get(target.name, {})),
+                TargetLabels(
+                    tuple(sorted(target.labels.items())),
+                    ttl,
+                    config.defaults.max_series_per_target,
+                    member_links.get(target.name, {}),
+                ),
             )
             if target.name not in self._targets:
                 self._start_target(target, config)
@@ -150,7 +164,11 @@ class Daemon:
             self._flush_task = None
         await self._flush()
         archive = config.collector.archive
-        self.archive = None if archive is None else Archive(archive.path, self.clock)
+        self.archive = (
+            None
+            if archive is None
+            else Archive(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
+        )
         self.store.archive = self.archive
         if archive is not None:
             self._flush_task = asyncio.create_task(self._flush_loop(archive.flush_interval))
@@ -172,7 +190,22 @@ class Daemon:
             if getattr(target, kind) is not None:
                 stream = make_stream(target, config, mappings, self.clock)
                 tasks.append(asyncio.create_task(stream.run(self.store), name=f"{target.name}/{kind}"))
+        for task in tasks:
+            task.add_done_callback(self._source_ended)
         self._targets[target.name] = (target, tasks, polled)
+
+    def _source_ended(self, task: asyncio.Task[None]) -> None:
+        """A source task is meant to run until cancelled: if it ends otherwise, say so and mark it down."""
+        if task.cancelled():
+            return
+        device, _, kind = task.get_name().rpartition("/")
+        error = task.exception()
+        if device in self._targets:
+            self.store.set("spanwatch_target_up", (("device", device), ("source", kind)), 0)
+        if error is not None:
+            log.error("%s %s: the source task died: %r", kind, device, error)
+        else:
+            log.warning("%s %s: the source task ended", kind, device)
 
     async def _stop_target(self, name: str) -> None:
         _, tasks, polled = self._targets.pop(name)
@@ -207,11 +240,25 @@ class Daemon:
             await self._flush()
 
     async def _flush(self) -> None:
-        if self.archive is None:
+        archive = self.archive
+        if archive is None:
             return
-        await self.archive.flush_async()
-        self.store.set("spanwatch_archive_rows_total", (), self.archive.rows_written)
-        self.store.set("spanwatch_archive_write_errors_total", (), self.archive.write_errors)
+        try:
+            await archive.flush_async()
+        except Exception:  # never let one flush end the loop (Archive.flush already catches its own)
+            archive.write_errors += 1
+            log.exception("archive flush failed")
+        self.store.set("spanwatch_archive_rows_total", (), archive.rows_written)
+        self.store.set("spanwatch_archive_write_errors_total", (), archive.write_errors)
+        for reason, n in archive.rows_dropped.items():
+            self.store.set("spanwatch_archive_rows_dropped_total", (("reason", reason),), n)
+
+    @property
+    def rows_lost(self) -> int:
+        """Rows that were never written: still buffered (after the final flush) or dropped."""
+        if self.archive is None:
+            return 0
+        return self.archive.pending + sum(self.archive.rows_dropped.values())
 
     async def _shutdown(self) -> None:
         log.info("stopping: cancelling sources, flushing the archive")
@@ -222,6 +269,14 @@ class Daemon:
             await self._stop_target(name)
         await asyncio.gather(*background, return_exceptions=True)
         await self._flush()
+        if self.archive is not None and self.rows_lost:
+            log.error(
+                "archive: %d rows were never written to %s (%d still buffered, %d dropped)",
+                self.rows_lost,
+                self.archive.root,
+                self.archive.pending,
+                sum(self.archive.rows_dropped.values()),
+            )
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
@@ -251,6 +306,17 @@ class Daemon:
         else:
             log.warning("second stop signal: exiting without the final flush")
             os._exit(1)
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft descriptor limit to the hard one (as Go programs do at start): every target, scrape
+    connection and archive file takes one, and the soft default of 1024 is easy to exhaust."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError) as e:  # a seccomp filter may refuse setrlimit: keep what we have
+        log.debug("cannot raise the descriptor limit: %s", e)
 
 
 def _interval(target: Target, config: Config) -> float:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from collector import config as configuration
 from collector import mappings
-from collector.config import Config, Target, read_yaml
+from collector.config import Config, Target
 from collector.errors import ConfigError, MappingError
 from collector.sources.gnmi.paths import SubscriptionSet, load_set, parse_set
 from collector.sources.snmp.tables import Module, load_all, load_file
+from collector.yaml_input import read_yaml
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from collector.config import read_yaml
 from collector.errors import ConfigError, SpanwatchError
 from collector.sources.snmp.tables import Module
+from collector.yaml_input import read_yaml
 
 STUBS = Path(__file__).with_name("mib_stubs")
 _TEXT_TYPES = {"DisplayString", "OctetString", "OCTET STRING", "SnmpAdminString"}

@@ -3,10 +3,18 @@
 Sources hand ``Sample``s to ``Store.ingest``; the exporter renders a snapshot of ``Store.families`` at
 scrape time and never talks to a device; every ingested reading is also handed to the archive sink.
 Everything runs on the daemon's event loop, so no locking is needed.
+
+Ingest is also where untrusted values stop (issue 16): a reading the catalogue cannot hold (a counter
+that is negative, above 2^64-1, NaN, infinite or not an integer; a gauge that is not a number) is
+dropped and counted in ``spanwatch_invalid_values_total`` with one rate-limited log line, so no value a
+device sends can stop a stream, a poll or the archive. A target may hold at most ``max_series`` series;
+new series beyond it are dropped and counted in ``spanwatch_series_dropped_total``. Per-series state
+(label cache, counter tracks) goes with its series when it expires, so churn does not leak memory.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -14,8 +22,25 @@ from typing import Protocol
 
 from collector import counters
 from collector.clock import Clock, SystemClock
-from collector.contracts.catalog import CATALOG, POLL_DURATION_BUCKETS
+from collector.contracts.catalog import CATALOG, POLL_DURATION_BUCKETS, MetricSpec
+from collector.lograte import RateLimitedLog
 from collector.model import Labels, Sample
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
+
+SPEED_METRIC = "dci_interface_speed_bytes_per_second"
+MIN_FRAME_BYTES = 64  # the smallest Ethernet frame: packets per second never exceed speed / 64
+BOUND_SLACK_SECONDS = 0.1  # poll-to-poll jitter allowed on top of the elapsed time
+# catalogue unit of a counter -> interface bytes per unit: its largest rate is speed / this
+_BYTES_PER_UNIT = {
+    "bytes": 1,
+    "packets": MIN_FRAME_BYTES,
+    "frames": MIN_FRAME_BYTES,
+    "blocks": MIN_FRAME_BYTES,
+}
+Ident = tuple[str, str, Labels]
+"""(device, metric, sample labels): one device series."""
 
 FullLabels = tuple[tuple[str, str], ...]
 """Every label of an exported series, in exposition order (device first)."""
@@ -89,6 +114,7 @@ class Series:
     ttl: float
     owner: str | None = None  # the device it belongs to, so a removed target's series go with it
     source: str | None = None  # the protocol feeding it, when a device series
+    ident: Ident | None = None  # device series: the key of its per-series state, pruned with it
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +123,7 @@ class TargetLabels:
 
     static: FullLabels = ()
     ttl: float = math.inf
+    max_series: int | None = None  # new series beyond this many are dropped (None: no cap)
     # ("interface", name) or ("component", name) -> the link that member belongs to
     links: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
@@ -110,9 +137,11 @@ class Store:
         self.families: dict[str, dict[FullLabels, Series]] = {}
         self._targets: dict[str, TargetLabels] = {}
         # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
-        self._tracks: dict[str, dict[tuple[str, str, Labels], counters.CounterTrack]] = {}
-        # (device, metric, sample labels) -> (full labels, link): composing labels once per series.
-        self._keys: dict[tuple[str, str, Labels], tuple[FullLabels, str | None]] = {}
+        self._tracks: dict[str, dict[Ident, counters.CounterTrack]] = {}
+        # ident -> (full labels, link, is a counter): composing labels once per series.
+        self._keys: dict[Ident, tuple[FullLabels, str | None, bool]] = {}
+        self._count: dict[str, int] = {}  # device -> entries in _keys (its series)
+        self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
 
     # -- targets -------------------------------------------------------------------------------
     def set_target(self, device: str, info: TargetLabels) -> None:
@@ -130,6 +159,8 @@ class Store:
         for source, tracks in self._tracks.items():
             self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
+        self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
+        self._count.pop(device, None)
 
     # -- device data ----------------------------------------------------------------------------
     def ingest(self, device: str, source: str, samples: Iterable[Sample], received_ns: int) -> int:
@@ -137,6 +168,7 @@ class Store:
 
         When two sources (SNMP and gNMI) feed the same series, the one that feeds it first keeps it while
         it stays fresh; the other's readings are archived (with their ``source``) but not exported.
+        Invalid readings and new series beyond the target's cap are dropped and counted (module docstring).
 
         Returns:
             how many samples were ingested.
@@ -147,28 +179,40 @@ class Store:
         tracks = self._tracks.setdefault(source, {})
         n = 0
         for s in samples:
-            n += 1
             ident = (device, s.metric, s.labels)
             cached = self._keys.get(ident)
+            problem = _invalid(s, cached[2] if cached is not None else _spec(s.metric).is_counter)
+            if problem is not None:
+                self.invalid(device, source, problem, s.metric)
+                continue
             if cached is None:
-                cached = self._compose(device, target, s)
-                self._keys[ident] = cached
-            full, link = cached
+                cached = self._new_series(ident, target, s, source)
+                if cached is None:
+                    continue
+            full, link, _ = cached
+            n += 1
             value: int | float
             if s.raw is None:
                 value = s.value
                 exact = None
+                if s.metric == SPEED_METRIC:
+                    self._note_speed(device, s)
             else:
                 track = tracks.get(ident)
                 if track is None:
-                    tracks[ident] = track = counters.start(s.raw, s.epoch)
-                elif counters.advance(track, s.raw, s.width, s.epoch):
-                    self.inc("dci_counter_discontinuities_total", (("device", device), ("metric", s.metric)))
+                    tracks[ident] = track = counters.start(s.raw, s.epoch, now)
+                else:
+                    bound = self._bound(device, s, now - track.seen)
+                    track.seen = now
+                    if counters.advance(track, s.raw, s.width, s.epoch, bound):
+                        self.inc(
+                            "dci_counter_discontinuities_total", (("device", device), ("metric", s.metric))
+                        )
                 if s.scale == 1.0:
                     value = exact = track.total
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = track.total * s.scale, None
-            self._export(s.metric, full, value, now, target.ttl, device, source)
+            self._export(s.metric, full, value, now, target.ttl, device, source, ident)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
                 archive.add(
@@ -176,18 +220,93 @@ class Store:
                 )
         return n
 
+    def invalid(self, device: str, source: str, reason: str, what: str = "") -> None:
+        """Count a reading that was dropped as invalid, with one rate-limited log line per reason."""
+        self.inc(
+            "spanwatch_invalid_values_total", (("device", device), ("source", source), ("reason", reason))
+        )
+        _limited.log(
+            logging.WARNING,
+            ("invalid", device, source, reason),
+            "%s %s: dropped a value (%s)%s; counted in spanwatch_invalid_values_total",
+            source,
+            device,
+            reason,
+            f" of {what}" if what else "",
+        )
+
+    def holds(self, device: str, metric: str, lbls: Labels) -> bool:
+        """Whether the store still keeps state for this device series (sources prune their caches by it)."""
+        return (device, metric, lbls) in self._keys
+
+    def _new_series(
+        self, ident: Ident, target: TargetLabels, s: Sample, source: str
+    ) -> tuple[FullLabels, str | None, bool] | None:
+        """Compose a new series' labels, or None when the target's series cap is reached (counted)."""
+        device = ident[0]
+        count = self._count.get(device, 0)
+        if target.max_series is not None and count >= target.max_series:
+            self.inc("spanwatch_series_dropped_total", (("device", device),))
+            _limited.log(
+                logging.WARNING,
+                ("series cap", device),
+                "%s %s: %d series, the cap: new series are dropped (spanwatch_series_dropped_total)",
+                source,
+                device,
+                count,
+            )
+            return None
+        full, link = self._compose(device, target, s)
+        cached = (full, link, _spec(s.metric).is_counter)
+        self._keys[ident] = cached
+        self._count[device] = count + 1
+        return cached
+
+    def _note_speed(self, device: str, s: Sample) -> None:
+        interface = next((v for k, v in s.labels if k == "interface"), None)
+        if interface is not None:
+            # Some agents report speed 0 for sub-interfaces: unknown, not "no traffic possible".
+            if s.value > 0:
+                self._speed[(device, interface)] = float(s.value)
+            else:
+                self._speed.pop((device, interface), None)
+
+    def _bound(self, device: str, s: Sample, elapsed: float) -> float | None:
+        """How far the counter of ``s`` can have moved in ``elapsed`` seconds (device units), or None."""
+        per_unit = _BYTES_PER_UNIT.get(CATALOG[s.metric].unit)
+        if per_unit is None or s.scale != 1.0:
+            return None
+        interface = next((v for k, v in s.labels if k == "interface"), None)
+        speed = self._speed.get((device, interface or ""))
+        if speed is None:
+            return None
+        return speed / per_unit * (max(elapsed, 0.0) + BOUND_SLACK_SECONDS)
+
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
         ident = (device, metric, lbls)
+        cached = self._prune(ident)
+        if cached is not None:
+            self.families.get(metric, {}).pop(cached[0], None)
+
+    def _prune(self, ident: Ident) -> tuple[FullLabels, str | None, bool] | None:
+        """Forget the per-series state of ``ident`` (label cache, counter tracks, the cap's count)."""
         cached = self._keys.pop(ident, None)
         for tracks in self._tracks.values():
             tracks.pop(ident, None)
         if cached is not None:
-            self.families.get(metric, {}).pop(cached[0], None)
+            device = ident[0]
+            left = self._count.get(device, 1) - 1
+            if left > 0:
+                self._count[device] = left
+            else:
+                self._count.pop(device, None)
+            if ident[1] == SPEED_METRIC:
+                interface = next((v for k, v in ident[2] if k == "interface"), None)
+                self._speed.pop((device, interface or ""), None)
+        return cached
 
     def _compose(self, device: str, target: TargetLabels, s: Sample) -> tuple[FullLabels, str | None]:
-        if s.metric not in CATALOG:
-            raise KeyError(f"{s.metric} is not in the metric catalogue")
         link = None
         if target.links:
             link = next((target.links[kv] for kv in s.labels if kv in target.links), None)
@@ -207,7 +326,9 @@ class Store:
         for family in self.families.values():
             stale = [k for k, s in family.items() if now - s.updated > s.ttl]
             for key in stale:
-                del family[key]
+                ident = family.pop(key).ident
+                if ident is not None:
+                    self._prune(ident)
             dropped += len(stale)
         return dropped
 
@@ -240,13 +361,21 @@ class Store:
         return None if series is None else series.value
 
     def _export(
-        self, metric: str, full: FullLabels, value: float, now: float, ttl: float, device: str, source: str
+        self,
+        metric: str,
+        full: FullLabels,
+        value: float,
+        now: float,
+        ttl: float,
+        device: str,
+        source: str,
+        ident: Ident,
     ) -> None:
         family = self.families.get(metric)
         series = family.get(full) if family is not None else None
         # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
         if series is None or series.source == source or now - series.updated > series.ttl:
-            self._put(metric, full, value, now, ttl, device, source)
+            self._put(metric, full, value, now, ttl, device, source, ident)
 
     def _put(
         self,
@@ -257,6 +386,7 @@ class Store:
         ttl: float,
         owner: str | None,
         source: str | None = None,
+        ident: Ident | None = None,
     ) -> None:
         family = self.families.get(metric)
         if family is None:
@@ -265,11 +395,40 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = Series(metric + render_labels(full), value, now, ttl, owner, source)
+            family[full] = Series(metric + render_labels(full), value, now, ttl, owner, source, ident)
         else:
             series.value = value
             series.updated = now
             series.source = source
+
+
+def _spec(metric: str) -> MetricSpec:
+    spec = CATALOG.get(metric)
+    if spec is None:
+        raise KeyError(f"{metric} is not in the metric catalogue")
+    return spec
+
+
+def _invalid(s: Sample, is_counter: bool) -> str | None:
+    """Why the catalogue cannot hold ``s`` (the ``reason`` label), or None when it can."""
+    if is_counter:
+        raw = s.raw
+        if raw is None or not isinstance(raw, int) or isinstance(raw, bool):
+            value = s.value if raw is None else raw
+            if isinstance(value, float) and math.isnan(value):
+                return "nan"
+            if isinstance(value, float) and math.isinf(value):
+                return "inf"
+            return "not_an_integer"
+        if raw < 0:
+            return "negative"
+        if raw > counters.MAX64:
+            return "above_uint64"
+        if not math.isfinite(s.scale):
+            return "not_a_number"
+        return None
+    # A gauge may be NaN or infinite (Prometheus and the archive hold both; a dead optic reads -Inf dBm).
+    return None if isinstance(s.value, int | float) else "not_a_number"
 
 
 def _owner(full: FullLabels) -> str | None:

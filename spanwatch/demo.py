@@ -7,6 +7,8 @@ community in ``community``), ``archive/``, ``steps.jsonl`` (the plain step log),
 each step's exposed network time and culprits) and ``metrics.txt`` (the last ``/metrics`` scrape), prints
 a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
 into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
+The analysis is scored against the truth as ``spanwatch analyze --truth`` does (the control run in
+``--out/control/``, the score in ``--out/score.json``, printed).
 """
 
 from __future__ import annotations
@@ -41,18 +43,26 @@ def run(args: argparse.Namespace) -> int:
     """Fabric + collector + training job for ``--duration`` seconds, a summary of what was collected, then
     the analysis and the vendor report (ending with the report's path)."""
     status = asyncio.run(Demo(args).run())
-    print(f"report: {analyse(args.out)}")
+    report, result = analyse(args.out)
+    from spanwatch.score import headline
+
+    print(json.dumps(headline(result), indent=2, default=str))
+    print(f"score: {'passed' if result['passed'] else 'failed'} (every figure: {args.out / 'score.json'})")
+    print(f"report: {report}")
     return status
 
 
-def analyse(out: Path) -> Path:
-    """Analyse a finished demo folder with the shipped example claims; returns the HTML report's path.
+def analyse(out: Path) -> tuple[Path, dict[str, Any]]:
+    """Analyse a finished demo folder with the shipped example claims and score it against its truth.
+
+    Returns the HTML report's path and the score.
 
     The claims file is copied into ``out`` first, so the folder holds everything the report came from and
     ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it after an edit.
     """
     from analyzer.analysis import Analysis, AnalysisInputs
     from analyzer.report.command import write_report
+    from spanwatch.analyze import scored
 
     claims = out / "claims.yaml"
     shutil.copyfile(CLAIMS, claims)
@@ -61,10 +71,10 @@ def analyse(out: Path) -> Path:
         logs=(out / "steps.jsonl",),
         config=out / "config.yaml",
         claims=claims,
-        truth=out / "truth.json",
     )
     Analysis(inputs).run().write(out)
-    return write_report(out, inputs.config, claims)[0]
+    report = write_report(out, inputs.config, claims)[0]
+    return report, scored(out / "truth.json", inputs, out)
 
 
 class Demo:

@@ -16,8 +16,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("collector", "analyzer", "spanwatch", "bench", "dashboards")
-# What the analyzer may use of the collector: the contracts and the config model (with its errors).
-ANALYZER_MAY_IMPORT = ("collector.contracts", "collector.config", "collector.errors")
+# What the analyzer may use of the collector: the contracts, the config model (with its errors, its
+# duration syntax and the one bounded YAML reader).
+ANALYZER_MAY_IMPORT = (
+    "collector.contracts",
+    "collector.config",
+    "collector.errors",
+    "collector.yaml_input",
+    "collector.durations",
+)
 
 
 def _modules() -> dict[str, Path]:

@@ -5,7 +5,7 @@ archive reports it, the config's fibre delay) unless one is given. The model siz
 fact, so the derived plan budgets the traffic the run actually moved: the bytes the link's interfaces sent
 per step, per direction, as a per-step crossing (``crossing="activations"``: every step, one round trip,
 no overlap). Its figures (round trip, bandwidth-delay product, lossless buffer, exposed time per step) sit
-beside what the run measured for the same quantities.
+beside what the run measured for the same quantities, with the link's optics profile checked for reach.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def plan_input(
         fibre_delay_us_per_km=us_per_km,
         crossing="activations",
         activation_bytes=bytes_per_step,
+        optics=link.optics,
     )
 
 
@@ -68,7 +69,14 @@ def compare(planned: PlanInput, run: Mapping[str, float | None]) -> PlanComparis
 
 def _rows(p: PlanResult, run: Mapping[str, float | None]) -> list[PlanRow]:
     per_step = f"planned for {p.bytes_per_sync / 1e6:.3g} MB per step and direction, no overlap"
+    o = p.optics
+    reach = (
+        f"{o.distance_km:g} km route: within reach and CD tolerance"
+        if o.ok
+        else "; ".join(w.removeprefix("optics: ") for w in p.warnings if w.startswith("optics: "))
+    )
     return [
+        PlanRow(f"Optic reach ({o.profile})", "km", o.reach_km, None, reach),
         PlanRow("Round-trip fibre delay", "s", p.round_trip_seconds, None, "from the distance; not measured"),
         PlanRow(
             "Latency per sync (round trips x RTT)",

@@ -168,6 +168,21 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
     _c("spanwatch_archive_rows_total", "", "Rows written to the archive."),
     _c("spanwatch_archive_write_errors_total", "", "Archive flushes that failed."),
     _c("dci_counter_discontinuities_total", "", "Counter resets seen on the device.", "device", "metric"),
+    _c(
+        "spanwatch_invalid_values_total",
+        "",
+        "Readings dropped because the catalogue cannot hold them (negative or oversized counter, NaN, ...).",
+        *_DS,
+        "reason",
+    ),
+    _c("spanwatch_series_dropped_total", "", "New series dropped at the per-target series cap.", "device"),
+    _c(
+        "spanwatch_archive_rows_dropped_total",
+        "",
+        "Archive rows dropped without being written (buffer full, unwritable rows).",
+        "reason",
+    ),
+    _c("spanwatch_http_connections_rejected_total", "", "Connections refused at the connection cap."),
 )
 
 POLL_STATUSES = ("success", "timeout", "unreachable", "auth_error", "invalid_response", "error")

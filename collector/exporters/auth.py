@@ -1,10 +1,14 @@
 """HTTP basic auth against the bcrypt hashes of ``web.yml``'s ``basic_auth_users``.
 
-bcrypt is slow on purpose (about 70 ms at cost 10, more above), so a check runs in a worker thread, never
-on the event loop that polls devices, and a successful ``(user, password)`` pair is remembered (as a
-SHA-256 digest, compared in constant time) so a scraper pays the bcrypt cost once, not every scrape; the
-exporter-toolkit does the same. An unknown user still pays a full bcrypt check so response times do not
-reveal which user names exist. Passwords are never logged or kept in clear.
+bcrypt is slow on purpose (about 70 ms at cost 10, more above), so checks run off the event loop, one at a
+time, on a thread of their own (the exporter-toolkit serialises them under a mutex): a brute force then
+costs at most one core and never queues ahead of gzip or archive flushes, which have their own workers.
+Results are cached, failures too, keyed by a SHA-256 of user and password (a user's hash is fixed for
+the checker's life: a reload builds a new one), so a scraper pays the bcrypt cost once, and a guess
+repeated costs nothing. At most ``MAX_WAITING`` checks wait for the bcrypt
+thread; beyond that a request is refused at once, so a flood of guesses cannot hold sockets and tasks
+for minutes. An unknown user still pays a full bcrypt check so response times do not reveal which user
+names exist. Passwords are never logged or kept in clear.
 """
 
 from __future__ import annotations
@@ -13,13 +17,17 @@ import asyncio
 import base64
 import binascii
 import hashlib
-import hmac
+from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import bcrypt
 
 CHALLENGE = 'Basic realm="spanwatch", charset="UTF-8"'
 """The ``WWW-Authenticate`` value of a 401."""
+
+CACHE_SIZE = 1024  # remembered (user, hash, password) results, oldest forgotten first
+MAX_WAITING = 16  # checks queued for the bcrypt thread (16 x 70 ms: about a second of waiting at most)
 
 
 def parse_basic(header: str | None) -> tuple[str, bytes] | None:
@@ -50,7 +58,7 @@ def parse_basic(header: str | None) -> tuple[str, bytes] | None:
 
 
 class BasicAuth:
-    """Checks credentials against bcrypt hashes, caching the pairs that passed."""
+    """Checks credentials against bcrypt hashes: serialised on one thread, results cached."""
 
     def __init__(self, users: Mapping[str, str]) -> None:
         """Prepare the checker.
@@ -61,7 +69,10 @@ class BasicAuth:
         self._hashes = {user: h.encode() for user, h in users.items()}
         # Any real hash of the file: checking an unknown user against it costs the same as a real check.
         self._decoy = next(iter(self._hashes.values()))
-        self._passed: dict[str, bytes] = {}  # user -> sha256(password) of the last password that passed
+        self._results: OrderedDict[bytes, bool] = OrderedDict()
+        self._waiting = 0
+        self.refused = 0  # checks refused because too many were waiting
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bcrypt")
 
     async def check(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header carries valid credentials.
@@ -76,17 +87,31 @@ class BasicAuth:
         if creds is None:
             return False
         user, password = creds
-        digest = hashlib.sha256(password).digest()
-        remembered = self._passed.get(user)
-        if remembered is not None and hmac.compare_digest(remembered, digest):
-            return True
         known = user in self._hashes
         hashed = self._hashes.get(user, self._decoy)
-        ok = await asyncio.get_running_loop().run_in_executor(None, _checkpw, password, hashed)
-        if ok and known:
-            self._passed[user] = digest  # bounded: one entry per configured user
-            return True
-        return False
+        name = user.encode()
+        key = hashlib.sha256(len(name).to_bytes(4, "big") + name + password).digest()
+        cached = self._results.get(key)
+        if cached is not None:
+            self._results.move_to_end(key)
+            return cached and known
+        if self._waiting >= MAX_WAITING:
+            self.refused += 1
+            return False
+        self._waiting += 1
+        try:
+            loop = asyncio.get_running_loop()
+            ok = await loop.run_in_executor(self._pool, _checkpw, password, hashed) and known
+        finally:
+            self._waiting -= 1
+        self._results[key] = ok
+        if len(self._results) > CACHE_SIZE:
+            self._results.popitem(last=False)
+        return ok
+
+    def close(self) -> None:
+        """Let the bcrypt thread go (a check in progress finishes)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _checkpw(password: bytes, hashed: bytes) -> bool:

@@ -1,14 +1,18 @@
 """The ``/metrics`` HTTP server: a small HTTP/1.1 server on the daemon's event loop (asyncio streams).
 
 It serves ``/metrics`` (a snapshot of the store, gzip when the scraper accepts it), ``/`` (a page linking
-it) and ``/-/healthy``. Connections are kept alive between scrapes; a request's header block must arrive
-within ``header_timeout`` and fit in ``max_header_bytes``, an idle connection is closed after
-``idle_timeout``, and bodies are refused, so a slow or hostile client cannot hold memory or a task for
-long. TLS, client certificates, basic auth, security headers and a rate limit come from an
+it) and ``/-/healthy``. Connections are kept alive between scrapes; a request (request line and headers)
+must arrive within ``header_timeout`` of its first byte (of the connection, for the first request) and fit
+in ``max_header_bytes``, a kept-alive connection is closed after ``idle_timeout`` without a new request,
+and bodies are refused, so a slow or hostile client cannot hold memory or a task for long. At most
+``max_connections`` are open: a new one beyond it takes the place of a connection idling between requests,
+or gets a 503 when none idles (counted in ``spanwatch_http_connections_rejected_total``, never logged one
+by one), so descriptors never run out under a flood and real scrapes keep a way in. TLS, client certificates, basic auth, security headers and a rate limit come from an
 exporter-toolkit ``web.yml`` (``webconfig``).
 
-Rendering is synchronous on the loop (it is the snapshot: no poll can interleave); gzip runs in a worker
-thread because zlib releases the GIL and a large exposition takes tens of milliseconds to compress.
+Rendering is synchronous on the loop (it is the snapshot: no poll can interleave); gzip runs on worker
+threads of its own (zlib releases the GIL and a large exposition takes tens of milliseconds to compress),
+so password checks and archive flushes, which have their own threads, never delay a scrape.
 """
 
 from __future__ import annotations
@@ -18,16 +22,20 @@ import contextlib
 import gzip
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collector.errors import ConfigError
 from collector.exporters.auth import CHALLENGE, BasicAuth
 from collector.exporters.prometheus import CONTENT_TYPE, render
 from collector.exporters.webconfig import WebConfig, load_web_config, peer_allowed, ssl_context
+from collector.lograte import RateLimitedLog
 from collector.store import Store
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 INDEX = (
     b"<!DOCTYPE html>\n<html><head><title>spanwatch</title></head><body>\n"
@@ -36,9 +44,12 @@ INDEX = (
 _REASONS = {
     200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
     408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
-    431: "Request Header Fields Too Large", 501: "Not Implemented", 505: "HTTP Version Not Supported",
+    431: "Request Header Fields Too Large", 501: "Not Implemented", 503: "Service Unavailable",
+    505: "HTTP Version Not Supported",
 }  # fmt: skip
 GZIP_LEVEL = 1  # metrics text is repetitive: level 1 already shrinks it ~10x, at a fraction of the CPU
+GZIP_WORKERS = 2
+REJECTED = "spanwatch_http_connections_rejected_total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +57,17 @@ class Limits:
     """What one client may cost the server.
 
     Attributes:
-        header_timeout: seconds for a request's header block once its first byte arrived (and for the TLS
-            handshake).
+        header_timeout: seconds for a request (request line and headers) once its first byte arrived, for
+            the first request of a connection from its start, and for the TLS handshake.
         idle_timeout: seconds a kept-alive connection may wait for its next request.
         max_header_bytes: the request line and headers together.
+        max_connections: open connections at most (well below the descriptor limit).
     """
 
     header_timeout: float = 10.0
     idle_timeout: float = 120.0
     max_header_bytes: int = 16 * 1024
+    max_connections: int = 256
 
 
 class HttpError(Exception):
@@ -153,7 +166,10 @@ class ExporterServer:
         self._extra = self.web.http_server_config.headers.items()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
+        self._idle: dict[asyncio.StreamWriter, None] = {}  # waiting for a request, oldest first
         self._tasks: set[asyncio.Task[None]] = set()
+        self._gzip = ThreadPoolExecutor(max_workers=GZIP_WORKERS, thread_name_prefix="gzip")
+        self.rejected = 0
 
     async def start(self, host: str | None, port: int) -> None:
         """Bind and start accepting.
@@ -168,6 +184,8 @@ class ExporterServer:
         """
         tls = self.web.tls_server_config
         ctx = ssl_context(tls) if tls is not None else None
+        _limit_accept_errors(asyncio.get_running_loop())
+        self.store.inc(REJECTED, (), 0)
         self._server = await asyncio.start_server(
             self._connection,
             host,
@@ -190,6 +208,9 @@ class ExporterServer:
             self._server.close()
         for writer in list(self._connections):
             writer.close()
+        if self._auth is not None:
+            self._auth.close()
+        self._gzip.shutdown(wait=False, cancel_futures=True)
 
     async def wait_closed(self) -> None:
         """Wait until the listener and every connection handler are gone."""
@@ -200,6 +221,9 @@ class ExporterServer:
 
     # -- one connection ----------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
+            self._reject(writer)
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
@@ -216,20 +240,51 @@ class ExporterServer:
             log.exception("exporter connection failed")
         finally:
             self._connections.discard(writer)
+            self._idle.pop(writer, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
             if task is not None:
                 self._tasks.discard(task)
 
+    def _evict_idle(self) -> bool:
+        """Close the connection that has idled longest between requests, making room for a new one."""
+        for writer in self._idle:
+            del self._idle[writer]
+            writer.close()
+            self._connections.discard(writer)
+            return True
+        return False
+
+    def _reject(self, writer: asyncio.StreamWriter) -> None:
+        """Answer 503 and close, without logging each one: the counter carries the volume."""
+        self.rejected += 1
+        self.store.inc(REJECTED, ())
+        _limited.log(
+            logging.WARNING,
+            "connection cap",
+            "exporter: %d connections open, the cap: refusing new ones (%s)",
+            len(self._connections),
+            REJECTED,
+        )
+        with contextlib.suppress(Exception):
+            if self.web.tls_server_config is None:  # on TLS the handshake is done; an answer costs nothing
+                writer.write(self._serialise(Response(503, _reason(503)), keep_alive=False))
+        writer.close()
+
     async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = True
         while True:
+            self._idle[writer] = None
             try:
-                request = await self._read_request(reader)
+                request = await self._read_request(reader, first, writer)
             except HttpError as e:
                 writer.write(self._serialise(Response(e.status, _reason(e.status)), keep_alive=False))
                 await writer.drain()
                 return
+            finally:
+                self._idle.pop(writer, None)
+            first = False
             if request is None:
                 return
             response = await self._respond(request)
@@ -241,23 +296,37 @@ class ExporterServer:
             if not keep_alive:
                 return
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> Request | None:
-        """The next request, or None when the client closed or idled out between requests."""
+    async def _read_request(
+        self, reader: asyncio.StreamReader, first: bool, writer: asyncio.StreamWriter
+    ) -> Request | None:
+        """The next request, or None when the client closed or idled out between requests.
+
+        A connection's first request must be complete within ``header_timeout`` (or ``idle_timeout`` when
+        shorter) of the connection; a later one may idle ``idle_timeout`` before its first byte, then has
+        ``header_timeout`` for the rest.
+        """
+        loop = asyncio.get_running_loop()
+        limits = self.limits
+        deadline = loop.time() + (
+            min(limits.header_timeout, limits.idle_timeout) if first else limits.idle_timeout
+        )
         try:
-            async with asyncio.timeout(self.limits.idle_timeout):
-                first = await reader.readuntil(b"\r\n")
+            async with asyncio.timeout_at(deadline):
+                head = await reader.readexactly(1)
         except (asyncio.IncompleteReadError, TimeoutError):
             return None
-        except asyncio.LimitOverrunError:
-            raise HttpError(431) from None
+        self._idle.pop(writer, None)  # a request is under way: not a connection to evict
+        if not first:
+            deadline = loop.time() + limits.header_timeout
         try:
-            async with asyncio.timeout(self.limits.header_timeout):
-                headers = await self._read_headers(reader, len(first))
+            async with asyncio.timeout_at(deadline):
+                line = head + await reader.readuntil(b"\r\n")
+                headers = await self._read_headers(reader, len(line))
         except TimeoutError:
             raise HttpError(408) from None
         except asyncio.LimitOverrunError:
             raise HttpError(431) from None
-        return _parse_request_line(first, headers)
+        return _parse_request_line(line, headers)
 
     async def _read_headers(self, reader: asyncio.StreamReader, used: int) -> dict[str, str]:
         headers: dict[str, str] = {}
@@ -295,7 +364,7 @@ class ExporterServer:
         if not accepts_gzip(request.headers.get("accept-encoding", "")):
             return Response(200, body, CONTENT_TYPE)
         loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(None, gzip.compress, body, GZIP_LEVEL)
+        body = await loop.run_in_executor(self._gzip, gzip.compress, body, GZIP_LEVEL)
         return Response(200, body, CONTENT_TYPE, [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")])
 
     def _serialise(self, response: Response, keep_alive: bool) -> bytes:
@@ -307,6 +376,27 @@ class ExporterServer:
             *(f"{k}: {v}" for k, v in (*response.headers, *self._extra)),
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body
+
+
+def _limit_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """Rate-limit asyncio's "socket.accept() out of system resource" lines (one per failed accept: 178 MB
+    of log in a minute at the descriptor limit); every other loop error goes where it went before."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "spanwatch_limited", False):
+        return
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message", ""))
+        if "accept" in message:
+            error = context.get("exception")
+            _limited.log(logging.ERROR, "accept", "exporter: %s: %s", message, error)
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handler.spanwatch_limited = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handler)
 
 
 def _reason(status: int) -> bytes:

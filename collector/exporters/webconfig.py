@@ -31,8 +31,9 @@ from pydantic import (
     model_validator,
 )
 
-from collector.config import parse_duration, read_yaml
+from collector.durations import parse_duration
 from collector.errors import ConfigError
+from collector.yaml_input import read_yaml
 
 TlsVersion = Literal["TLS10", "TLS11", "TLS12", "TLS13"]
 ClientAuth = Literal[

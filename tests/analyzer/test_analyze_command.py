@@ -1,4 +1,4 @@
-"""``spanwatch analyze`` end to end: outputs, truth accuracy, real training logs, user errors."""
+"""``spanwatch analyze`` end to end: outputs, the score against truth, real training logs, user errors."""
 
 from __future__ import annotations
 
@@ -26,15 +26,17 @@ def _stamp(seconds: float) -> str:
 
 
 def write_truth(path: Path, rows: list[dict[str, object]]) -> Path:
-    """The keys the analyzer expects from the simulated fabric's truth.json."""
+    """A truth.json as the scenario spec writes it, for the synthetic fabric's episodes and steps."""
     episodes = [
         {
             "kind": KIND[e.kind],
-            "start": _stamp(e.start),
-            "end": _stamp(e.end),
+            "start_time": _stamp(e.start),
+            "end_time": _stamp(e.end),
             "link": DEVICE_LINK[e.device],
-            "device": e.device,
-            "interface": "Ethernet1",
+            "devices": [e.device],
+            "interfaces": ["Ethernet1"],
+            "queues": [] if e.kind == "wave_down" else ["3"],
+            "affects_job": e.kind != "ecn",
         }
         for e in EPISODES
     ]
@@ -42,12 +44,13 @@ def write_truth(path: Path, rows: list[dict[str, object]]) -> Path:
         {
             "step": r["step"],
             "rank": r["rank"],
-            "exposed_seconds": r["penalty"],
-            "links": [r["true_link"]] if r["true_link"] else [],
+            "start_time": r["start"],
+            "end_time": r["end"],
+            "by_link": {str(r["true_link"]): r["penalty"]} if r["true_link"] else {},
         }
         for r in rows
     ]
-    path.write_text(json.dumps({"episodes": episodes, "steps": steps}))
+    path.write_text(json.dumps({"episodes": episodes, "steps": steps, "links": {}}))
     return path
 
 
@@ -102,12 +105,18 @@ def test_analyze_writes_every_output_and_reports_accuracy(
     assert summary["malformed_lines"]["count"] == 3
     assert "steps.jsonl:" in summary["malformed_lines"]["first"][0]
     assert "3 malformed log line(s)" in captured.err
-    accuracy = summary["accuracy"]
-    assert accuracy["event_recall"] >= 0.95
-    assert accuracy["event_precision"] >= 0.9
-    assert accuracy["exposed_latency_relative_error"] <= 0.10
-    assert accuracy["attribution_accuracy"] >= 0.9
-    assert "accuracy:" in captured.out
+    result = json.loads((out / "score.json").read_text())
+    assert result["event_recall"] == 1.0
+    assert result["event_precision"] == 1.0
+    assert result["misplaced_blame"] < 0.05
+    assert result["control"]["shift_ok"]  # 10 x the longest episode (30 s)
+    assert result["control"]["expected_shift_seconds"] == pytest.approx(300.0)
+    assert result["control"]["step_error"] == pytest.approx(1.0)  # no step meets an event any more
+    assert result["control"]["fails_timing_goal"]
+    assert not result["passed"]  # no steady figures: the truth has none and the analysis measures none
+    assert (out / "control" / "attribution.parquet").is_file()
+    assert not (out / "control" / "report.html").exists()
+    assert '"passed": false' in captured.out
     assert summary["measures"]["label:vendor"]["vendor-a"]["dropped_packets_per_terabyte"] > 0
 
 

@@ -15,6 +15,10 @@ SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "metrics
 PROPOSED_FOR_SPEC = {
     "spanwatch_gnmi_clock_offset_seconds": "gNMI device clock minus collector clock (issue 3)",
     "spanwatch_snmp_dropped_packets_total": "SNMP datagrams dropped by the RFC 3412/3414 receive checks (issue 16)",
+    "spanwatch_invalid_values_total": "readings the catalogue cannot hold, dropped (issue 16)",
+    "spanwatch_series_dropped_total": "new series beyond a target's cap, dropped (issue 16)",
+    "spanwatch_archive_rows_dropped_total": "archive rows dropped: buffer full, unwritable, failed (issue 16)",
+    "spanwatch_http_connections_rejected_total": "connections refused past the connection cap (issue 16)",
 }
 
 

@@ -84,7 +84,7 @@ def test_output_parses_as_valid_exposition() -> None:
 
 def test_counters_stay_exact_past_2_53() -> None:
     store, _ = _store()
-    big = 2**64 + 2**53 + 1  # a Counter64 unwrapped past 2^64 by the store stays a Python int
+    big = 2**63 + 2**53 + 1  # an exact Python int where a float64 would round (2^64-1 is the device's max)
     store.ingest("dci1.site-a", "snmp", [counter(RX, labels(interface="Ethernet2/1"), big)], 0)
     line = next(x for x in render(store).splitlines() if x.startswith(RX + "{"))
     assert line.endswith(f" {big}")

@@ -67,3 +67,11 @@ def test_unit_is_hardened_as_promised() -> None:
     ):
         assert line in text
     assert re.search(r"^LoadCredential=", text, re.M)
+
+
+def test_unit_sets_a_descriptor_limit_above_the_exporter_connection_cap() -> None:
+    from collector.exporters.http import Limits
+
+    m = re.search(r"^LimitNOFILE=(\d+)$", UNIT.read_text(), re.M)
+    assert m is not None, "the unit must set LimitNOFILE (the default soft limit is 1024)"
+    assert int(m[1]) >= 4 * Limits().max_connections

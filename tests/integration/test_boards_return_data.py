@@ -32,7 +32,7 @@ LIVE, DEAD = "dci1.site-a", "dci9.site-b"
 # Counter rates per second (ECN marks 20% of sent packets, paused half the time) and gauge values.
 RATES = {"dci_interface_transmit_packets_total": 1000, "dci_queue_ecn_marked_packets_total": 200,
          "dci_pfc_pause_duration_seconds_total": 0.5}  # fmt: skip
-GAUGES = {"dci_optics_pre_fec_ber": 5e-3, "dci_optics_osnr_db": 27.0, "dci_interface_oper_up": 1.0,
+GAUGES = {"dci_optics_pre_fec_ber": 8e-3, "dci_optics_osnr_db": 27.0, "dci_interface_oper_up": 1.0,
           "dci_interface_speed_bytes_per_second": 1e11}  # fmt: skip
 SERIES = {"interface": "Ethernet1/1", "queue": "3", "priority": "3", "lane": "1", "direction": "rx",
           "pool": "lossless", "component": "optics1"}  # fmt: skip

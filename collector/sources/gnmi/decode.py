@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -57,8 +57,30 @@ def _decimal(d: Any) -> float:
     return float(Decimal(d.digits).scaleb(-d.precision))
 
 
+class BadJson(ValueError):
+    """A json_val / json_ietf_val that does not parse, or nests deeper than ``MAX_JSON_DEPTH``."""
+
+
+MAX_JSON_DEPTH = 64  # OpenConfig trees are about 12 deep; 100k nested arrays blew the C stack's guard
+
+
 def _json(raw: bytes) -> Any:
-    return json.loads(raw)
+    # Nesting is checked before parsing: json.loads recurses, and a RecursionError is no place to be.
+    depth = 0
+    for c in raw.translate(None, _NOT_BRACKETS):
+        depth += 1 if c in _OPENERS else -1
+        if depth > MAX_JSON_DEPTH:
+            raise BadJson(f"nested deeper than {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise BadJson(type(e).__name__) from None
+
+
+_OPENERS = b"[{"
+# Every byte but brackets: what bytes.translate deletes to leave the nesting (brackets inside strings
+# count too, which only makes the check stricter than needed).
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 def decode_value(val: Any) -> Any:
@@ -70,6 +92,9 @@ def decode_value(val: Any) -> Any:
     Returns:
         int, float, str, bool, bytes, a list (leaf-list), a parsed JSON document (json_val /
         json_ietf_val; see ``flatten_json``), or None when no value is set.
+
+    Raises:
+        BadJson: a JSON value that does not parse or nests too deep.
     """
     kind = val.WhichOneof("value")
     if kind is None:
@@ -213,6 +238,7 @@ class Decoder:
         self._markers: dict[Any, object] = {}  # epoch key -> the reset marker's last value
         self._epochs: dict[Any, int] = {}  # epoch key -> how many times that marker changed
         self._live: dict[tuple[str, Labels], list[Elem]] = {}  # series seen -> path, for deletes
+        self.invalid: list[str] = []  # reasons of values dropped while decoding; the source drains it
 
     def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
         """Decode one ``gnmi_pb2.Notification``.
@@ -275,11 +301,16 @@ class Decoder:
                 epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
                 out.append(Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts))
                 continue
+            try:
+                scalar = _scalar(val)
+            except BadJson:
+                self.invalid.append("malformed_json")
+                continue
             if leaf.rule.is_epoch:
-                if self._marker(leaf.epoch_key, _scalar(val)):
+                if self._marker(leaf.epoch_key, scalar):
                     late = late or bool(out)
                 continue
-            sample = _sample(leaf, _scalar(val), ts, epochs)
+            sample = _sample(leaf, scalar, ts, epochs)
             if sample is not None:
                 out.append(sample)
         return out, deferred, late
@@ -327,13 +358,31 @@ class Decoder:
         return any(size > n for size in self.table.wild)
 
     def _json(self, base: list[Elem], val: Any, deferred: list[tuple[_Leaf, Any]]) -> None:
-        value = decode_value(val)
+        try:
+            value = decode_value(val)
+        except BadJson:
+            self.invalid.append("malformed_json")  # one bad document: drop it, keep the stream
+            return
         if not isinstance(value, JsonDoc):
             return
         for path, leaf_value in flatten_json(value, base):
             leaf = self._leaf(path)
             if leaf is not None:
                 deferred.append((leaf, leaf_value))
+
+    def prune(self, keep: Callable[[str, Labels], bool]) -> int:
+        """Forget series the store no longer holds (expired), so churn does not grow ``_live``.
+
+        Returns:
+            how many were forgotten.
+        """
+        gone = [ident for ident in self._live if not keep(*ident)]
+        for ident in gone:
+            del self._live[ident]
+        if gone:
+            self._cache.clear()  # cached decisions would not re-register a series that comes back
+            self._size = 0
+        return len(gone)
 
     def _deletes(self, prefix: Any, deletes: Any) -> list[tuple[str, Labels]]:
         gone: list[tuple[str, Labels]] = []
@@ -365,12 +414,14 @@ def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> 
     x = number(value, rule.values)
     if x is None:
         return None
-    if leaf.plain_counter:
+    if rule.counter:
         epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
+        if isinstance(x, float) and not math.isfinite(x):
+            # No integer to track: the store drops it and counts it (spanwatch_invalid_values_total).
+            return Sample(leaf.metric, leaf.labels, x, None, 64, epoch, ts, rule.scale)
         raw = int(x)
-        return Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts)
-    if rule.counter:  # a counter in other units (µs -> s): the store tracks the integers, exports scaled
-        epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
-        raw = int(x)
+        if leaf.plain_counter:
+            return Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts)
+        # a counter in other units (µs -> s): the store tracks the integers, exports scaled
         return Sample(leaf.metric, leaf.labels, raw * rule.scale, raw, 64, epoch, ts, rule.scale)
     return Sample(leaf.metric, leaf.labels, x * rule.scale, None, 64, None, ts)

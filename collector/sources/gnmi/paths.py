@@ -21,10 +21,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from collector.config import read_yaml
 from collector.contracts.catalog import CATALOG, SERIES_LABELS, STAT_SUFFIXES, Kind
 from collector.errors import MappingError
 from collector.mappings import HERE as MAPPINGS_DIR
+from collector.yaml_input import read_yaml
 
 GNMI_DIR = MAPPINGS_DIR / "gnmi"
 

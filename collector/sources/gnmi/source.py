@@ -25,7 +25,10 @@ Health: ``spanwatch_target_up`` is 1 only while every stream of the target deliv
 use two prefix targets has two streams; one failing stream makes the target down),
 ``spanwatch_gnmi_updates_total`` (gNMI Update messages received),
 ``spanwatch_gnmi_reconnects_total`` and ``spanwatch_gnmi_clock_offset_seconds`` (see ``gnmi_timing``); a
-clock skew above ``skew_warning`` seconds is logged once per excursion. ``spanwatch_polls_total`` is not used
+clock skew above ``skew_warning`` seconds is logged once per excursion. A value or message that cannot be
+decoded (a NaN counter, malformed or too deeply nested JSON, bytes that do not parse) is dropped and
+counted in ``spanwatch_invalid_values_total``; the stream goes on. Should the task itself die of a bug,
+the target is marked down and the cause logged. ``spanwatch_polls_total`` is not used
 by streams: a stream has no polls, and its state is ``target_up`` plus the logged cause.
 """
 
@@ -68,6 +71,7 @@ PERMANENT = frozenset(
 )
 
 SOURCE = "gnmi"
+PRUNE_SECONDS = 60.0  # how often the decoder forgets series the store expired
 PREFERRED_ENCODINGS = ("proto", "json_ietf", "json")
 _parse = gnmi_pb2.SubscribeResponse.FromString
 
@@ -126,6 +130,7 @@ class GnmiSource:
         self.status = "idle"
         self.responses = 0  # SubscribeResponses handled (tests wait on it)
         self._skewed = False
+        self._pruned = self.clock.monotonic()
         self._up: dict[str | None, bool] = {}  # prefix target -> its stream is delivering
         self._dev = (("device", device),)
         self._ds = (("device", device), ("source", SOURCE))
@@ -140,9 +145,16 @@ class GnmiSource:
         for s in self.sets:
             groups.setdefault(s.target, []).extend(s.subscriptions)
         self._up = dict.fromkeys(groups, False)
-        async with asyncio.TaskGroup() as tg:
-            for target, subs in groups.items():
-                tg.create_task(self._supervise(store, target, subs))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for target, subs in groups.items():
+                    tg.create_task(self._supervise(store, target, subs))
+        except Exception as e:
+            # A bug must not leave the target looking healthy: say it is down, and why, then let it go.
+            self.status = f"failed: {type(e).__name__}"
+            store.set("spanwatch_target_up", self._ds, 0)
+            log.error("gnmi %s (%s): the stream task died: %r", self.device, self.cfg.address, e)
+            raise
 
     def _stream_up(self, store: Store, target: str | None, up: bool) -> None:
         """Record one stream's state; the target is up only while all of its streams are."""
@@ -169,6 +181,8 @@ class GnmiSource:
                 cause = f"stalled: no update for {self.stall_timeout:g}s"
             except grpc.aio.AioRpcError as e:
                 cause = f"{e.code().name}: {e.details()}"
+            except Exception as e:  # an unexpected failure: redial with backoff rather than die silently
+                cause = f"unexpected {type(e).__name__}: {e}"
             delay = self.backoff.next()
             self._down(store, target, f"backoff: {cause}")
             log.warning("gnmi %s (%s): %s; redial in %.2fs", self.device, self.cfg.address, cause, delay)
@@ -265,9 +279,12 @@ class GnmiSource:
                 resp = _parse(raw)
             except DecodeError:
                 # gRPC framed it, so the stream itself is fine: drop the one message, keep the stream.
-                log.warning("gnmi %s: dropped a SubscribeResponse that does not parse", self.device)
+                store.invalid(self.device, SOURCE, "undecodable_message")
                 continue
-            self.handle(store, resp)
+            try:
+                self.handle(store, resp)
+            except Exception as e:  # one bad update must not end the stream (issue 16)
+                store.invalid(self.device, SOURCE, "decode_error", type(e).__name__)
 
     # -- one response ------------------------------------------------------------------------------
     def handle(self, store: Store, resp: Any) -> None:
@@ -279,11 +296,20 @@ class GnmiSource:
             return
         n = resp.update
         received = self.clock.time_ns()
-        samples, gone = self.decoder.notification(n)
+        try:
+            samples, gone = self.decoder.notification(n)
+        finally:
+            for reason in self.decoder.invalid:
+                store.invalid(self.device, SOURCE, reason)
+            self.decoder.invalid.clear()
         for metric, lbls in gone:
             store.forget(self.device, metric, lbls)
         if samples:
             store.ingest(self.device, SOURCE, samples, received)
+        now = self.clock.monotonic()
+        if now - self._pruned >= PRUNE_SECONDS:
+            self._pruned = now
+            self.decoder.prune(lambda metric, lbls: store.holds(self.device, metric, lbls))
         store.inc("spanwatch_gnmi_updates_total", self._dev, len(n.update))
         if n.timestamp:
             self._clock_offset(store, n.timestamp, received)

@@ -16,9 +16,9 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from collector import yaml_input
 from collector.contracts.catalog import CATALOG, SERIES_LABELS
 from collector.errors import MappingError
 from collector.mappings import HERE
@@ -216,9 +216,9 @@ def load_file(path: Path) -> Module:
         MappingError: unreadable file, bad YAML or a table that does not validate.
     """
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_input.load(path)
         return Module.model_validate(raw)
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, yaml_input.YamlInputError) as e:
         raise MappingError(f"{path.name}: {e}") from None
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())

@@ -1,0 +1,33 @@
+"""The scorer on a real short demo run: the control is made, shifted as called for, and fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spanwatch import score
+from spanwatch.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_demo_run_is_scored_with_its_control(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--duration", "20", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "score: " in printed
+    result = json.loads((out / "score.json").read_text())
+    assert set(score.GOALS) <= set(result)
+    control = result["control"]
+    assert control["shift_ok"], control
+    assert control["fails_timing_goal"]
+    assert control["step_error"] > result["step_error"]
+    # Today's analyzer measures no steady figure: missing, and so failed, never 0.
+    assert result["steady_error"] is None
+    assert not result["passed"]
+    # The same folders give the same score through the command.
+    assert main(["score", "--truth", str(out / "truth.json"), "--analysis", str(out)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert {k: again[k] for k in score.GOALS} == {k: result[k] for k in score.GOALS}

@@ -1,0 +1,341 @@
+"""The scorer catches each defect issue 12 lists, on hand-made truth and analysis folders."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from scoring_frames import (
+    COSTS,
+    EPISODES,
+    EVENTS,
+    STEPS,
+    scaled,
+    truth_doc,
+    write_analysis,
+    write_control,
+    write_truth,
+)
+
+from spanwatch import score
+from spanwatch.cli import main
+
+
+def scored(
+    tmp_path: Path, doc: dict[str, Any] | None = None, control: bool = True, **analysis: Any
+) -> dict[str, Any]:
+    """Write the truth and an analysis (with its control unless told), and score them."""
+    truth = write_truth(tmp_path / "truth.json", doc)
+    folder = write_analysis(tmp_path / "analysis", **analysis)
+    if control:
+        write_control(folder)
+    return score.score(score.read_truth(truth), folder)
+
+
+def test_a_perfect_analysis_passes_and_its_shifted_control_fails(tmp_path: Path) -> None:
+    result = scored(tmp_path)
+    for name in ("step_error", "false_blame", "link_error", "misplaced_blame", "steady_error"):
+        assert result[name] == pytest.approx(0.0), name
+    assert result["event_recall"] == 1.0
+    assert result["event_precision"] == 1.0
+    assert result["failed"] == {}
+    control = result["control"]
+    assert control["shift_ok"], control
+    assert control["step_error"] == pytest.approx(1.0)
+    assert control["fails_timing_goal"]
+    assert result["passed"], result["why"]
+
+
+def test_a_shifted_step_log_fails(tmp_path: Path) -> None:
+    # The analyzer read the log 5 s late: each step got the cost of the step five before it.
+    late = {s + 5: per for s, per in COSTS.items()}
+    result = scored(tmp_path, costs=late, shift=5.0)
+    assert result["step_error"] > 1.5  # the cost is on the wrong steps twice over
+    assert result["misplaced_blame"] > 0.5
+    assert not result["passed"]
+
+
+def test_a_control_that_still_passes_fails_the_score(tmp_path: Path) -> None:
+    truth = write_truth(tmp_path / "truth.json")
+    folder = write_analysis(tmp_path / "analysis")
+    write_control(folder, costs=COSTS)  # shifted, yet it finds the same costs: it measures nothing
+    result = score.score(score.read_truth(truth), folder)
+    assert result["failed"] == {}
+    assert not result["control"]["fails_timing_goal"]
+    assert not result["passed"]
+    assert any("still meets every goal" in why for why in result["why"])
+
+
+def test_a_control_that_is_not_shifted_as_called_for_fails_the_score(tmp_path: Path) -> None:
+    truth = write_truth(tmp_path / "truth.json")
+    folder = write_analysis(tmp_path / "analysis")
+    write_control(folder, shift=20.0)
+    result = score.score(score.read_truth(truth), folder)
+    assert result["control"]["expected_shift_seconds"] == pytest.approx(100.0)  # 10 x the 10 s congestion
+    assert not result["control"]["shift_ok"]
+    assert not result["passed"]
+
+
+def test_a_missing_control_is_reported_and_fails(tmp_path: Path) -> None:
+    result = scored(tmp_path, control=False)
+    assert result["failed"] == {}
+    assert "no control analysis" in result["control"]["missing"]
+    assert not result["passed"]
+
+
+def test_congestion_on_the_wrong_wave_or_queue_is_no_detection(tmp_path: Path) -> None:
+    incast = {
+        "kind": "incast",
+        "link": "L1",
+        "wave": 3,
+        "start": "25s",
+        "duration": "2s",
+        "interfaces": ["Ethernet1/3"],
+        "queues": [3],
+    }
+    wrong_wave = {
+        "kind": "pfc",
+        "link": "L1",
+        "interface": "Ethernet1/4",
+        "queue": "3",
+        "start": 25.0,
+        "end": 27.0,
+    }
+    wrong_queue = {
+        "kind": "ecn",
+        "link": "L1",
+        "interface": "Ethernet1/1",
+        "queue": "0",
+        "start": 10.5,
+        "end": 20.0,
+    }
+    events = [wrong_queue, *EVENTS[2:], wrong_wave]
+    result = scored(tmp_path, truth_doc(episodes=[*EPISODES, incast]), events=events)
+    assert result["event_recall"] == pytest.approx(2 / 4)
+    assert result["event_precision"] == pytest.approx(3 / 5)
+    missed = result["detail"]["events"]["episodes_missed"]
+    assert any(m.startswith("incast on L1 wave 3") for m in missed)
+    assert any(m.startswith("congestion on L1") for m in missed)
+
+
+def test_a_missed_wave_down_lowers_recall(tmp_path: Path) -> None:
+    # Only drops while the wave was down: a congestion-family event cannot stand for an outage.
+    drops = {
+        "kind": "drops",
+        "link": "L2",
+        "interface": "Ethernet1/1",
+        "queue": "3",
+        "start": 30.2,
+        "end": 35.0,
+    }
+    events = [e for e in EVENTS if e["kind"] != "wave_down"] + [drops]
+    result = scored(tmp_path, events=events)
+    assert result["event_recall"] == pytest.approx(2 / 3)
+    assert "event_recall" in result["failed"]
+    assert result["detail"]["events"]["unmatched_events_by_kind"] == {"drops": 1}
+
+
+def test_optical_warnings_spanning_the_whole_run_do_not_match(tmp_path: Path) -> None:
+    always = [
+        {"kind": kind, "link": "L1", "interface": place, "queue": None, "start": 0.0, "end": float(STEPS)}
+        for kind, place in (("osnr", "OpticalChannel1/2"), ("ber", "Ethernet1/2"))
+    ]
+    result = scored(tmp_path, events=[*EVENTS[:3], *always])
+    assert result["event_recall"] == pytest.approx(2 / 3)  # the degradation is not found by them
+    assert result["event_precision"] == pytest.approx(3 / 5)
+    assert not result["passed"]
+
+
+def test_a_short_burst_seen_as_one_poll_still_matches(tmp_path: Path) -> None:
+    burst = {"kind": "burst", "link": "L2", "start": "25s", "duration": "200ms", "affects_job": False}
+    seen = {
+        "kind": "queue",
+        "link": "L2",
+        "interface": "Ethernet1/2",
+        "queue": "3",
+        "start": 25.0,
+        "end": 26.0,
+    }
+    result = scored(tmp_path, truth_doc(episodes=[*EPISODES, burst]), events=[*EVENTS, seen])
+    assert result["event_recall"] == 1.0
+    assert result["event_precision"] == 1.0
+
+
+def test_over_and_under_attribution_that_cancel_are_caught_per_step(tmp_path: Path) -> None:
+    # Steps 10-14 get 1.5 x their cost, steps 15-19 0.5 x: the link's total is exact.
+    wrong = {
+        s: {link: v * (1.5 if s < 15 else 0.5 if s < 20 else 1.0) for link, v in per.items()}
+        for s, per in COSTS.items()
+    }
+    result = scored(tmp_path, costs=wrong)
+    l1 = next(row for row in result["detail"]["links"] if row["link"] == "L1")
+    assert l1["error"] == pytest.approx(0.0, abs=1e-12)
+    assert result["step_error"] == pytest.approx(10 * 0.05 / 2.0)  # 2 s of truth in all
+    assert "step_error" in result["failed"]
+
+
+def test_blame_moved_between_links_in_a_step_is_caught_per_link(tmp_path: Path) -> None:
+    # Both links cost 100 ms in steps 10-19; the analysis gives 160 ms to L1 and 40 ms to L2: every step's
+    # total is exact.
+    truth_costs = {s: {"L1": 0.1, "L2": 0.1} for s in range(10, 20)}
+    estimate = {s: {"L1": 0.16, "L2": 0.04} for s in range(10, 20)}
+    result = scored(tmp_path, truth_doc(costs=truth_costs), costs=estimate)
+    assert result["step_error"] == pytest.approx(0.0, abs=1e-12)
+    assert result["link_error"] == pytest.approx(0.6)
+    assert "link_error" in result["failed"]
+
+
+def test_blame_on_a_link_with_no_truth_is_misplaced(tmp_path: Path) -> None:
+    # Steps 10-14: L1's cost given to L2, which costs nothing then.
+    estimate = {s: ({"L2": 0.1} if s < 15 else per) for s, per in COSTS.items()}
+    result = scored(tmp_path, costs=estimate)
+    assert result["step_error"] == pytest.approx(0.0, abs=1e-12)
+    assert result["misplaced_blame"] == pytest.approx(0.5 / 2.0)
+    assert "misplaced_blame" in result["failed"]
+
+
+def test_false_blame_on_clean_steps(tmp_path: Path) -> None:
+    estimate = {**COSTS, **{s: {"L1": 0.06} for s in range(50, 53)}}  # 60 ms > 5 % of a 1 s step
+    estimate |= {s: {"L1": 0.04} for s in range(53, 56)}  # 40 ms <= 50 ms: noise, not blame
+    result = scored(tmp_path, costs=estimate)
+    clean = result["detail"]["clean_steps"]
+    assert clean == STEPS - 15
+    assert result["false_blame"] == pytest.approx(3 / clean)
+    assert result["detail"]["falsely_blamed_steps"] == 3
+    assert "false_blame" in result["failed"]
+
+
+def test_ranks_are_averaged_and_a_job_wide_row_is_one_rank(tmp_path: Path) -> None:
+    # Truth per rank (0 and 1), the analysis job-wide: each side is its own mean.
+    assert scored(tmp_path / "wide", ranks=[None])["step_error"] == pytest.approx(0.0)
+    # Steps per rank, attribution job-wide: the job-wide figure is the step's, not shared among ranks.
+    assert scored(tmp_path / "mixed", attribution_ranks=[None])["step_error"] == pytest.approx(0.0)
+    # The analysis logged rank 0 only: the truth is read for rank 0 too.
+    assert scored(tmp_path / "one", ranks=[0])["step_error"] == pytest.approx(0.0)
+
+
+def test_a_missing_steady_figure_fails_and_is_not_zero(tmp_path: Path) -> None:
+    result = scored(tmp_path, steady=None)
+    assert result["steady_error"] is None
+    assert result["failed"]["steady_error"] == "missing or undefined"
+    assert "links.parquet has no round_trip_seconds for L2" in json.dumps(result["detail"]["steady"])
+    off = scored(tmp_path / "off", steady={"L1": (0.0012, 0.01), "L2": (0.0014, 0.02)})
+    assert off["steady_error"] == pytest.approx(0.2)
+
+
+def test_absolute_episode_times_and_list_links_are_read(tmp_path: Path) -> None:
+    doc = truth_doc()
+    doc["links"] = [{"name": name, **figures} for name, figures in doc["links"].items()]
+    for episode in doc["episodes"]:
+        start = float(episode.pop("start").rstrip("s"))
+        length = float(episode.pop("duration").rstrip("s"))
+        episode["start_time"], episode["end_time"] = stamp_pair(start, length)
+    del doc["start_time"]
+    result = scored(tmp_path, doc)
+    assert result["passed"], result["why"]
+
+
+def test_the_one_link_truth_of_the_simulator_before_issue_12_is_read(tmp_path: Path) -> None:
+    # One job-wide row per step with excess_s, one top-level link, absolute episode times, fabric.rtt_s.
+    doc = {
+        "link": "L1",
+        "fabric": {"rtt_s": 0.001},
+        "episodes": [
+            {"kind": "congestion", "start": stamp_pair(10, 10)[0], "end": stamp_pair(10, 10)[1], "link": "L1"}
+        ],
+        "steps": [
+            {
+                "step": s,
+                "start": stamp_pair(s, 1)[0],
+                "end": stamp_pair(s, 1)[1],
+                "excess_s": 0.1 * (10 <= s < 20),
+            }
+            for s in range(STEPS)
+        ],
+    }
+    costs = {s: {"L1": 0.1} for s in range(10, 20)}
+    result = scored(tmp_path, doc, costs=costs, events=EVENTS[:2], steady={"L1": (0.001, 0.0)})
+    assert result["failed"] == {}, result["failed"]
+    assert result["detail"]["steady"]["L1.round_trip_seconds"]["error"] == pytest.approx(0.0)
+
+
+def stamp_pair(start: float, length: float) -> tuple[str, str]:
+    from scoring_frames import stamp
+
+    return stamp(start), stamp(start + length)
+
+
+def test_the_command_prints_the_score(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    truth = write_truth(tmp_path / "truth.json")
+    folder = write_control(write_analysis(tmp_path / "analysis")).parent
+    assert main(["score", "--truth", str(truth), "--analysis", str(folder)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["passed"] is True
+    assert set(score.GOALS) <= set(printed) and "control" in printed
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("bad_json", "not valid JSON"),
+        ("no_table", "events.parquet: not found"),
+        ("relative_without_start", "no run start_time"),
+        ("no_by_link", "a step needs by_link"),
+        ("bad_duration", "not a duration"),
+        ("bad_column", "does not hold what the scorer reads"),
+    ],
+)
+def test_bad_input_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: str, message: str
+) -> None:
+    doc = truth_doc()
+    folder = write_analysis(tmp_path / "analysis")
+    if setup == "bad_json":
+        (tmp_path / "truth.json").write_text("{not json")
+    else:
+        if setup == "no_table":
+            (folder / "events.parquet").unlink()
+        elif setup == "bad_column":
+            bad = {"step": ["x"], "rank": [0], "link": ["L1"], "attributed_seconds": [0.1]}
+            pl.DataFrame(bad).write_parquet(folder / "attribution.parquet")
+        elif setup == "relative_without_start":
+            del doc["start_time"]
+        elif setup == "no_by_link":
+            del doc["steps"][3]["by_link"]
+        elif setup == "bad_duration":
+            doc["episodes"][0]["duration"] = "ten seconds"
+        write_truth(tmp_path / "truth.json", doc)
+    status = main(["score", "--truth", str(tmp_path / "truth.json"), "--analysis", str(folder)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_the_scorer_imports_nothing_of_the_analyzer_or_the_simulator() -> None:
+    code = "import sys, spanwatch.score; print('\\n'.join(sorted(sys.modules)))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    banned = [m for m in loaded if m == "analyzer" or m.startswith(("analyzer.", "spanwatch.sim"))]
+    assert banned == []
+
+
+def test_family_map_agrees_with_every_kind_the_analyzer_declares() -> None:
+    from analyzer.kinds import KINDS
+
+    # The scorer keeps its own map (it may not import the analyzer); the analyzer calls outages "down".
+    theirs = {name: {"down": "outage"}.get(kind.family, kind.family) for name, kind in KINDS.items()}
+    assert {name: score.family(name) for name in KINDS} == theirs
+    assert score.family("compute_stall") is None  # never the network's doing
+
+
+def test_scaling_keeps_links(tmp_path: Path) -> None:
+    result = scored(tmp_path, costs=scaled(COSTS, 1.1))
+    assert result["step_error"] == pytest.approx(0.1)
+    assert result["link_error"] == pytest.approx(0.1)
