@@ -4,7 +4,8 @@
 (``analyzer.network``: signals, events, totals) -> correlation (``analyzer.correlate``) -> measures
 (``analyzer.measures``), and returns an
 ``AnalysisResult`` whose ``write`` puts ``steps.parquet``, ``events.parquet``, ``attribution.parquet``,
-``links.parquet``, ``measures.parquet`` and ``summary.json`` in a folder. Logs alone still give the step
+``links.parquet``, ``measures.parquet``, ``bus_bandwidth.parquet`` (nccl-tests results) and ``summary.json``
+in a folder; ``summary.json``'s ``warnings`` name every input that could not be used, and why. Logs alone still give the step
 analysis; telemetry alone still gives the events and measures. Scoring against a simulated fabric's truth is
 not the analyzer's business (``spanwatch.score`` reads these files).
 """
@@ -20,16 +21,17 @@ from typing import Any
 
 import polars as pl
 
-from analyzer import correlate, gpu_time, measures, network, prometheus, topology
+from analyzer import bandwidth, correlate, gpu_time, inputs, measures, network, prometheus, schemas, topology
 from analyzer.claims import validate_claims
 from analyzer.errors import InputError
-from analyzer.ingest import ParseResult, nccl_inspector, parse_files
+from analyzer.ingest import ParseResult, nccl_inspector
+from analyzer.inputs import InputWarning
 from analyzer.thresholds import Thresholds
 from collector.config import Config
 
 Progress = Callable[[str, int, int], None]
 MALFORMED_SHOWN = 10
-FILES = ("steps", "events", "attribution", "links", "measures")
+FILES = ("steps", "events", "attribution", "links", "measures", "bus_bandwidth")
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -54,6 +56,8 @@ class AnalysisInputs:
             breaks the timing link between logs and telemetry with it).
         skew_seconds: clock-skew tolerance; None = from Prometheus when given, else 0.
         gpus: the job's GPU count, for GPU-hours lost.
+        job_bytes_per_step: the bytes the job sends across the sites per step and direction, for the
+            report's plan (never inferred from all the link carried).
         thresholds: detection levels.
         batch_rows: archive readings per batch (the memory budget).
     """
@@ -70,6 +74,7 @@ class AnalysisInputs:
     shift_logs_seconds: float = 0.0
     skew_seconds: float | None = None
     gpus: int | None = None
+    job_bytes_per_step: float | None = None
     thresholds: Thresholds = field(default_factory=lambda: Thresholds())
     batch_rows: int = network.DEFAULT_BATCH_ROWS
 
@@ -85,6 +90,7 @@ class AnalysisResult:
         links: ``schemas.LINK_EXPOSURE``.
         measures: ``schemas.MEASURES``.
         summary: the JSON-ready summary.
+        bus_bandwidth: ``schemas.BUS_BANDWIDTH`` (nccl-tests results).
     """
 
     steps: pl.DataFrame
@@ -93,6 +99,7 @@ class AnalysisResult:
     links: pl.DataFrame
     measures: pl.DataFrame
     summary: dict[str, Any]
+    bus_bandwidth: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=schemas.BUS_BANDWIDTH))
 
     def write(self, out: Path) -> list[Path]:
         """Write every table as Parquet and the summary as JSON into ``out`` (created if missing).
@@ -141,7 +148,9 @@ class Analysis:
         claims = validate_claims(i.claims) if i.claims is not None else None
         config = topology.load_config(i.config) if i.config is not None else None
         progress("logs", 0, 1)
-        parsed = parse_files(i.logs, i.log_format) if i.logs else ParseResult(Path())
+        logs = inputs.parse_logs(i.logs, i.log_format)
+        inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
+        parsed = logs.result
         if i.shift_logs_seconds:
             parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
@@ -153,8 +162,12 @@ class Analysis:
         progress("correlate", 1, 1)
         labels = topology.device_labels(config)
         table = self._measures(net, steps, attribution, labels)
+        warnings = [*logs.warnings, *_telemetry_warnings(i, net, config)]
         summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
-        return AnalysisResult(steps, net.events, attribution, links, table, summary)
+        summary["inputs"]["files"] = logs.files
+        summary["warnings"] = inputs.as_json(warnings)
+        busbw = bandwidth.bus_bandwidth(parsed.table("collectives"), parsed.table("nccl_ranks"))
+        return AnalysisResult(steps, net.events, attribution, links, table, summary, busbw)
 
     def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
         i = self.inputs
@@ -223,6 +236,27 @@ class Analysis:
         return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
 
 
+def _telemetry_warnings(
+    i: AnalysisInputs, net: network.NetworkResult, config: Config | None
+) -> list[InputWarning]:
+    """The telemetry inputs that gave nothing, or less than all: no readings, skipped files, silent links."""
+    source = i.archive if i.archive is not None else i.prometheus
+    if source is None:
+        return []
+    out = [InputWarning(str(path), f"archive file not read: {why}") for path, why in net.skipped]
+    if net.rows == 0:
+        out.append(InputWarning(str(source), "no telemetry readings in the analysed range and devices"))
+        return out
+    seen = set(net.devices)
+    for link in config.links if config is not None else ():
+        silent = sorted({m.device for m in link.members} - seen)
+        if silent:
+            out.append(
+                InputWarning(f"link {link.name}", f"no telemetry from member device(s) {', '.join(silent)}")
+            )
+    return out
+
+
 def shift_times(parsed: ParseResult, seconds: float) -> ParseResult:
     """The parsed logs with every time moved by ``seconds`` (every datetime column of every table).
 
@@ -275,6 +309,7 @@ def _summary(
         },
         "skew_seconds": skew,
         "gpus": i.gpus,
+        "job_bytes_per_step": i.job_bytes_per_step,
         "thresholds": i.thresholds.model_dump(),
         "telemetry": {
             "rows": net.rows,

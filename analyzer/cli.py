@@ -45,6 +45,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--skew", help="clock-skew tolerance, e.g. 50ms (default: from Prometheus, else 0)")
     p.add_argument("--gpus", type=int, help="the job's GPU count, for GPU-hours lost")
+    p.add_argument(
+        "--job-bytes-per-step",
+        type=float,
+        metavar="BYTES",
+        help="bytes the job sends across the sites per step and direction (the report's plan)",
+    )
     p.add_argument("--start", help="first time analysed (RFC 3339)")
     p.add_argument("--end", help="end of the time analysed (RFC 3339)")
     p.add_argument("--devices", nargs="+", metavar="NAME", help="only these devices")
@@ -95,6 +101,8 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
     shift = _duration(args.shift_logs, "--shift-logs")
     if args.gpus is not None and args.gpus <= 0:
         raise InputError("--gpus", "must be a positive number")
+    if args.job_bytes_per_step is not None and not args.job_bytes_per_step > 0:
+        raise InputError("--job-bytes-per-step", "must be a positive number of bytes")
     return AnalysisInputs(
         archive=args.archive,
         prometheus=args.prometheus,
@@ -108,6 +116,7 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
         shift_logs_seconds=shift or 0.0,
         skew_seconds=skew,
         gpus=args.gpus,
+        job_bytes_per_step=args.job_bytes_per_step,
         thresholds=load_thresholds(args.thresholds),
     )
 
@@ -135,12 +144,14 @@ def _progress() -> Iterator[Progress]:
 
 
 def report(result: AnalysisResult, written: list[Path]) -> None:
-    """Print malformed lines (stderr) and where the outputs are (stdout).
+    """Print unusable inputs and malformed lines (stderr) and where the outputs are (stdout).
 
     Args:
         result: the analysis.
         written: the files written.
     """
+    for warning in result.summary.get("warnings", []):
+        print(f"spanwatch analyze: warning: {warning['input']}: {warning['problem']}", file=sys.stderr)
     malformed = result.summary["malformed_lines"]
     if malformed["count"]:
         print(f"spanwatch analyze: {malformed['count']} malformed log line(s); first:", file=sys.stderr)

@@ -16,14 +16,14 @@ label (``label:vendor``...), and ``run``. A measure with no data for a key gives
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer import schemas
+from analyzer import quantiles, schemas
 from analyzer.correlate import exposure_per_step
+from analyzer.intervals import covered_seconds
 
 DROPPED = "dci_queue_dropped_packets_total"
 ECN = "dci_queue_ecn_marked_packets_total"
@@ -136,36 +136,8 @@ def _sample_quantile(metrics: tuple[str, ...], q: float) -> Compute:
 
 
 def _quantile(frame: pl.DataFrame, key: str, q: float) -> pl.DataFrame:
-    """The q-quantile per key from histogram rows (``bucket``, ``count``): the first bucket whose cumulative
-    count reaches q of the total, read back as its value."""
-    per_bucket = frame.group_by(key, "bucket").agg(pl.col("count").sum()).sort(key, "bucket")
-    cumulative = per_bucket.with_columns(
-        reached=pl.col("count").cum_sum().over(key) >= q * pl.col("count").sum().over(key)
-    )
-    chosen = cumulative.filter("reached").group_by(key).agg(pl.col("bucket").first())
-    return chosen.select(key, value=bucket_value(pl.col("bucket")))
-
-
-# Quantile inputs are kept as log-spaced histograms, mergeable across device batches and small whatever the
-# archive size: a reading v > 0 falls in bucket round(log(v) / log(1 + BUCKET_STEP)), read back within
-# +/- BUCKET_STEP / 2 of v; v <= 0 falls in ZERO_BUCKET.
-BUCKET_STEP = 0.01
-ZERO_BUCKET = -(2**31)
-
-
-def bucket_of(value: pl.Expr) -> pl.Expr:
-    """The histogram bucket of a reading (see ``BUCKET_STEP``)."""
-    log_bucket = (value.log() / math.log1p(BUCKET_STEP)).round().cast(pl.Int32())
-    return pl.when(value > 0).then(log_bucket).otherwise(pl.lit(ZERO_BUCKET, pl.Int32()))
-
-
-def bucket_value(bucket: pl.Expr) -> pl.Expr:
-    """The value a histogram bucket stands for."""
-    return (
-        pl.when(bucket == ZERO_BUCKET)
-        .then(0.0)
-        .otherwise((bucket.cast(pl.Float64()) * math.log1p(BUCKET_STEP)).exp())
-    )
+    """The q-quantile per key from histogram rows: ``analyzer.quantiles``, the one definition of a p99."""
+    return quantiles.quantile(frame, key, q)
 
 
 def _exposure(q: float | None) -> Compute:
@@ -198,10 +170,9 @@ def _event_seconds(kinds: tuple[str, ...], per_hour: bool) -> Compute:
     def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
         e = inputs.events.filter(pl.col(key).is_not_null())
         hours = _observed_hours(inputs, key)
-        seconds = (
-            e.filter(pl.col("kind").is_in(list(kinds)))
-            .group_by(key)
-            .agg(value=pl.col("duration_seconds").sum())
+        # Overlapping events (drops and ECN of one episode, two queues) are one period: merged, not summed.
+        seconds = covered_seconds(e.filter(pl.col("kind").is_in(list(kinds))), key).rename(
+            {"seconds": "value"}
         )
         out = hours.join(seconds, on=key, how="left").with_columns(pl.col("value").fill_null(0.0))
         if per_hour:
@@ -254,7 +225,7 @@ MEASURES: dict[str, Measure] = {
     ),
     "link_utilization_p99": Measure(
         "ratio",
-        "99th percentile of transmit rate / interface speed over sample intervals.",
+        "99th percentile of transmit rate / interface speed, rates over 10 s windows (at most 1).",
         _sample_quantile((UTILIZATION,), 0.99),
         reads=(TX_BYTES, SPEED),
     ),
@@ -296,14 +267,14 @@ MEASURES: dict[str, Measure] = {
     ),
     "congestion_seconds_per_hour": Measure(
         "s/h",
-        "Duration of drop, ECN, PFC and queue episodes (summed) per hour of observation.",
+        "Time with a drop, ECN, PFC or queue episode open (overlaps counted once) per hour of observation.",
         _event_seconds(CONGESTION, True),
         reads=(DROPPED, ECN, PFC_SECONDS, WATERMARK),
         kinds=CONGESTION,
     ),
     "wave_down_seconds": Measure(
         "s",
-        "Time interfaces were operationally down.",
+        "Time some interface was operationally down (overlapping outages counted once).",
         _event_seconds(("wave_down",), False),
         reads=(OPER_UP,),
         kinds=("wave_down",),

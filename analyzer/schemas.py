@@ -324,6 +324,23 @@ LINK_EXPOSURE: pl.Schema = pl.Schema(
 )
 """Per link: the time the network exposed to the training job."""
 
+BUS_BANDWIDTH: pl.Schema = pl.Schema(
+    {
+        "source_file": pl.String(),
+        "collective": pl.String(),  # all_reduce, all_gather... ("unknown" when the output does not say)
+        "dtype": pl.String(),
+        "size_bytes": pl.Float64(),
+        "ranks": pl.Int64(),  # ranks in nccl-tests' device list, when printed
+        "time_seconds": pl.Float64(),  # out-of-place mean time per collective
+        "algbw_gbps": pl.Float64(),  # GB/s (10^9 bytes/s), out-of-place
+        "busbw_gbps": pl.Float64(),  # out-of-place bus bandwidth, GB/s
+        "busbw_in_place_gbps": pl.Float64(),
+        "wrong": pl.Int64(),  # validation errors, both runs
+        "runs": pl.Int64(),  # result rows behind the figures (2 per table: out-of-place and in-place)
+    }
+)
+"""nccl-tests bus bandwidth per collective and message size (``analyzer.bandwidth``)."""
+
 MEASURES: pl.Schema = pl.Schema(
     {
         "scope": pl.String(),  # "link", "device", or "label:<name>" for a target label such as vendor
@@ -344,6 +361,7 @@ ANALYSIS_TABLES: Mapping[str, pl.Schema] = {
     "attribution": ATTRIBUTION,
     "link_exposure": LINK_EXPOSURE,
     "measures": MEASURES,
+    "bus_bandwidth": BUS_BANDWIDTH,
 }
 
 

@@ -31,6 +31,7 @@ from collector.errors import ConfigError
 from collector.yaml_input import read_yaml
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+TWAMP_PORT = 862  # the port IANA assigned to TWAMP (RFC 5357); TWAMP-light reflectors use it too
 
 
 def _address(default_port: int) -> Any:
@@ -99,6 +100,8 @@ class CollectorConfig(Strict):
     listen: Annotated[str, _address(9464)] = "127.0.0.1:9464"
     web_config: Path | None = None
     archive: ArchiveConfig | None = ArchiveConfig()
+    # Answer TWAMP-light probes of other collectors here (host:port), as ``spanwatch reflect`` does.
+    reflector: Annotated[str, _address(TWAMP_PORT)] | None = None
 
 
 class Defaults(Strict):
@@ -249,6 +252,62 @@ class LinkMember(Strict):
     component: str | None = None
 
 
+def split_host_port(address: str) -> tuple[str, int | None]:
+    """``host``, ``host:port``, ``[v6]:port`` or a bare IPv6 address -> (host, port or None).
+
+    Raises:
+        ValueError: a port that is not 1..65535.
+    """
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port = rest.removeprefix(":") or None
+    elif address.count(":") == 1:
+        host, port = address.split(":")
+    else:  # a name, IPv4 or an unbracketed IPv6 address
+        host, port = address, None
+    if port is not None and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise ValueError(f"not a host:port address: {address!r}")
+    return host, None if port is None else int(port)
+
+
+class ProbeTarget(Strict):
+    """One responder a link is probed against: the far end's address on the link, or a site's reflector.
+
+    ``twamp`` targets are ``host[:port]`` (port 862 by default) running a TWAMP-light reflector
+    (``spanwatch reflect``); ``icmp`` targets are a bare host answering echo requests.
+    """
+
+    address: str = Field(min_length=1)
+    method: Literal["twamp", "icmp"] = "twamp"
+    name: str | None = Field(default=None, min_length=1)  # the ``target`` label; the address when absent
+
+    @model_validator(mode="after")
+    def _address_form(self) -> ProbeTarget:
+        _, port = split_host_port(self.address)
+        if self.method == "icmp" and port is not None:
+            raise ValueError("an icmp target is a host, without a port")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.address
+
+    def host_port(self) -> tuple[str, int]:
+        """The host and the UDP port (TWAMP's 862 when the address names none)."""
+        host, port = split_host_port(self.address)
+        return host, port or TWAMP_PORT
+
+
+class ProbeConfig(Strict):
+    """Active round-trip probing of a link: ``count`` probes spread over each ``interval`` to each target;
+    min/avg/max, jitter and loss are exported per interval."""
+
+    interval: Duration = 10.0
+    count: int = Field(default=10, ge=1, le=1000)
+    timeout: Duration = 1.0
+    targets: tuple[ProbeTarget, ...] = Field(min_length=1)
+
+
 class Link(Strict):
     name: str = Field(min_length=1)
     site_a: str
@@ -269,6 +328,7 @@ class Link(Strict):
         return name
 
     members: tuple[LinkMember, ...] = Field(min_length=1)
+    probe: ProbeConfig | None = None
 
 
 class MappingDirs(Strict):

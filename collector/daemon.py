@@ -26,6 +26,8 @@ from collector.errors import SpanwatchError
 from collector.exporters.archive import Archive
 from collector.exporters.http import ExporterServer, serve
 from collector.mapping_files import Mappings
+from collector.probes.prober import Probes
+from collector.probes.twamp import Reflector
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
@@ -58,6 +60,8 @@ class Daemon:
         self._targets_files: dict[Path, float] = {}  # targets files and their mtimes at the last load
         self._stop = asyncio.Event()
         self._signals = 0
+        self.probes = Probes(self.store, self.clock)
+        self.reflector: Reflector | None = None
 
     async def run(self) -> None:
         """Run until stopped by a signal or ``stop()``.
@@ -137,6 +141,24 @@ class Daemon:
             if target.name not in self._targets:
                 self._start_target(target, config)
         links.update(self.store, config)
+        self.probes.apply(config)
+        self._restart_reflector(config, old)
+
+    def _restart_reflector(self, config: Config, old: Config | None) -> None:
+        """Answer other collectors' TWAMP-light probes where ``collector.reflector`` says."""
+        if old is not None and old.collector.reflector == config.collector.reflector:
+            return
+        if self.reflector is not None:
+            self.reflector.close()
+            self.reflector = None
+        address = config.collector.reflector
+        if address is not None:
+            host, _, port = address.rpartition(":")
+            try:
+                self.reflector = Reflector(host.strip("[]"), int(port))
+            except OSError as e:
+                raise SpanwatchError(f"cannot listen for TWAMP probes on {address}: {e.strerror}") from None
+            self.reflector.start()
 
     async def _restart_server(self, config: Config, old: Config | None) -> None:
         """Serve ``/metrics`` as ``config`` says, re-reading web.yml (certificates may have rotated).
@@ -267,6 +289,9 @@ class Daemon:
             task.cancel()
         for name in list(self._targets):
             await self._stop_target(name)
+        await self.probes.stop()
+        if self.reflector is not None:
+            self.reflector.close()
         await asyncio.gather(*background, return_exceptions=True)
         await self._flush()
         if self.archive is not None and self.rows_lost:

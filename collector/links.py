@@ -1,4 +1,5 @@
-"""The link model: what the config's inter-DC links imply (fibre delay, capacity, bandwidth-delay product).
+"""The link model: what the config's inter-DC links imply (fibre delay, capacity, bandwidth-delay product,
+the limits of their optics profile).
 
 A link lists its member interfaces, usually both ends of every wave. Its capacity is the sum of member
 speeds on one side; with both sides listed, the smaller side (by the target's ``site`` label, else by
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from collector.config import Config, Link
+from collector.contracts import optics
 from collector.contracts.catalog import LINK_METRICS
 from collector.contracts.fibre import one_way_delay_s
 from collector.store import Store
@@ -54,6 +56,9 @@ def update(store: Store, config: Config) -> None:
         store.set("dci_link_propagation_delay_seconds", name, delay)
         store.set("dci_link_capacity_bytes_per_second", name, capacity)
         store.set("dci_link_bandwidth_delay_product_bytes", name, capacity * 2 * delay)
+        profile = optics.profile(link.optics)
+        store.set("dci_link_optics_fec_ber_limit", name, profile.fec_ber_limit)
+        store.set("dci_link_optics_required_osnr_db", name, profile.required_osnr_db)
         for m in link.members:
             store.set(
                 "dci_link_info",

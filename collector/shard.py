@@ -85,5 +85,7 @@ def select(config: Config, shard: Shard | None) -> Config:
     for link in config.links:
         members = tuple(m for m in link.members if m.device in names)
         if members:
-            links.append(link.model_copy(update={"members": members}))
+            # One replica probes the link: the one polling its first member.
+            probe = link.probe if shard.owns(link.members[0].device) else None
+            links.append(link.model_copy(update={"members": members, "probe": probe}))
     return config.model_copy(update={"targets": targets, "links": tuple(links)})

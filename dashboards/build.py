@@ -21,7 +21,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
-from collector.contracts import optics
+from collector.contracts import fibre, optics
 from collector.contracts.catalog import CATALOG, Kind
 
 OUT = Path(__file__).resolve().parent
@@ -30,11 +30,85 @@ OUT = Path(__file__).resolve().parent
 # (deploy/prometheus/rules/spanwatch.rules.yml; a test compares them).
 PRE_FEC_BER_LIMIT = optics.profile().fec_ber_limit  # past it, post-FEC errors appear
 REQUIRED_OSNR_DB = optics.profile().required_osnr_db  # (0.1 nm)
+# A measured round trip this much above the fibre's means a longer route (SpanwatchRouteLongerThanFibre).
+ROUTE_LONGER_FACTOR = 1.1
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Every device panel filters on the board's variables; "All" is ".*", so series without a link label match.
 DEVICE = 'site=~"$site", link=~"$link", device=~"$device"'
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+# Optics legends name the wave: coherent channels by component (OpticalChannel1/4), other optics by
+# interface; a series carries one of the two.
+WAVE = "{{device}} {{interface}}{{component}}"
+
+# What each panel shows and how to read it, shown as the panel's description (the (i) in its header).
+# Every panel's title must be here: panel() and single() look it up, so a panel cannot lack one.
+DESCRIPTIONS = {
+    "Throughput into the link, per site": "Bytes per second each site sends into and receives from the "
+    "link: the sum over the link's member interfaces at that site (recording rules, 1-minute rate).",
+    "Utilisation of link capacity": "What each site sends into the link over the link's capacity (the "
+    "sum of member speeds on the smaller side). Near 100 %, queues build and a step's sync slows.",
+    "Capacity": "Sum of the member interface speeds on the link's smaller side.",
+    "One-way propagation delay": "Fibre delay one way, from the configured route length x 4.9 us/km.",
+    "Fibre length": "The route length the config gives the link.",
+    "Bandwidth-delay product": "Capacity x round-trip fibre delay: the bytes in flight that keep the "
+    "link busy, and the buffering a lossless link needs per priority.",
+    "Member interfaces up": "Operational state of each member interface of the inter-DC links (1 up, "
+    "0 down). A wave down at both ends is one SpanwatchWaveDown alert for the link.",
+    "Queue drops": "Packets dropped by each egress queue (tail drop and AQM): every one is a "
+    "retransmission a training step waits for.",
+    "Interface discards and errors": "Packets discarded without error (buffer exhaustion) and received "
+    "with errors (corruption: check the optics) per interface.",
+    "ECN marks": "Packets ECN-marked by each queue: the queue is building and senders are told to slow "
+    "down before it drops.",
+    "PFC pause frames": "Priority flow control pause frames per priority and direction: rx is this "
+    "switch being paused by its peer, tx is this switch pausing it.",
+    "Time paused by PFC": "Fraction of time each priority was paused (1 = always). Over 20 % received "
+    "raises SpanwatchPfcStorm.",
+    "PFC watchdog storms": "PFC watchdog detections of a queue stuck in pause (a storm or deadlock).",
+    "Queue occupancy and watermark against buffer and BDP": "Instant queue length and its peak since "
+    "the last sample per queue, the shared pool's peak, and the link's bandwidth-delay product: a "
+    "queue holding more than one BDP adds more than a round trip of delay.",
+    "Shared buffer pool occupancy": "Occupancy of each shared buffer pool of the switch.",
+    "Propagation delay": "One-way fibre delay of each link (configured distance x 4.9 us/km).",
+    "Measured round trip against the fibre": "Round trip measured by the collector's probes along each "
+    "link (TWAMP-light or ICMP; min and avg over each probe interval) beside what the fibre implies: "
+    "2 x configured distance x 4.9 us/km, and 2 x the length the optics' chromatic dispersion gives "
+    "(CD / 17 ps/nm/km). A measured minimum well above both means the route is longer than the fibre "
+    "(a protection path, a detour, a queue that never drains).",
+    "Round trip over the fibre's": "Minimum measured round trip over the configured fibre's round trip. "
+    "1.0 is the fibre alone; above 1.1 raises SpanwatchRouteLongerThanFibre.",
+    "Fibre length: configured and from dispersion": "The configured route length beside the length the "
+    "coherent receivers' chromatic dispersion implies (CD / 17 ps/nm/km, G.652 fibre at 1550 nm), per "
+    "link. A large gap means the config's distance is wrong, or the fibre is not G.652.",
+    "Round-trip jitter and probe loss": "Mean difference between consecutive round trips over each probe "
+    "interval, and the share of probes that got no answer.",
+    "Rx power per lane": "Received optical power per lane (no lane: the module's total). A drop with "
+    "OSNR is loss on the line.",
+    "Tx power per lane": "Transmitted optical power per lane.",
+    "Laser bias current": "Laser bias current: a rising bias at constant power is an ageing laser.",
+    "Module temperature": "Optics module temperature.",
+    "Pre-FEC BER against the FEC limit": "Bit error ratio before FEC per wave, its max over each device "
+    "interval, and the FEC limit of each link's optics profile (dashed: the default profile's). Past a "
+    "quarter of the limit raises SpanwatchPreFecBerNearLimit; past the limit, errors get through.",
+    "Post-FEC BER": "Bit error ratio after FEC: anything above 0 is corrupted frames and drops.",
+    "OSNR against the required OSNR": "Optical signal-to-noise ratio (0.1 nm) per wave, and the OSNR "
+    "each link's optics profile requires (dashed: the default profile's). Less than 2 dB of margin "
+    "raises SpanwatchOsnrMarginLow.",
+    "ESNR and Q factor": "Electrical SNR and Q factor the DSP reports per wave; they move with OSNR.",
+    "Chromatic dispersion": "Chromatic dispersion the coherent DSP compensates per wave: about "
+    "17 ps/nm per km of G.652 fibre, so it measures the route's length.",
+    "Polarization mode dispersion (DGD)": "Differential group delay per wave: fast changes come with "
+    "fibre handling (or a cable being moved).",
+    "Target up (per source)": "1 when the last poll (SNMP) or the stream (gNMI) of the target succeeded.",
+    "Time since the last successful poll": "Seconds since the target last answered, per source.",
+    "Polls by outcome": "Polls per second by outcome (success, timeout, unreachable, auth error, ...).",
+    "Poll duration": "Median and 99th percentile time a poll of the target takes.",
+    "gNMI updates and redials": "gNMI updates received and stream redials per second.",
+    "Archive rows and write errors": "Rows written to the Parquet archive and failed flushes per second.",
+    "Counter discontinuities (resets)": "Counter resets the collector saw (device reboot, cleared "
+    "counters): rates across one are corrected, not spikes.",
+}
 
 
 def metric(name: str) -> str:
@@ -82,6 +156,7 @@ def panel(title: str, unit: str, *queries: prometheus.Dataquery, width: int = 12
     p = (
         timeseries.Panel()
         .title(title)
+        .description(DESCRIPTIONS[title])
         .datasource(DATASOURCE)
         .unit(unit)
         .legend(legend())
@@ -106,6 +181,7 @@ def single(title: str, unit: str, expr: str, legend_format: str) -> stat.Panel:
     return (
         stat.Panel()
         .title(title)
+        .description(DESCRIPTIONS[title])
         .datasource(DATASOURCE)
         .unit(unit)
         .with_target(query(expr, legend_format))
@@ -312,12 +388,71 @@ def links_board() -> db.Dashboard:
             ),
         ),
     )
-    return board("spanwatch-links", "spanwatch / inter-DC links", [overview, congestion, buffers])
+    return board(
+        "spanwatch-links", "spanwatch / inter-DC links", [overview, round_trip(), congestion, buffers]
+    )
+
+
+def round_trip() -> Section:
+    """Measured round trips beside fibre physics: distance x 4.9 us/km, and the length the CD gives."""
+    lnk = 'link=~"$link"'
+    rtt = f"{metric('dci_link_rtt_seconds')}"
+    fibre_rtt = f"2 * max by (link) ({metric('dci_link_propagation_delay_seconds')}{{{lnk}}})"
+    # CD / 17 ps/nm/km is the fibre's length in km; x 2 x 4.9 us/km its round trip.
+    cd_km = (
+        f"avg by (link) (abs({metric('dci_optics_chromatic_dispersion_ps_per_nm')}{{{lnk}}}))"
+        f" / {fibre.DISPERSION_PS_PER_NM_KM:g}"
+    )
+    longer, _ = limit_line(ROUTE_LONGER_FACTOR)
+    return section(
+        "Round trip",
+        panel(
+            "Measured round trip against the fibre",
+            "s",
+            query(f"max by (link, target) ({rtt}_avg{{{lnk}}})", "{{link}} to {{target}} avg"),
+            query(f"min by (link, target) ({rtt}_min{{{lnk}}})", "{{link}} to {{target}} min"),
+            query(fibre_rtt, "{{link}} fibre: configured distance"),
+            query(
+                f"{cd_km} * {2 * fibre.DELAY_US_PER_KM * 1e-6:g}",
+                "{{link}} fibre: length from chromatic dispersion",
+            ),
+            width=16,
+        ),
+        single(
+            "Round trip over the fibre's",
+            "none",
+            f"min by (link) ({rtt}_min{{{lnk}}}) / on (link) ({fibre_rtt})",
+            "{{link}}",
+        )
+        .thresholds(longer)
+        .span(8),
+        panel(
+            "Fibre length: configured and from dispersion",
+            "lengthkm",
+            query(
+                f"max by (link) ({metric('dci_link_distance_meters')}{{{lnk}}}) / 1000", "{{link}} configured"
+            ),
+            query(cd_km, "{{link}} from chromatic dispersion"),
+        ),
+        panel(
+            "Round-trip jitter and probe loss",
+            "s",
+            query(
+                f"max by (link, target) ({metric('dci_link_rtt_jitter_seconds')}{{{lnk}}})",
+                "{{link}} to {{target}} jitter",
+            ),
+            query(
+                f"max by (link, target) ({metric('dci_link_probe_loss_ratio')}{{{lnk}}})",
+                "{{link}} to {{target}} loss (ratio)",
+            ),
+        ),
+    )
 
 
 def optics_board() -> db.Dashboard:
-    per_lane = "{{device}} {{interface}} lane {{lane}}"
-    per_if = "{{device}} {{interface}}"
+    per_lane = f"{WAVE} lane {{{{lane}}}}"
+    per_if = WAVE
+    lnk = 'link=~"$link"'
 
     def gauge(name: str) -> str:
         return f"{metric(name)}{{{DEVICE}}}"
@@ -335,10 +470,13 @@ def optics_board() -> db.Dashboard:
     signal = section(
         "Signal quality",
         panel(
-            f"Pre-FEC BER against the FEC limit ({PRE_FEC_BER_LIMIT:g})",
+            "Pre-FEC BER against the FEC limit",
             "sci",
             query(gauge("dci_optics_pre_fec_ber"), per_if),
             query(gauge("dci_optics_pre_fec_ber_max"), f"{per_if} max"),
+            query(
+                f"max by (link) ({metric('dci_link_optics_fec_ber_limit')}{{{lnk}}})", "FEC limit {{link}}"
+            ),
         )
         .scale_distribution(log10)
         .thresholds(ber_limit)
@@ -347,9 +485,13 @@ def optics_board() -> db.Dashboard:
             cb.ScaleDistributionConfig().type(cm.ScaleDistribution.SYMLOG).log(10).linear_threshold(1e-15)
         ),
         panel(
-            f"OSNR against the required {REQUIRED_OSNR_DB:g} dB",
+            "OSNR against the required OSNR",
             "dB",
             query(gauge("dci_optics_osnr_db"), per_if),
+            query(
+                f"max by (link) ({metric('dci_link_optics_required_osnr_db')}{{{lnk}}})",
+                "required {{link}}",
+            ),
         )
         .thresholds(osnr_limit)
         .thresholds_style(osnr_style),

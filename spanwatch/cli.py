@@ -78,12 +78,18 @@ COMMANDS: dict[str, Command] = {
         "one gNMI RPC: capabilities, get, subscribe", "collector.oneshot", "gnmi", "gnmi_arguments"
     ),
     "mib-module": Command("a mapping module skeleton from a MIB module and choices", "collector.mib_module"),
+    "reflect": Command("answer TWAMP-light round-trip probes (a link's far end)", "collector.probes.command"),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
     "analyze": Command("post-run analysis: steps x network events", "spanwatch.analyze"),
     "score": Command("score an analysis against a simulated fabric's truth", "spanwatch.score"),
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
     "sim": Command("run the simulated fabric", "spanwatch.sim.commands"),
     "demo": Command("fabric + collector + training job + analysis", "spanwatch.demo"),
+    "lab": Command(
+        "real namespaces, qdiscs, agents and a PyTorch job, measured end to end (root)",
+        "spanwatch.lab.command",
+        "run_command",
+    ),
 }
 
 

@@ -44,12 +44,44 @@ def run(args: argparse.Namespace) -> int:
     the analysis and the vendor report (ending with the report's path)."""
     status = asyncio.run(Demo(args).run())
     report, result = analyse(args.out)
-    from spanwatch.score import headline
-
-    print(json.dumps(headline(result), indent=2, default=str))
-    print(f"score: {'passed' if result['passed'] else 'failed'} (every figure: {args.out / 'score.json'})")
+    for line in answer(args.out, result):
+        print(line)
     print(f"report: {report}")
     return status
+
+
+def answer(out: Path, score: dict[str, Any]) -> list[str]:
+    """The demo's last word: exposed time per link, each vendor's verdicts, and the score against truth.
+
+    Args:
+        out: the demo folder (``report.json`` is read from it).
+        score: ``spanwatch.score.score``'s result.
+
+    Returns:
+        The lines to print.
+    """
+    from spanwatch.score import GOALS
+
+    summary = json.loads((out / "report.json").read_text())["summary"]
+    lines = ["", "the answer:"]
+    for link in summary["links"]:
+        share = "" if link["share_of_run"] is None else f" ({link['share_of_run']:.1%} of the run)"
+        lines.append(
+            f"  link {link['link']}: {link['exposed_total_seconds']:.3g} s of step time exposed{share}"
+        )
+    for v in summary["vendors"]:
+        failed = f" ({', '.join(v['failing'])})" if v["failing"] else ""
+        lines.append(
+            f"  {v['vendor']}: {v['passed']} pass, {v['failed']} fail{failed}, "
+            f"{v['insufficient']} insufficient data, {v['no_data']} no data"
+        )
+    figures = ", ".join(
+        f"{name} {score[name]:.3g}" if score[name] is not None else f"{name} -" for name in GOALS
+    )
+    verdict = "passed" if score["passed"] else "failed: " + "; ".join(score["why"])
+    lines.append(f"  score: {verdict} (against the simulation's truth)")
+    lines.append(f"    {figures} (every figure: {out / 'score.json'})")
+    return lines
 
 
 def analyse(out: Path) -> tuple[Path, dict[str, Any]]:
@@ -66,11 +98,14 @@ def analyse(out: Path) -> tuple[Path, dict[str, Any]]:
 
     claims = out / "claims.yaml"
     shutil.copyfile(CLAIMS, claims)
+    truth = json.loads((out / "truth.json").read_text())
     inputs = AnalysisInputs(
         archive=out / "archive",
         logs=(out / "steps.jsonl",),
         config=out / "config.yaml",
         claims=claims,
+        # The job's sync volume per step, as the simulated job declares it (a real job's comes from its config).
+        job_bytes_per_step=truth["fabric"]["training"]["gradient_bytes"],
     )
     Analysis(inputs).run().write(out)
     report = write_report(out, inputs.config, claims)[0]

@@ -35,6 +35,37 @@ LAUNCHER_PREFIX = (
 )
 
 
+# OpenMPI's --tag-output tag, "[jobid,rank]<stdout>:", is unambiguous, so it is found anywhere in a row:
+# indentation, a log shipper's or `kubectl logs --timestamps`' stamp, or mpirun's --timestamp-output may come
+# before it. The tag and all before it are dropped (the rank is not needed: nccl-tests prints from rank 0).
+_MPI_TAG = re.compile(r"^.*?\[\d+,\d+\]<std(?:out|err)>:")
+# torchrun's "[rank3]:" / "[default0]:" tag after indentation or an RFC 3339 stamp: what precedes is dropped,
+# the tag kept (parsers read the rank from it).
+_BEFORE_TORCHRUN = re.compile(
+    r"^\s*(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+)?(?=\[[A-Za-z_]*\d+\]:)"
+)
+
+
+def untag(line: str) -> str:
+    """A log row without what a launcher or log shipper put before the worker's own text.
+
+    Drops OpenMPI's ``[1,0]<stdout>:`` tag wherever it is in the row (with everything before it), and the
+    indentation or RFC 3339 stamp before a torchrun tag (the tag itself stays, for ``launcher_rank``).
+    Cheap substring tests first: most rows of most logs carry neither.
+
+    Args:
+        line: one row, without its newline.
+
+    Returns:
+        The row as the worker printed it (torchrun's tag kept).
+    """
+    if "]<std" in line:
+        line = _MPI_TAG.sub("", line, count=1)
+    if "]:" in line and not line.startswith("["):
+        line = _BEFORE_TORCHRUN.sub("", line, count=1)
+    return line
+
+
 def launcher_rank(match: re.Match[str]) -> int | None:
     """The rank a ``LAUNCHER_PREFIX`` in ``match`` carried (torchrun, srun -l), or None.
 
@@ -193,7 +224,7 @@ def open_text(path: Path) -> Iterator[IO[str]]:
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Stream a log's lines with 1-based numbers, trailing newline removed.
+    """Stream a log's lines with 1-based numbers, trailing newline and launcher tags removed (``untag``).
 
     Args:
         path: the file (plain or gzip).
@@ -206,11 +237,11 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """
     with open_text(path) as stream:
         for number, line in enumerate(stream, start=1):
-            yield number, line.rstrip("\r\n")
+            yield number, untag(line.rstrip("\r\n"))
 
 
 def head_lines(path: Path, max_lines: int, max_bytes: int) -> list[str]:
-    """The first lines of a file, for format detection; stops at whichever limit comes first.
+    """The first lines of a file (``untag``-ged), for format detection; stops at whichever limit comes first.
 
     Args:
         path: the file (plain or gzip).
@@ -231,7 +262,7 @@ def head_lines(path: Path, max_lines: int, max_bytes: int) -> list[str]:
             if not line:
                 break
             budget -= len(line)
-            lines.append(line.rstrip("\r\n"))
+            lines.append(untag(line.rstrip("\r\n")))
     return lines
 
 

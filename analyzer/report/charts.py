@@ -16,14 +16,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from analyzer.report.model import Band, LinkExposure, Optics, Timeline, VendorDistributions
+from analyzer.report.model import Band, BusBandwidth, LinkExposure, Optics, Timeline, VendorDistributions
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-COLORS = {"congestion": "#f2a541", "optical": "#7b5ea7", "down": "#d1495b"}
-PALETTE = ("#00798c", "#d1495b", "#edae49", "#30638e", "#66a182", "#8d96a3")
+# Okabe-Ito, the colour-blind-safe palette (Okabe & Ito 2008): one colour per event kind, so a stacked bar or
+# a shaded band is told apart by colour alone, whatever the reader's colour vision.
+KIND_COLORS = {
+    "drops": "#D55E00",  # vermillion
+    "ecn": "#E69F00",  # orange
+    "pfc": "#CC79A7",  # reddish purple
+    "queue": "#F0E442",  # yellow
+    "ber": "#0072B2",  # blue
+    "osnr": "#56B4E9",  # sky blue
+    "fcs": "#009E73",  # bluish green
+    "fec_uncorrectable": "#999999",  # grey
+    "wave_down": "#000000",  # black
+}
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # series other than kinds
+LIMIT = "#000000"  # threshold lines: black, never a series colour
+ROLLING_ABOVE = 2000  # steps beyond which the step-time line becomes rolling percentiles
+ROLLING_BINS = 400
 _STRIP = (
     re.compile(r"<\?xml[^>]*\?>\s*"),
     re.compile(r"<!DOCTYPE[^>]*>\s*"),
@@ -60,20 +75,59 @@ def _svg(figure: Figure) -> str:
 def _shade(ax: Axes, bands: list[Band]) -> None:
     seen: set[str] = set()
     for band in bands:
-        label = band.category if band.category not in seen else None
-        seen.add(band.category)
+        label = band.kind if band.kind not in seen else None
+        seen.add(band.kind)
         ax.axvspan(
             band.start_s,
             max(band.end_s, band.start_s + 0.05),
-            color=COLORS[band.category],
-            alpha=0.25,
+            color=KIND_COLORS.get(band.kind, "#999999"),
+            alpha=0.3,
             lw=0,
             label=label,
         )
 
 
+def _legend_right(ax: Axes) -> None:
+    """A legend beside the plot, never over the data; nothing when nothing is labelled."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+
+
+def rolling_percentiles(
+    t: list[float], y: list[float], bins: int = ROLLING_BINS
+) -> tuple[list[float], list[float], list[float]]:
+    """Per time bin: its middle, the median and the 99th percentile of ``y`` (empty bins left out).
+
+    Args:
+        t: times.
+        y: values.
+        bins: how many equal time bins.
+
+    Returns:
+        ``(times, p50, p99)``.
+    """
+    import numpy as np
+
+    times, values = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
+    edges = np.linspace(times.min(), times.max(), bins + 1)
+    index = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, bins - 1)
+    middle, p50, p99 = [], [], []
+    for b in range(bins):
+        chunk = values[index == b]
+        if chunk.size:
+            middle.append(float((edges[b] + edges[b + 1]) / 2))
+            p50.append(float(np.percentile(chunk, 50)))
+            p99.append(float(np.percentile(chunk, 99)))
+    return middle, p50, p99
+
+
 def timeline(data: Timeline) -> str:
-    """Step time over the run, one panel per link with its events shaded by category.
+    """Step time over the run, one panel per link with its events shaded by kind.
+
+    Long runs (more than ``ROLLING_ABOVE`` steps) are drawn as rolling p50 and p99 over time bins, not one
+    point per step; the y axis stops at 1.5 x the 99.5th percentile so one slow step does not flatten the
+    rest (the clipped steps are counted in the panel title).
 
     Args:
         data: the timeline section.
@@ -81,23 +135,37 @@ def timeline(data: Timeline) -> str:
     Returns:
         The SVG element.
     """
+    import numpy as np
+
     links = sorted({b.link for b in data.bands}) or ["(no events)"]
-    with _figure(9.0, 1.2 + 1.8 * len(links)) as fig:
+    millis = [s * 1e3 for s in data.step_seconds]
+    top = float(np.percentile(millis, 99.5)) * 1.5 if millis else 1.0
+    clipped = sum(v > top for v in millis)
+    with _figure(10.0, 1.2 + 1.9 * len(links)) as fig:
         axes = fig.subplots(len(links), 1, sharex=True, squeeze=False)[:, 0]
         for ax, link in zip(axes, links, strict=True):
             _shade(ax, [b for b in data.bands if b.link == link])
-            ax.plot(data.t, [s * 1e3 for s in data.step_seconds], color="#1d3557", lw=1.2, label="step time")
+            if len(data.t) > ROLLING_ABOVE:
+                middle, p50, p99 = rolling_percentiles(data.t, millis)
+                ax.fill_between(
+                    middle, p50, p99, color="#0072B2", alpha=0.25, lw=0, label="step time p50-p99"
+                )
+                ax.plot(middle, p50, color="#0072B2", lw=1.0, label="step time p50")
+            else:
+                ax.plot(data.t, millis, color="#0072B2", lw=1.0, label="step time")
             ax.plot(
                 data.t,
                 [s * 1e3 for s in data.baseline_seconds],
-                color="#1d3557",
+                color=LIMIT,
                 lw=0.8,
                 ls="--",
                 label="baseline",
             )
-            ax.set_title(f"link {link}", loc="left", fontsize=9)
+            ax.set_ylim(0, top)
+            more = f" ({clipped} slower step{'s' if clipped > 1 else ''} above the axis)" if clipped else ""
+            ax.set_title(f"link {link}{more}", loc="left", fontsize=9)
             ax.set_ylabel("step time (ms)")
-            ax.legend(loc="upper right", fontsize=7, ncols=5)
+            _legend_right(ax)
         axes[-1].set_xlabel(f"seconds since {data.start or 'start'}")
         return _svg(fig)
 
@@ -116,13 +184,13 @@ def link_exposure(rows: list[LinkExposure]) -> str:
         ax = fig.subplots()
         names = [r.link for r in rows]
         left = [0.0] * len(rows)
-        for index, kind in enumerate(kinds):
+        for kind in kinds:
             widths = [r.by_kind.get(kind, 0.0) for r in rows]
-            ax.barh(names, widths, left=left, color=PALETTE[index % len(PALETTE)], label=kind)
+            color = KIND_COLORS.get(kind, "#999999")
+            ax.barh(names, widths, left=left, color=color, label=kind, edgecolor="white", lw=0.5)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         ax.set_xlabel("exposed step time, summed over steps (s)")
-        if kinds:
-            ax.legend(fontsize=7, ncols=min(len(kinds), 8), loc="lower right")
+        _legend_right(ax)
         return _svg(fig)
 
 
@@ -140,7 +208,6 @@ def _cdf(ax: Axes, series: list[tuple[str, list[float]]], scale: float, xlabel: 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction at or below")
     ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=7, loc="lower right")
 
 
 def distributions(rows: list[VendorDistributions]) -> str:
@@ -152,17 +219,22 @@ def distributions(rows: list[VendorDistributions]) -> str:
     Returns:
         The SVG element.
     """
-    with _figure(9.0, 3.0) as fig:
+    with _figure(9.0, 3.4) as fig:
         left, right = fig.subplots(1, 2)
         _cdf(
             left,
             [(r.vendor, r.step_inflation_seconds.values) for r in rows],
             1e3,
-            "network time per step (ms)",
+            "network time attributed per step (ms)",
         )
-        left.set_title("step inflation", loc="left", fontsize=9)
+        left.set_title("network time per step, attributed to the vendor", loc="left", fontsize=9)
         _cdf(right, [(r.vendor, r.queue_watermark_bytes.values) for r in rows], 1e-6, "queue watermark (MB)")
         right.set_title("queue watermarks (link interfaces)", loc="left", fontsize=9)
+        handles, labels = left.get_legend_handles_labels()
+        if handles:
+            fig.legend(
+                handles, labels, loc="outside lower center", ncols=len(handles), fontsize=7, frameon=False
+            )
         return _svg(fig)
 
 
@@ -181,18 +253,52 @@ def optics(data: Optics) -> str:
         ber, osnr = fig.subplots(1, 2)
         _optics_panel(ber, data, "dci_optics_pre_fec_ber", lambda y: y >= data.ber_event_level)
         ber.set_yscale("log")
-        ber.axhline(data.fec_limit_ber, color="#d1495b", lw=1, label=f"FEC limit {data.fec_limit_ber:.1e}")
-        ber.axhline(data.ber_event_level, color="#edae49", lw=1, ls="--", label="event level")
+        ber.axhline(data.fec_limit_ber, color=LIMIT, lw=1, label=f"FEC limit {data.fec_limit_ber:.1e}")
+        ber.axhline(data.ber_event_level, color=LIMIT, lw=0.8, ls=":", label="event level")
         ber.set_ylabel("pre-FEC BER")
         _optics_panel(osnr, data, "dci_optics_osnr_db", lambda y: y < data.osnr_event_level_db)
-        osnr.axhline(
-            data.osnr_required_db, color="#d1495b", lw=1, label=f"required {data.osnr_required_db:g} dB"
-        )
-        osnr.axhline(data.osnr_event_level_db, color="#edae49", lw=1, ls="--", label="event level")
+        osnr.axhline(data.osnr_required_db, color=LIMIT, lw=1, label=f"required {data.osnr_required_db:g} dB")
+        osnr.axhline(data.osnr_event_level_db, color=LIMIT, lw=0.8, ls=":", label="event level")
         osnr.set_ylabel("OSNR (dB)")
         for ax in (ber, osnr):
             ax.set_xlabel("seconds since start")
-            ax.legend(fontsize=6, loc="best")
+            ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=2, frameon=False)
+        return _svg(fig)
+
+
+def bus_bandwidth(data: BusBandwidth) -> str:
+    """nccl-tests bus bandwidth against message size (log), with the link capacity and planned goodput.
+
+    Args:
+        data: the section.
+
+    Returns:
+        The SVG element.
+    """
+    with _figure(9.0, 3.0) as fig:
+        ax = fig.subplots()
+        series: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for r in data.rows:
+            if r.busbw_gbps is not None and r.size_bytes > 0:
+                series.setdefault((r.source, r.collective), []).append((r.size_bytes, r.busbw_gbps))
+        for index, ((source, collective), points) in enumerate(series.items()):
+            x, y = zip(*sorted(points), strict=True)
+            ax.plot(
+                x,
+                y,
+                marker=".",
+                lw=1.2,
+                color=PALETTE[index % len(PALETTE)],
+                label=f"{collective} ({source})",
+            )
+        if data.link_capacity_gbps:
+            ax.axhline(data.link_capacity_gbps, color=LIMIT, lw=1, label="link capacity")
+        if data.planned_goodput_gbps:
+            ax.axhline(data.planned_goodput_gbps, color=LIMIT, lw=0.8, ls=":", label="planned goodput")
+        ax.set_xscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        _legend_right(ax)
         return _svg(fig)
 
 

@@ -9,25 +9,27 @@ returns a ``ReportData``. Nothing here recomputes the analysis: the report re-re
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from analyzer import quantiles, schemas
 from analyzer.claims import Claims, match_vendors
 from analyzer.correlate import exposure_per_step
 from analyzer.errors import InputError
 from analyzer.kinds import KINDS
 from analyzer.plan import PlanInput
 from analyzer.report import optics as optics_section
-from analyzer.report import planned
+from analyzer.report import planned, sections
 from analyzer.report.model import (
     SCHEMA_VERSION,
     Band,
     Cdf,
     Glance,
+    InputNote,
     LinkExposure,
     LinkInfo,
     ReportData,
@@ -39,9 +41,10 @@ from analyzer.report.units import iso, span_seconds
 from analyzer.report.verdicts import Tables, vendor_reports
 from analyzer.thresholds import Thresholds
 from collector.config import Config
-from collector.contracts.fibre import one_way_delay_s
+from collector.contracts.fibre import length_from_dispersion_km, one_way_delay_s
 
 TABLES = ("steps", "events", "attribution", "links", "measures")
+OPTIONAL_TABLES = {"bus_bandwidth": schemas.BUS_BANDWIDTH}  # absent from older analysis folders
 CATEGORIES = {kind.name: kind.family for kind in KINDS.values()}  # the timeline's band colours
 QUANTILES = np.linspace(0.0, 1.0, 101)
 
@@ -57,6 +60,7 @@ class AnalysisFiles:
     links: pl.DataFrame
     measures: pl.DataFrame
     summary: dict[str, Any]
+    bus_bandwidth: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=schemas.BUS_BANDWIDTH))
 
     def input_path(self, name: str) -> Path | None:
         """A path the analysis recorded in ``summary.json`` (``archive``, ``config``, ``claims``), or None."""
@@ -85,6 +89,9 @@ def load_analysis(folder: Path) -> AnalysisFiles:
         )
     try:
         frames = {n: pl.read_parquet(folder / f"{n}.parquet") for n in TABLES}
+        for name in OPTIONAL_TABLES:
+            if (folder / f"{name}.parquet").is_file():
+                frames[name] = pl.read_parquet(folder / f"{name}.parquet")
         summary = json.loads((folder / "summary.json").read_text())
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         raise InputError(folder, f"cannot read the analysis: {exc}") from None
@@ -117,34 +124,78 @@ def build_report(
     readings = read_archive(archive or _existing(analysis.input_path("archive")))
     thresholds = Thresholds.model_validate(analysis.summary.get("thresholds", {}))
     gpus = analysis.summary.get("gpus")
-    tables = Tables(analysis.steps, analysis.events, analysis.attribution, analysis.measures, readings, gpus)
+    run_start, run_end = analysis.steps["start_time"].min(), analysis.steps["end_time"].max()
+    tables = Tables(
+        analysis.steps,
+        analysis.events,
+        analysis.attribution,
+        analysis.measures,
+        readings,
+        gpus,
+        run_start,
+        run_end,
+    )
     glance = _glance(analysis, config, readings, gpus)
     start = _start(analysis, readings)
     vendor_of = {d: name for name, names in devices.items() for d in names}
-    run = _run_measures(analysis.measures)
+    run = {**_run_measures(analysis.measures), **_measured_steady(analysis)}
+    job_bytes = analysis.summary.get("job_bytes_per_step")
     if plan is None and config is not None:
-        plan = planned.plan_input(config, readings.link_speed_bytes, _bytes_per_step(analysis, readings))
+        plan = planned.plan_input(config, readings.link_speed_bytes, job_bytes)
+    vendors = vendor_reports(claims, devices, tables) if claims is not None else []
+    covered = sections.coverage(readings, run_start, run_end)
+    comparison = planned.compare(plan, run) if plan is not None else None
     return ReportData(
         schema_version=SCHEMA_VERSION,
         title=f"spanwatch vendor comparison: {analysis.folder.name}",
         sources=_sources(analysis, config is not None, claims),
         glance=glance,
-        vendors=vendor_reports(claims, devices, tables) if claims is not None else [],
+        vendors=vendors,
         timeline=_timeline(analysis, start),
         link_exposure=_link_exposure(analysis),
         distributions=[_distributions(n, list(d), analysis, readings) for n, d in devices.items()],
         optics=optics_section.optics(readings.optics, start, thresholds, vendor_of, _profiles(config)),
-        plan=planned.compare(plan, run) if plan is not None else None,
-        notes=[readings.note] if readings.note else [],
+        plan=comparison,
+        notes=_notes(readings, config, job_bytes),
+        warnings=[InputNote(w["input"], w["problem"]) for w in analysis.summary.get("warnings", [])],
+        summary=sections.summary(vendors, analysis.links, covered),
+        coverage=covered,
+        methodology=sections.methodology(analysis.steps, analysis.links),
+        bus_bandwidth=sections.bus_bandwidth(analysis.bus_bandwidth, config, readings.link_speed_bytes, plan),
     )
 
 
-def _bytes_per_step(analysis: AnalysisFiles, readings: Readings) -> float | None:
-    steps = analysis.steps["step"].n_unique()
-    if readings.link_transmit_bytes is None or not steps:
-        return None
-    # Both ends of the link transmit: half of what was sent went each way.
-    return readings.link_transmit_bytes / 2 / steps
+def _notes(readings: Readings, config: Config | None, job_bytes: float | None) -> list[str]:
+    notes = [readings.note] if readings.note else []
+    if config is not None and config.links and not job_bytes:
+        notes.append(
+            "the job's bytes per step are unknown (analyze --job-bytes-per-step): no plan is set beside "
+            "the run, rather than one for all the traffic the link carried"
+        )
+    return notes
+
+
+def _measured_steady(analysis: AnalysisFiles) -> dict[str, float | None]:
+    """Measured figures the plan compares with: per link round trip and serialization (means over links,
+    when the analysis measured them), and per step the steady and exposed time (means over steps)."""
+    links, steps = analysis.links, analysis.steps
+    per_step = steps.group_by("step").agg(pl.col("steady_seconds").mean())
+    count = steps["step"].n_unique()
+    exposed = float(links["exposed_total_seconds"].sum()) / count if count else None
+    steady = per_step["steady_seconds"].mean() if per_step["steady_seconds"].null_count() < count else None
+    return {
+        "round_trip_seconds": _mean(links, "round_trip_seconds"),
+        "serialization_seconds": _mean(links, "serialization_seconds"),
+        "steady_seconds_per_step": None if steady is None else float(steady),  # type: ignore[arg-type]
+        "exposed_seconds_per_step": None
+        if exposed is None
+        else exposed + (float(steady) if steady is not None else 0.0),  # type: ignore[arg-type]
+    }
+
+
+def _mean(frame: pl.DataFrame, column: str) -> float | None:
+    value = frame[column].drop_nulls().mean() if column in frame.columns else None
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def _existing(path: Path | None) -> Path | None:
@@ -193,7 +244,7 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
     start, end = steps["start_time"].min(), steps["end_time"].max()
     if start is None:
         start, end = readings.counts["first"].min(), readings.counts["last"].max()
-    links = _links(config)
+    links = _links(config, readings)
     exposed = float(analysis.links["exposed_total_seconds"].sum())
     per_step = float(steps.group_by("step").agg(pl.col("duration_seconds").mean())["duration_seconds"].sum())
     median = steps["duration_seconds"].median()
@@ -216,14 +267,35 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
     )
 
 
-def _links(config: Config | None) -> list[LinkInfo]:
+ROUTE_LONGER_FACTOR = 1.1  # as the boards and SpanwatchRouteLongerThanFibre
+
+
+def _links(config: Config | None, readings: Readings) -> list[LinkInfo]:
     if config is None:
         return []
+    measured = (
+        {r["link"]: r for r in readings.links.iter_rows(named=True)} if readings.links is not None else {}
+    )
     out = []
     for link in config.links:
         us_per_km = link.fibre_delay_us_per_km or config.defaults.fibre_delay_us_per_km
         rtt = 2 * one_way_delay_s(link.distance_km, us_per_km)
-        out.append(LinkInfo(link.name, link.site_a, link.site_b, link.distance_km, len(link.members), rtt))
+        m = measured.get(link.name, {})
+        fastest, cd = m.get("rtt_min"), m.get("cd")
+        out.append(
+            LinkInfo(
+                link.name,
+                link.site_a,
+                link.site_b,
+                link.distance_km,
+                len(link.members),
+                rtt,
+                fastest,
+                m.get("rtt_median"),
+                None if cd is None else length_from_dispersion_km(cd),
+                None if fastest is None else fastest > ROUTE_LONGER_FACTOR * rtt,
+            )
+        )
     return out
 
 
@@ -316,5 +388,7 @@ def _distributions(
     inflation = per_step["exposed_seconds"].to_list()
     if not inflation and analysis.steps.height:
         inflation = [0.0] * analysis.steps["step"].n_unique()
-    marks = readings.watermarks.filter(pl.col("device").is_in(devices))["value"].to_list()
-    return VendorDistributions(vendor, cdf(inflation), cdf(marks))
+    marks = readings.watermarks.filter(pl.col("device").is_in(devices))
+    # The watermark quantiles come from the same histogram and rule as the claim's measure (one p99).
+    watermark = Cdf(int(marks["count"].sum()), quantiles.quantiles(marks, list(QUANTILES)))
+    return VendorDistributions(vendor, cdf(inflation), watermark)

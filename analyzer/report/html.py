@@ -11,7 +11,16 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from analyzer.report import charts
-from analyzer.report.markdown import OPTICS_STATUS, VERDICT, claim_cells, glance_rows
+from analyzer.report.markdown import (
+    OPTICS_STATUS,
+    VERDICT,
+    bus_rows,
+    claim_cells,
+    coverage_rows,
+    glance_rows,
+    methodology_rows,
+    summary_lines,
+)
 from analyzer.report.model import ReportData
 from analyzer.report.units import data_bytes, format_value, number, seconds
 
@@ -45,6 +54,8 @@ def chart_svgs(data: ReportData) -> dict[str, Markup]:
         out["distributions"] = Markup(charts.distributions(data.distributions))
     if data.optics.series:
         out["optics"] = Markup(charts.optics(data.optics))
+    if data.bus_bandwidth is not None:
+        out["bus_bandwidth"] = Markup(charts.bus_bandwidth(data.bus_bandwidth))
     return out
 
 
@@ -63,6 +74,10 @@ def render(data: ReportData) -> str:
         glance=glance_rows(data.glance),
         charts=chart_svgs(data),
         claim_cells=claim_cells,
+        summary_lines=summary_lines(data),
+        coverage_rows=coverage_rows(data),
+        bus_rows=bus_rows(data),
+        methodology_rows=methodology_rows(data),
         verdict=VERDICT,
         optics_status=OPTICS_STATUS,
     )

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-SCHEMA_VERSION = 1
-Verdict = Literal["pass", "fail", "no data"]
-Status = Literal["ok", "warning", "over limit", "no data"]
+SCHEMA_VERSION = 2
+Verdict = Literal["pass", "fail", "insufficient data", "no data"]
+Status = Literal["ok", "warning", "over limit", "outage", "no data"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,13 @@ class LinkInfo:
     distance_km: float
     members: int
     rtt_seconds: float
+    # What the run measured, beside the fibre's figures (None where the archive has none): the fastest
+    # and the median probed round trip, the fibre length the optics' chromatic dispersion implies, and
+    # whether the fastest round trip is over 10 % above the fibre's (a route longer than the fibre).
+    measured_rtt_min_seconds: float | None = None
+    measured_rtt_median_seconds: float | None = None
+    dispersion_km: float | None = None
+    route_longer_than_fibre: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,10 @@ class Evidence:
         start / end / span_seconds: the time they cover, or None when there are none.
         event_count: the events of the measure's kinds on the vendor's devices.
         events: the first of them (at most ``EVIDENCE_EVENTS``), longest first.
+        coverage: the share of the run the vendor's devices had telemetry (None without steps: the run is
+            then the telemetry itself).
+        no_signal: optical readings left out because the wave had no signal (an outage, not optics).
+        minimum_samples: the fewest samples a verdict on this measure needs.
     """
 
     basis: str
@@ -95,6 +106,9 @@ class Evidence:
     span_seconds: float | None
     event_count: int
     events: list[EventRef]
+    coverage: float | None = None
+    no_signal: int = 0
+    minimum_samples: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,7 @@ class VendorReport:
     passed: int
     failed: int
     no_data: int
+    insufficient: int = 0
 
 
 @dataclass(frozen=True)
@@ -211,6 +226,7 @@ class OpticsRow:
     osnr_min_db: float | None
     osnr_margin_db: float | None
     status: Status
+    no_signal_readings: int = 0
 
 
 @dataclass(frozen=True)
@@ -259,6 +275,110 @@ class PlanComparison:
 
 
 @dataclass(frozen=True)
+class InputNote:
+    """An input the analysis could not use, wholly or partly (``summary.json`` ``warnings``)."""
+
+    input: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class VendorVerdicts:
+    """One vendor's line of the verdict summary."""
+
+    vendor: str
+    passed: int
+    failed: int
+    insufficient: int
+    no_data: int
+    failing: list[str]
+
+
+@dataclass(frozen=True)
+class LinkAnswer:
+    """One link's line of the summary: what it cost the job."""
+
+    link: str
+    exposed_total_seconds: float
+    share_of_run: float | None
+    coverage: float | None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The answer first: verdicts per vendor and exposed time per link."""
+
+    vendors: list[VendorVerdicts]
+    links: list[LinkAnswer]
+
+
+@dataclass(frozen=True)
+class LinkCoverage:
+    """How much of the run a link (or device) had telemetry.
+
+    Attributes:
+        name: the link or device.
+        telemetry_seconds: seconds of the run within ``MAX_GAP_SECONDS`` of a reading.
+        run_seconds: the run's span (the steps', else the telemetry's).
+        share: telemetry over run seconds.
+        readings: readings behind it.
+    """
+
+    name: str
+    telemetry_seconds: float
+    run_seconds: float | None
+    share: float | None
+    readings: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Telemetry coverage per link and device, and the minimums a verdict needs."""
+
+    max_gap_seconds: float
+    minimum_share: float
+    links: list[LinkCoverage]
+    devices: list[LinkCoverage]
+
+
+@dataclass(frozen=True)
+class Methodology:
+    """What was measured, how blame was assigned, and what stayed unexplained (seconds summed over steps,
+    mean over ranks)."""
+
+    measured: list[str]
+    blame: list[str]
+    rules: list[str]
+    step_seconds: float
+    inflation_seconds: float
+    attributed_seconds: float
+    unexplained_seconds: float | None
+    steady_seconds: float | None
+
+
+@dataclass(frozen=True)
+class BusBandwidthRow:
+    """One nccl-tests result: bus bandwidth at one message size."""
+
+    source: str
+    collective: str
+    size_bytes: float
+    time_seconds: float | None
+    busbw_gbps: float | None
+    busbw_in_place_gbps: float | None
+    ranks: int | None
+
+
+@dataclass(frozen=True)
+class BusBandwidth:
+    """nccl-tests bus bandwidth beside the link's capacity and the plan's goodput (GB/s, 10^9 bytes/s)."""
+
+    rows: list[BusBandwidthRow]
+    link_capacity_gbps: float | None
+    planned_goodput_gbps: float | None
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything the report shows (``report.json``)."""
 
@@ -273,6 +393,11 @@ class ReportData:
     optics: Optics
     plan: PlanComparison | None
     notes: list[str]
+    warnings: list[InputNote]
+    summary: Summary
+    coverage: Coverage
+    methodology: Methodology
+    bus_bandwidth: BusBandwidth | None
 
 
 def to_json(data: ReportData) -> dict[str, Any]:

@@ -4,7 +4,9 @@ The levels are those of each device's link optics profile (``collector.contracts
 analysis's overrides, ``analyzer.thresholds``): the FEC limit (what the FEC can still correct), the BER
 event level (a fraction of it), the required OSNR and its event margin. The section's header shows the
 default profile's. An interface is
-"over limit" past the FEC limit or below the required OSNR, a "warning" past the event levels.
+"over limit" past the FEC limit or below the required OSNR, a "warning" past the event levels, and in
+"outage" when it was otherwise fine but some readings had no signal (a down wave: ``analyzer.optical_signal``);
+those readings are counted, never taken as the worst BER or OSNR.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def optics(
     worst = frame.group_by("device", "interface").agg(
         ber=pl.col("value").filter(pl.col("metric") == PRE_FEC[0]).max(),
         osnr=pl.col("value").filter(pl.col("metric") == OSNR[0]).min(),
+        no_signal=pl.col("no_signal").filter(pl.col("metric") == PRE_FEC[0]).sum(),
+        no_signal_osnr=pl.col("no_signal").filter(pl.col("metric") == OSNR[0]).sum(),
     )
     rows = [
         _row(
@@ -55,6 +59,7 @@ def optics(
             thresholds,
             vendor_of.get(r["device"]),
             profile_of.get(r["device"]),
+            max(int(r["no_signal"] or 0), int(r["no_signal_osnr"] or 0)),
         )
         for r in worst.sort("device", "interface").iter_rows(named=True)
     ]
@@ -76,6 +81,7 @@ def _row(
     t: Thresholds,
     vendor: str | None,
     profile: str | None,
+    no_signal: int = 0,
 ) -> OpticsRow:
     fec_limit, osnr_required = t.optical_limits(profile)
     # Margin in decades: how many factors of ten the worst BER stays below the FEC limit.
@@ -85,17 +91,19 @@ def _row(
     warn = (ber is not None and ber >= fec_limit * t.level("ber_limit_fraction_enter")) or (
         osnr_margin is not None and osnr_margin < t.level("osnr_margin_enter_db")
     )
-    status: Status = (
-        "no data" if ber is None and osnr is None else "over limit" if over else "warning" if warn else "ok"
-    )
-    return OpticsRow(device, interface, vendor, ber, ber_margin, osnr, osnr_margin, status)
+    status: Status = "over limit" if over else "warning" if warn else "outage" if no_signal else "ok"
+    if ber is None and osnr is None and not no_signal:
+        status = "no data"
+    return OpticsRow(device, interface, vendor, ber, ber_margin, osnr, osnr_margin, status, no_signal)
 
 
 def _series(frame: pl.DataFrame, start: object) -> list[OpticsSeries]:
     if frame.height == 0:
         return []
     zero = start if start is not None else frame["time"].min()
-    timed = frame.with_columns(t=(pl.col("time") - pl.lit(zero)).dt.total_nanoseconds() / 1e9)
+    timed = frame.drop_nulls("value").with_columns(
+        t=(pl.col("time") - pl.lit(zero)).dt.total_nanoseconds() / 1e9
+    )
     out = []
     for (device, interface, metric), group in timed.group_by(
         ["device", "interface", "metric"], maintain_order=True

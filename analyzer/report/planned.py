@@ -1,11 +1,12 @@
 """Planned versus measured: ``spanwatch plan``'s figures for the run's distance and links beside the run's.
 
 The plan is derived from the collector config (the longest link's distance, its waves, their speed as the
-archive reports it, the config's fibre delay) unless one is given. The model size is not known after the
-fact, so the derived plan budgets the traffic the run actually moved: the bytes the link's interfaces sent
-per step, per direction, as a per-step crossing (``crossing="activations"``: every step, one round trip,
-no overlap). Its figures (round trip, bandwidth-delay product, lossless buffer, exposed time per step) sit
-beside what the run measured for the same quantities, with the link's optics profile checked for reach.
+archive reports it, the config's fibre delay) unless one is given, for the *job's* bytes per step and
+direction (``analyze --job-bytes-per-step``), as a per-step crossing (``crossing="activations"``: every step,
+one round trip, no overlap). Never for all the bytes the link carried: a shared link's background traffic is
+not the job's to budget. Each planned figure sits beside the measured figure of the same quantity (the
+round trip and serialization per link as the analysis measured them, the exposed time per step), or beside
+"-" when the run did not measure it; the link's optics profile is checked for reach.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ def plan_input(
     Args:
         config: the collector config.
         link_speed_bytes: the member interfaces' reported speed, or None (800 Gb/s is assumed).
-        bytes_per_step: bytes crossing per step and direction, measured.
+        bytes_per_step: the job's bytes crossing per step and direction, or None when unknown.
 
     Returns:
-        The plan's input, or None when the config has no links or no traffic was measured.
+        The plan's input, or None when the config has no links or the job's bytes are unknown.
     """
     if not config.links or not bytes_per_step:
         return None
@@ -56,7 +57,9 @@ def compare(planned: PlanInput, run: Mapping[str, float | None]) -> PlanComparis
 
     Args:
         planned: the plan's input.
-        run: the run-scope measures by name (``measures.parquet``), plus ``step_median_seconds``.
+        run: the run-scope measures by name (``measures.parquet``), plus ``round_trip_seconds`` and
+            ``serialization_seconds`` (mean over links, measured), ``steady_seconds_per_step`` and
+            ``exposed_seconds_per_step`` (means over steps).
 
     Returns:
         The comparison rows.
@@ -68,22 +71,49 @@ def compare(planned: PlanInput, run: Mapping[str, float | None]) -> PlanComparis
 
 
 def _rows(p: PlanResult, run: Mapping[str, float | None]) -> list[PlanRow]:
-    per_step = f"planned for {p.bytes_per_sync / 1e6:.3g} MB per step and direction, no overlap"
     o = p.optics
     reach = (
         f"{o.distance_km:g} km route: within reach and CD tolerance"
         if o.ok
         else "; ".join(w.removeprefix("optics: ") for w in p.warnings if w.startswith("optics: "))
     )
+    not_measured = "not measured in this run"
     return [
         PlanRow(f"Optic reach ({o.profile})", "km", o.reach_km, None, reach),
-        PlanRow("Round-trip fibre delay", "s", p.round_trip_seconds, None, "from the distance; not measured"),
         PlanRow(
-            "Latency per sync (round trips x RTT)",
+            "Job bytes per step and direction",
+            "bytes",
+            p.bytes_per_sync,
+            run.get("job_bytes_per_step"),
+            "the job's, not all the link carried (analyze --job-bytes-per-step)",
+        ),
+        PlanRow(
+            "Round trip",
             "s",
-            p.latency_seconds,
-            None,
-            "the floor a sync cannot go under",
+            p.round_trip_seconds,
+            run.get("round_trip_seconds"),
+            "planned from the fibre distance; measured per link, mean",
+        ),
+        PlanRow(
+            "Serialization of the job's bytes per step",
+            "s",
+            p.serialization_seconds,
+            run.get("serialization_seconds"),
+            "bytes / goodput; measured per link, mean" if run.get("serialization_seconds") else not_measured,
+        ),
+        PlanRow(
+            "Steady network time per step (no episode)",
+            "s",
+            p.transfer_seconds,
+            run.get("steady_seconds_per_step"),
+            "serialization + round trips" if run.get("steady_seconds_per_step") else not_measured,
+        ),
+        PlanRow(
+            "Network time exposed per step (mean)",
+            "s",
+            p.exposed_seconds_per_step,
+            run.get("exposed_seconds_per_step"),
+            "planned: no overlap with compute; measured: steady part (when estimated) + episodes",
         ),
         PlanRow(
             "Bandwidth-delay product per wave", "bytes", p.bandwidth_delay_product_bytes, None, "in flight"
@@ -94,33 +124,5 @@ def _rows(p: PlanResult, run: Mapping[str, float | None]) -> list[PlanRow]:
             p.buffer_bytes_per_link,
             run.get("queue_watermark_p99_bytes"),
             "measured: p99 queue watermark on the link's interfaces",
-        ),
-        PlanRow(
-            "Network time exposed per step (p50)",
-            "s",
-            p.exposed_seconds_per_step,
-            run.get("exposed_latency_p50_seconds"),
-            per_step,
-        ),
-        PlanRow(
-            "Network time exposed per step (p99)",
-            "s",
-            None,
-            run.get("exposed_latency_p99_seconds"),
-            "measured only",
-        ),
-        PlanRow(
-            "Step time inflation",
-            "ratio",
-            p.slowdown,
-            run.get("step_time_inflation_ratio"),
-            "planned with compute",
-        ),
-        PlanRow(
-            "Link utilization (p99)",
-            "ratio",
-            p.inputs.efficiency,
-            run.get("link_utilization_p99"),
-            "planned: goodput efficiency",
         ),
     ]

@@ -5,17 +5,23 @@ value shown is the worst device's (the largest for ``<``/``<=``, the smallest fo
 for ``==``), and every device's value is kept beside it. Values come from the analysis's device-scope
 measures (``measures.parquet``); a step-based measure (``Measure.from_steps``) with no row for a device that
 reported telemetry while steps were logged measured zero: nothing was attributed to it.
+
+A verdict needs enough evidence (``coverage``: the minimum samples, and telemetry over most of the run for a
+PASS); short of it the claim reads "insufficient data", never PASS. Optics claims rest on readings with
+signal only: readings of a down wave are counted apart, and the optical events of an outage are not cited.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 from analyzer.claims import Claim, Claims, Vendor
 from analyzer.measures import MEASURES, Measure
+from analyzer.report import coverage
 from analyzer.report.model import ClaimResult, EventRef, Evidence, VendorReport, Verdict
 from analyzer.report.readings import Readings
 from analyzer.report.units import format_value, iso, span_seconds
@@ -33,6 +39,8 @@ class Tables:
     measures: pl.DataFrame
     readings: Readings
     gpus: int | None
+    run_start: Any = None  # the steps' span (aware datetimes), None without steps
+    run_end: Any = None
 
 
 def vendor_reports(
@@ -53,9 +61,19 @@ def vendor_reports(
 
 def _vendor(vendor: Vendor, devices: list[str], tables: Tables) -> VendorReport:
     results = [evaluate(claim, devices, tables) for claim in vendor.claims]
-    count = {verdict: sum(r.verdict == verdict for r in results) for verdict in ("pass", "fail", "no data")}
+    count = {
+        verdict: sum(r.verdict == verdict for r in results)
+        for verdict in ("pass", "fail", "no data", "insufficient data")
+    }
     return VendorReport(
-        vendor.name, dict(vendor.match), devices, results, count["pass"], count["fail"], count["no data"]
+        vendor.name,
+        dict(vendor.match),
+        devices,
+        results,
+        count["pass"],
+        count["fail"],
+        count["no data"],
+        count["insufficient data"],
     )
 
 
@@ -102,7 +120,7 @@ def evaluate(claim: Claim, devices: list[str], tables: Tables) -> ClaimResult:
     measure = MEASURES[claim.measure]
     per_device = device_values(claim, devices, tables)
     known = {d: v for d, v in per_device.items() if v is not None}
-    evidence = _evidence(measure, devices, tables)
+    evidence = _evidence(measure, claim.measure, devices, tables)
     if not known:
         return _result(
             claim,
@@ -122,6 +140,9 @@ def evaluate(claim: Claim, devices: list[str], tables: Tables) -> ClaimResult:
         reason = f"{', '.join(failing)} measured {format_value(known[worst], measure.unit)}, claim {bound}"
     else:
         reason = f"{bound} holds on {'every device' if len(known) > 1 else worst}"
+    short = _insufficient(evidence, verdict)
+    if short is not None:
+        verdict, reason = "insufficient data", f"{short} (measured: {reason})"
     missing = [d for d, v in per_device.items() if v is None]
     if missing:
         reason += f"; no data from {', '.join(missing)}"
@@ -154,6 +175,18 @@ def _result(
     )
 
 
+def _insufficient(evidence: Evidence, verdict: Verdict) -> str | None:
+    """Why the evidence cannot carry this verdict, or None (rules: ``analyzer.report.coverage``)."""
+    if evidence.samples < evidence.minimum_samples:
+        return f"only {evidence.samples} {evidence.basis}, {evidence.minimum_samples} needed"
+    if verdict == "pass" and evidence.coverage is not None and evidence.coverage < coverage.MIN_COVERAGE:
+        return (
+            f"telemetry covered {evidence.coverage:.1%} of the run, "
+            f"{coverage.MIN_COVERAGE:.0%} needed to vouch for it"
+        )
+    return None
+
+
 def _why_none(claim: Claim, measure: Measure, devices: list[str], tables: Tables) -> str:
     names = ", ".join(devices)
     if claim.measure == "gpu_hours_lost" and not tables.gpus:
@@ -167,7 +200,8 @@ def _why_none(claim: Claim, measure: Measure, devices: list[str], tables: Tables
     return f"nothing measured on {names}"
 
 
-def _evidence(measure: Measure, devices: list[str], tables: Tables) -> Evidence:
+def _evidence(measure: Measure, name: str, devices: list[str], tables: Tables) -> Evidence:
+    no_signal = 0
     if measure.from_steps:
         steps = tables.steps
         basis, samples = "steps", steps["step"].n_unique()
@@ -178,12 +212,58 @@ def _evidence(measure: Measure, devices: list[str], tables: Tables) -> Evidence:
         if measure.reads:
             counts = counts.filter(pl.col("metric").is_in(list(measure.reads)))
         basis = f"readings of {', '.join(measure.reads)}" if measure.reads else "readings"
-        samples, start, end = int(counts["n"].sum()), counts["first"].min(), counts["last"].max()
+        no_signal = int(counts["no_signal"].sum()) if measure.kinds and set(measure.kinds) & OPTICAL else 0
+        if no_signal:
+            basis = f"readings with signal of {', '.join(measure.reads)}"
+        samples, start, end = int(counts["n"].sum()) - no_signal, counts["first"].min(), counts["last"].max()
         events = tables.events.filter(pl.col("device").is_in(devices))
         if measure.kinds:
             events = events.filter(pl.col("kind").is_in(list(measure.kinds)))
+            if set(measure.kinds) & OPTICAL:
+                events = outside_outages(events, tables.events)
     span = span_seconds(start, end)
-    return Evidence(basis, samples, iso(start), iso(end), span, events.height, event_refs(events))
+    return Evidence(
+        basis,
+        samples,
+        iso(start),
+        iso(end),
+        span,
+        events.height,
+        event_refs(events),
+        _coverage(devices, tables),
+        no_signal,
+        coverage.minimum_samples(name),
+    )
+
+
+OPTICAL = frozenset({"ber", "osnr", "fec_uncorrectable", "fcs"})
+
+
+def outside_outages(events: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
+    """The events that do not overlap a wave-down event of their device (a down wave's optics are an
+    outage, evidenced by the wave-down event, not an optics degradation)."""
+    down = every.filter(pl.col("kind") == "wave_down").select(
+        "device", down_start="start_time", down_end="end_time"
+    )
+    if down.height == 0 or events.height == 0:
+        return events
+    during = events.join(down, on="device").filter(
+        pl.col("start_time") < pl.col("down_end"), pl.col("end_time") > pl.col("down_start")
+    )
+    return events.filter(~pl.col("event_id").is_in(during["event_id"].unique().to_list()))
+
+
+def _coverage(devices: list[str], tables: Tables) -> float | None:
+    """Share of the steps' span during which some device of the vendor had telemetry; None without steps."""
+    start, end = tables.run_start, tables.run_end
+    if start is None or end is None:
+        return None
+    run = span_seconds(start, end)
+    if not run:
+        return None
+    mine = tables.readings.stamps.filter(pl.col("device").is_in(devices)).with_columns(vendor=pl.lit("v"))
+    seen = coverage.covered_seconds(mine, "vendor", start, end).get("v", 0.0)
+    return min(seen / run, 1.0)
 
 
 def _attributed_events(devices: list[str], tables: Tables) -> pl.DataFrame:

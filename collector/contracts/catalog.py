@@ -140,7 +140,40 @@ LINK_METRICS: tuple[MetricSpec, ...] = (
         "Capacity times round-trip propagation delay: the data in flight.",
         "link",
     ),
+    # The limits of the link's optics profile (``links[].optics``), so alert rules and boards compare each
+    # channel with its own link's figures (``on(link) group_left``) instead of one hard-coded number.
+    _g("dci_link_optics_fec_ber_limit", "ratio", "Pre-FEC BER limit of the link's optics profile.", "link"),
+    _g(
+        "dci_link_optics_required_osnr_db",
+        "db",
+        "Required OSNR (0.1 nm) of the link's optics profile.",
+        "link",
+    ),
 )
+
+# Active probes along each link (``links[].probe``): ``method`` is ``twamp`` or ``icmp``, ``target`` the
+# responder's configured name. The plain RTT name carries the latest probe, the stat variants the interval.
+_LMT = ("link", "method", "target")
+PROBE_METRICS: tuple[MetricSpec, ...] = (
+    _g("dci_link_rtt_seconds", "seconds", "Measured round trip along the link.", *_LMT, stats=True),
+    _g(
+        "dci_link_rtt_jitter_seconds",
+        "seconds",
+        "Mean difference between consecutive round trips over the interval (RFC 3550 style).",
+        *_LMT,
+    ),
+    _g(
+        "dci_link_one_way_delay_seconds",
+        "seconds",
+        "One-way delay from TWAMP timestamps (forward: to the responder); needs synchronised clocks.",
+        *_LMT,
+        "direction",
+        stats=True,
+    ),
+    _g("dci_link_probe_loss_ratio", "ratio", "Probes without an answer over the interval.", *_LMT),
+    _c("spanwatch_probes_total", "", "Probes by outcome.", *_LMT, "status"),
+)
+PROBE_STATUSES = ("success", "timeout", "no_permission", "unreachable", "error")
 
 _DS = ("device", "source")
 
@@ -205,7 +238,7 @@ def _expand(specs: tuple[MetricSpec, ...]) -> dict[str, MetricSpec]:
     return out
 
 
-CATALOG: dict[str, MetricSpec] = _expand(DEVICE_METRICS + LINK_METRICS + HEALTH_METRICS)
+CATALOG: dict[str, MetricSpec] = _expand(DEVICE_METRICS + LINK_METRICS + PROBE_METRICS + HEALTH_METRICS)
 """Every exported name, ``_min/_max/_avg`` stat variants included."""
 
 

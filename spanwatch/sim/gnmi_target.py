@@ -66,9 +66,14 @@ class SimTarget(GnmiServer):
             self._cache = (snap, tree.groups(snap, self.device, self.epoch_ns))
         return snap, self._cache[1]
 
-    def select(self, wants: list[list[tree.Elem]]) -> tuple[int, list[tree.Group]]:
-        """Groups under any of ``wants`` (each group once), with the snapshot time."""
+    def current(self) -> tuple[int, list[tree.Group]]:
+        """The time of the data served now (ns) and its groups (another data source overrides this)."""
         snap, every = self.groups()
+        return snap.time_ns, every
+
+    def select(self, wants: list[list[tree.Elem]]) -> tuple[int, list[tree.Group]]:
+        """Groups under any of ``wants`` (each group once), with the data's time."""
+        time_ns, every = self.current()
         seen: set[int] = set()
         out: list[tree.Group] = []
         for want in wants:
@@ -77,7 +82,7 @@ class SimTarget(GnmiServer):
                 if key not in seen:
                     seen.add(key)
                     out.append(g)
-        return snap.time_ns, out
+        return time_ns, out
 
     def notifications(self) -> list[Any]:
         """Every group as a ``SubscribeResponse`` (the base class's ONCE/POLL rounds use this)."""

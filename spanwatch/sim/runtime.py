@@ -25,6 +25,7 @@ from spanwatch.sim.fabric import Fabric
 from spanwatch.sim.gnmi_server import serve as serve_gnmi
 from spanwatch.sim.gnmi_target import SimTarget
 from spanwatch.sim.params import FabricParams
+from spanwatch.sim.reflectors import LinkReflectors
 from spanwatch.sim.snapshot import Snapshot
 from spanwatch.sim.training import StepRecord
 
@@ -89,6 +90,7 @@ class SimulatedFabric:
         self._servers: list[grpc.aio.Server] = []
         self._task: asyncio.Task[None] | None = None
         self.lag_s = 0.0
+        self.reflectors = LinkReflectors(lambda: self.fabric.one_way_s, SITES)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -102,6 +104,7 @@ class SimulatedFabric:
             server, gport = await serve_gnmi(SimTarget(lambda: self.snap, d, epoch_ns))
             self._servers.append(server)
             self.gnmi_ports.append(gport)
+        self.reflectors.start()
         self._task = asyncio.create_task(self._run(), name="sim-fabric")
 
     async def stop(self) -> None:
@@ -111,6 +114,7 @@ class SimulatedFabric:
             await asyncio.gather(self._task, return_exceptions=True)
         for transport in self._transports:
             transport.close()
+        self.reflectors.stop()
         await asyncio.gather(*(s.stop(grace=0.5) for s in self._servers))
         self._transports, self._servers = [], []
 
@@ -210,6 +214,7 @@ class SimulatedFabric:
                     "site_b": "b",
                     "distance_km": self.params.distance_km,
                     "members": members,
+                    "probe": self.reflectors.probe_config(),
                 }
             ],
         }

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from collector.contracts.catalog import CATALOG, DEVICE_METRICS, HEALTH_METRICS, LINK_METRICS
+from collector.contracts.catalog import (
+    CATALOG,
+    DEVICE_METRICS,
+    HEALTH_METRICS,
+    LINK_METRICS,
+    PROBE_METRICS,
+)
 
 SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "metrics.md"
 # Names the collector exports that the spec does not list yet; shared/ is read-only for developers, so
@@ -19,6 +25,13 @@ PROPOSED_FOR_SPEC = {
     "spanwatch_series_dropped_total": "new series beyond a target's cap, dropped (issue 16)",
     "spanwatch_archive_rows_dropped_total": "archive rows dropped: buffer full, unwritable, failed (issue 16)",
     "spanwatch_http_connections_rejected_total": "connections refused past the connection cap (issue 16)",
+    "dci_link_optics_fec_ber_limit": "pre-FEC BER limit of the link's optics profile, for the rules (issue 15)",
+    "dci_link_optics_required_osnr_db": "required OSNR of the link's optics profile, for the rules (issue 15)",
+    "dci_link_rtt_seconds": "measured round trip along the link, with min/max/avg (issue 15)",
+    "dci_link_rtt_jitter_seconds": "round-trip jitter over the probe interval (issue 15)",
+    "dci_link_one_way_delay_seconds": "TWAMP one-way delay per direction, with min/max/avg (issue 15)",
+    "dci_link_probe_loss_ratio": "probes without an answer over the interval (issue 15)",
+    "spanwatch_probes_total": "probes by outcome, per link, method and target (issue 15)",
 }
 
 
@@ -33,6 +46,6 @@ def test_every_spec_metric_is_in_the_catalogue() -> None:
 
 
 def test_every_catalogue_metric_is_in_the_spec() -> None:
-    catalogue = {spec.name for spec in DEVICE_METRICS + LINK_METRICS + HEALTH_METRICS}
+    catalogue = {spec.name for spec in DEVICE_METRICS + LINK_METRICS + PROBE_METRICS + HEALTH_METRICS}
     assert catalogue - _spec_names() - set(PROPOSED_FOR_SPEC) == set()
     assert set(PROPOSED_FOR_SPEC) <= catalogue, "a proposed name left the catalogue: drop it here too"

@@ -94,9 +94,31 @@ def test_boards_have_variables_units_legends_and_rate_interval() -> None:
 
 
 def test_board_thresholds_match_the_alert_rules() -> None:
+    """The boards' dashed lines are the default profile's limits, which the rules apply to series of no
+    link (series of a link are compared with their link's profile, exported by the collector)."""
     build = _build()
     alerts = {r["alert"]: r["expr"] for g in rule_groups() for r in g["rules"] if "alert" in r}  # type: ignore[attr-defined]
-    ber = {float(x) for x in re.findall(r"> ([0-9.e+-]+)", alerts["SpanwatchPreFecBerNearLimit"])}
-    assert len(ber) == 1 and ber.pop() == pytest.approx(build.PRE_FEC_BER_LIMIT / 4)
+    assert "group_left" in alerts["SpanwatchPreFecBerNearLimit"]
+    assert "dci_link_optics_fec_ber_limit" in alerts["SpanwatchPreFecBerNearLimit"]
+    (fraction, default) = re.findall(r"> ([0-9.]+) \* ([0-9.e+-]+)", alerts["SpanwatchPreFecBerNearLimit"])[0]
+    assert float(default) == build.PRE_FEC_BER_LIMIT and 0 < float(fraction) < 1
+    assert "dci_link_optics_required_osnr_db" in alerts["SpanwatchOsnrMarginLow"]
     (required, margin) = re.findall(r"< ([0-9.]+) \+ ([0-9.]+)", alerts["SpanwatchOsnrMarginLow"])[0]
     assert float(required) == build.REQUIRED_OSNR_DB and float(margin) > 0
+    factor = re.findall(r"> on \(link\) \(([0-9.]+) \* 2 \*", alerts["SpanwatchRouteLongerThanFibre"])
+    assert factor and float(factor[0]) == build.ROUTE_LONGER_FACTOR
+
+
+def test_every_panel_has_a_description() -> None:
+    for path in board_files():
+        for p in json.loads(path.read_text())["panels"]:
+            if p["type"] != "row":
+                assert len(p.get("description", "")) > 20, f"{path.name}: {p['title']} has no description"
+
+
+def test_optics_legends_name_the_wave() -> None:
+    board = json.loads((DASHBOARDS / "spanwatch-optics.json").read_text())
+    for p in board["panels"]:
+        for t in p.get("targets", []):
+            if "dci_optics_" in t["expr"]:
+                assert "{{interface}}{{component}}" in t["legendFormat"], (p["title"], t["legendFormat"])

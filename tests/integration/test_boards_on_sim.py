@@ -10,7 +10,10 @@ second with deploy/prometheus/rules/spanwatch.rules.yml loaded (evaluated every 
 - every recording rule's expression returns data, and so does the series it records;
 - every alert expression parses, and returns data with its final threshold comparison stripped;
 - the alerts the episodes (and the test's two dead ends) trigger become active: they appear in
-  ``ALERTS``, as *pending*, because their ``for:`` (1 to 5 minutes) is longer than the test.
+  ``ALERTS``, most as *pending*, because their ``for:`` (30 s to 5 minutes) is longer than the test;
+- the optics alerts *fire* within 60 s of the optic crossing their level (the optics group keeps its own
+  15 s interval here, as deployed), one per channel: the degraded channel's, not its per-interface SNMP
+  copy nor the other channels of the device.
 
 The fabric is lossy (no PFC: ``spanwatch sim --lossy``) so that the congestion episode tail-drops. Alerts
 that fire, and why (the schedule: ``EPISODES_OVER_S``, shifted by ``LEAD_S``):
@@ -47,6 +50,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collector.contracts import optics
+from spanwatch.sim import physics
 from spanwatch.sim.episodes import Episode, default_episodes
 from spanwatch.sim.params import FabricParams
 from spanwatch.sim.runtime import DEVICES, LINK, SITES, SimulatedFabric, worst_penalty_db
@@ -73,6 +78,8 @@ LEAD_S = 3.0  # the episodes start this much later, once the collector and Prome
 DEADLINE_S = 75.0  # stop waiting this long after the fabric starts
 POLL_S = 1.0
 DEAD_TARGET = "dci9.site-z"
+FIRING_WITHIN_S = 60.0
+OPTICS_ALERTS = ("SpanwatchPreFecBerNearLimit", "SpanwatchOsnrMarginLow")
 
 EXPECTED_ALERTS = {
     "SpanwatchInterDcLinkDropping": "congestion episode (tail drops: the fabric is lossy)",
@@ -183,6 +190,9 @@ class Run:
     alerts: dict[str, set[str]] = field(default_factory=dict)  # alertname -> states seen in ALERTS
     seconds_to_data: float | None = None
     seconds: float = 0.0
+    # (alertname, device, component or interface) -> wall time it was first seen firing
+    firing: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    onset: Onset | None = None
 
 
 def _watch(url: str, checks: list[Check], collector: subprocess.Popen[bytes], log: Path) -> Run:
@@ -198,16 +208,56 @@ def _watch(url: str, checks: list[Check], collector: subprocess.Popen[bytes], lo
         for series in query(url, "ALERTS") or []:
             labels = series["metric"]
             run.alerts.setdefault(labels["alertname"], set()).add(labels["alertstate"])
+            if labels["alertstate"] == "firing":
+                place = labels.get("component") or labels.get("interface", "")
+                run.firing.setdefault((labels["alertname"], labels.get("device", ""), place), time.time())
         missing = [n for n, ok in run.data.items() if not ok and n not in gaps]
         if not missing and run.seconds_to_data is None:
             run.seconds_to_data = elapsed
-        if not missing and set(EXPECTED_ALERTS) <= set(run.alerts):
+        fired = {name for name, *_ in run.firing}
+        if not missing and set(EXPECTED_ALERTS) <= set(run.alerts) and set(OPTICS_ALERTS) <= fired:
             break
         time.sleep(POLL_S)
     run.seconds = time.monotonic() - start
     to_data = "never" if run.seconds_to_data is None else f"{run.seconds_to_data:.0f} s"
     print(f"\nboards on sim: data after {to_data}, active alerts {sorted(run.alerts)}, {run.seconds:.0f} s")
     return run
+
+
+@dataclass(frozen=True)
+class Onset:
+    """When the optical episode's channel crossed each alert's level (wall clock), and where."""
+
+    device: str
+    component: str
+    times: dict[str, float]
+
+
+def optical_onset(sim: SimulatedFabric) -> Onset:
+    """The degraded channel and the moments its OSNR fell through each alert's level.
+
+    The episode's loss ramps linearly to its worst at mid-episode (``Schedule.osnr_penalty_db``); the
+    channel's OSNR is the nominal one less the loss (within the model's +-0.2 dB wander), so each level is
+    crossed when the loss reaches nominal OSNR minus the OSNR of that level.
+    """
+    (e,) = [e for e in sim.episodes if e.kind == "optical_degradation"]
+    profile = optics.profile()
+    nominal = physics.nominal_osnr_db(sim.params.distance_km)
+    levels = {
+        "SpanwatchPreFecBerNearLimit": physics.osnr_at_limit(profile.fec_ber_limit / 4),
+        "SpanwatchOsnrMarginLow": profile.required_osnr_db + 2,
+    }
+    half = (e.end_s - e.start_s) / 2
+    times = {
+        name: sim.wall(e.start_s + half * (nominal - osnr) / e.magnitude) for name, osnr in levels.items()
+    }
+    return Onset(DEVICES[e.device], f"OpticalChannel1/{e.wave + 1}", times)
+
+
+@pytest.fixture(scope="module")
+def onset(run: Run) -> Onset:
+    assert run.onset is not None
+    return run.onset
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +281,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                      "--config", str(config)],
                     cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                 )  # fmt: skip
-            yield _watch(url, board_checks() + rule_checks(), collector, log)
+            watched = _watch(url, board_checks() + rule_checks(), collector, log)
+            watched.onset = optical_onset(fabric.sim)
+            yield watched
         finally:
             if collector is not None:
                 stop_process(collector, 15)
@@ -270,3 +322,20 @@ def test_known_gaps(run: Run, where: str) -> None:
     names = [c.name for c in board_checks() if c.where == where]
     assert names, f"{where} is no longer on a board: drop it from KNOWN_GAPS"
     assert all(run.data[n] for n in names), f"{where}: no data from the sim"
+
+
+def test_optics_alerts_fire_within_a_minute_of_onset_once_per_channel(run: Run, onset: Onset) -> None:
+    for name in OPTICS_ALERTS:
+        fired = {
+            place: t
+            for (alert, device, place), t in run.firing.items()
+            if alert == name and device == onset.device
+        }
+        # The wave-down episode (wave 0, both ends) reads loss of signal on OpticalChannel1/1: its own alerts.
+        fired.pop("OpticalChannel1/1", None)
+        assert set(fired) == {onset.component}, (
+            f"{name}: firing on {sorted(fired)}, expected {onset.component} only"
+        )
+        delay = fired[onset.component] - onset.times[name]
+        print(f"{name} on {onset.device} {onset.component}: firing {delay:.1f} s after onset")
+        assert delay <= FIRING_WITHIN_S, f"{name} fired {delay:.0f} s after onset"

@@ -18,6 +18,10 @@ def test_a_demo_run_is_scored_with_its_control(tmp_path: Path, capsys: pytest.Ca
     assert main(["demo", "--duration", "20", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "score: " in printed
+    # The terminal ends with the answer: exposed time per link, the verdicts, the score.
+    answer = printed[printed.index("the answer:") :]
+    assert "link site-a-site-b:" in answer and "Vendor A" in answer and "Vendor B" in answer
+    assert answer.splitlines()[-1].startswith("report: ")
     result = json.loads((out / "score.json").read_text())
     assert set(score.GOALS) <= set(result)
     control = result["control"]

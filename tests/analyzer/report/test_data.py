@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from analyzer.claims import load_claims
-from analyzer.report import data
-from analyzer.report.model import to_json
+from analyzer.report import data, verdicts
+from analyzer.report.model import Evidence, to_json
 from analyzer.topology import load_config
 
 SCHEMA = json.loads((Path(data.__file__).parent / "schema.json").read_text())
@@ -26,14 +27,34 @@ def test_verdicts_and_evidence(small_analysis: tuple[Path, Path, Path]) -> None:
     acme, zenith = report.vendors
     assert acme.devices == ["dci1.site-a"] and zenith.devices == ["dci1.site-b"]
     verdicts = {c.id: (c.verdict, c.measured) for c in acme.claims}
-    assert verdicts == {"lossless": ("pass", 0.0), "latency": ("fail", 0.2), "osnr": ("no data", None)}
+    # Measured, but on too little: no archive (0 readings) and a p99 over 10 steps (100 needed).
+    assert verdicts == {
+        "lossless": ("insufficient data", 0.0),
+        "latency": ("insufficient data", 0.2),
+        "osnr": ("no data", None),
+    }
+    assert acme.claims[0].reason.startswith("only 0 readings of dci_queue_dropped_packets_total")
     latency = acme.claims[1]
+    assert latency.reason.startswith("only 10 steps, 100 needed (measured: dci1.site-a measured 200 ms")
     assert latency.evidence.basis == "steps" and latency.evidence.samples == 10
+    assert latency.evidence.minimum_samples == 100
     assert [e.event_id for e in latency.evidence.events] == [0]
     # Steps were logged and site-b reported an event, but nothing was attributed to it: it measured zero.
-    assert zenith.claims[0].verdict == "pass" and zenith.claims[0].measured == 0.0
+    assert zenith.claims[0].verdict == "insufficient data" and zenith.claims[0].measured == 0.0
     assert zenith.claims[1].verdict == "no data" and "--gpus" in zenith.claims[1].reason
-    assert (acme.passed, acme.failed, acme.no_data) == (1, 1, 1)
+    assert (acme.passed, acme.failed, acme.insufficient, acme.no_data) == (0, 0, 2, 1)
+
+
+def test_pass_needs_coverage() -> None:
+    """A PASS on telemetry covering 60 s of an 11 h run is insufficient data; a FAIL with samples stands."""
+    evidence = Evidence("steps", 200_000, None, None, None, 0, [], coverage=60 / 41_000, minimum_samples=100)
+    assert (
+        verdicts._insufficient(evidence, "pass")
+        == "telemetry covered 0.1% of the run, 90% needed to vouch for it"
+    )
+    assert verdicts._insufficient(evidence, "fail") is None
+    assert verdicts._insufficient(replace(evidence, samples=99), "fail") == "only 99 steps, 100 needed"
+    assert verdicts._insufficient(replace(evidence, coverage=0.95), "pass") is None
 
 
 def test_sections(small_analysis: tuple[Path, Path, Path]) -> None:
@@ -71,6 +92,15 @@ def test_demo_report(demo_dir: Path) -> None:
         "Vendor A deep-buffer DCI (site a)",
         "Vendor B coherent DCI (site b)",
     ]
-    assert all(c["verdict"] in ("pass", "fail", "no data") for v in document["vendors"] for c in v["claims"])
+    verdict_names = ("pass", "fail", "insufficient data", "no data")
+    assert all(c["verdict"] in verdict_names for v in document["vendors"] for c in v["claims"])
+    # Optics verdicts rest on readings with signal: the demo's down wave is an outage, not a failed claim.
+    claims = {(v["name"][:8], c["id"]): c for v in document["vendors"] for c in v["claims"]}
+    assert claims[("Vendor A", "osnr-margin")]["measured"] > 20
+    assert claims[("Vendor A", "coherent-ber")]["measured"] < 0.5
+    # One p99 per series: the claim and the distribution table read the same watermark.
+    b = next(d for d in document["distributions"] if d["vendor"].startswith("Vendor B"))
+    assert claims[("Vendor B", "buffer-headroom")]["measured"] == b["queue_watermark_bytes"]["values"][99]
+    assert document["summary"]["vendors"] and document["coverage"]["links"]
     assert document["plan"] is not None and document["optics"]["series"]
     assert document["glance"]["steps"] > 10 and document["timeline"]["step"]

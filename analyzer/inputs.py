@@ -1,0 +1,150 @@
+"""What became of every input: rows per file, and a warning for each input that could not be used, and why.
+
+An analysis must never succeed silently on an input it ignored. Each training log is parsed on its own, so
+one unrecognised or unreadable file is a warning rather than the end of the analysis, and a file that yields
+no rows at all (a forced ``--log-format`` that matches nothing, a table whose rows all failed) is a warning
+too. Steps without a wall clock (Megatron logs without timestamps, golden-value files) cannot be placed in
+time and are never correlated with telemetry: that is said, per file. The telemetry side adds its own
+warnings (an archive with no readings, files skipped). ``summary.json`` carries them (``warnings``, and
+``inputs.files``); the report prints them at the top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from analyzer import schemas
+from analyzer.errors import IngestError, InputError
+from analyzer.ingest import ParseResult, parse_file
+
+
+@dataclass(frozen=True)
+class InputWarning:
+    """One input that could not be used, wholly or partly.
+
+    Attributes:
+        input: the file, URL or option concerned.
+        problem: what was wrong and what it means for the analysis.
+    """
+
+    input: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.input}: {self.problem}"
+
+
+@dataclass
+class ParsedLogs:
+    """Every log parsed, merged, with what each file gave and the warnings.
+
+    Attributes:
+        result: the merged tables of every usable file (``ParseResult`` of ``analyzer.ingest``).
+        files: per file: ``path``, ``formats``, ``rows`` (table -> count, non-empty tables only), ``lines``,
+            ``malformed``, ``error`` (why it could not be read, or None).
+        warnings: the problems worth a user's attention.
+    """
+
+    result: ParseResult
+    files: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[InputWarning] = field(default_factory=list)
+
+
+def parse_logs(paths: Iterable[Path], log_format: str | None = None) -> ParsedLogs:
+    """Parse each log on its own, keeping what it gave; an unusable file is a warning, not an error.
+
+    Args:
+        paths: the training logs.
+        log_format: force one format for all, or None to detect each.
+
+    Returns:
+        The merged tables, per-file counts and warnings.
+    """
+    merged = ParseResult(Path())
+    out = ParsedLogs(merged)
+    first = True
+    for path in paths:
+        try:
+            result = parse_file(path, log_format)
+        except IngestError as exc:
+            out.files.append(_file(path, None, exc.problem))
+            out.warnings.append(InputWarning(str(path), f"not used: {exc.problem}"))
+            continue
+        out.files.append(_file(path, result, None))
+        out.warnings += file_warnings(path, result)
+        if first:
+            merged.path, first = result.path, False
+        merged.merge(result)
+        merged.lines += result.lines
+    merged.tables = {name: merged.table(name) for name in schemas.TABLES}
+    return out
+
+
+def _file(path: Path, result: ParseResult | None, error: str | None) -> dict[str, Any]:
+    rows = {} if result is None else {n: t.height for n, t in result.tables.items() if t.height}
+    return {
+        "path": str(path),
+        "formats": [] if result is None else result.formats,
+        "rows": rows,
+        "lines": 0 if result is None else result.lines,
+        "malformed": 0 if result is None else len(result.problems),
+        "error": error,
+    }
+
+
+def file_warnings(path: Path, result: ParseResult) -> list[InputWarning]:
+    """What is wrong with one parsed file: no rows at all, or steps that cannot be placed in time.
+
+    Args:
+        path: the file.
+        result: what its parsers produced.
+
+    Returns:
+        The warnings (none for a file that gave rows with times).
+    """
+    formats = ", ".join(result.formats) or "no format"
+    rows = sum(t.height for t in result.tables.values())
+    if rows == 0:
+        malformed = f", {len(result.problems)} malformed" if result.problems else ""
+        return [
+            InputWarning(
+                str(path),
+                f"no rows: read as {formats}, {result.lines} lines{malformed}, nothing the analysis can use",
+            )
+        ]
+    steps = result.table("steps")
+    untimed = steps.filter(pl.col("start_time").is_null() & pl.col("end_time").is_null()).height
+    if untimed:
+        return [
+            InputWarning(
+                str(path),
+                f"{untimed} of {steps.height} step rows have no wall clock ({formats}): not placeable in time, "
+                "so not correlated with telemetry (their durations are still reported)",
+            )
+        ]
+    return []
+
+
+def require_something(logs: ParsedLogs, has_telemetry: bool) -> None:
+    """Stop when nothing at all is usable: every log failed and there is no telemetry.
+
+    Args:
+        logs: the parsed logs.
+        has_telemetry: an archive or a Prometheus server was given.
+
+    Raises:
+        InputError: naming every unusable input and why.
+    """
+    usable = any(f["error"] is None for f in logs.files)
+    if logs.files and not usable and not has_telemetry:
+        raise InputError("--logs", "no usable input; " + "; ".join(str(w) for w in logs.warnings))
+
+
+def as_json(warnings: Iterable[InputWarning]) -> list[dict[str, str]]:
+    """Warnings as JSON-ready dicts (``input``, ``problem``)."""
+    return [asdict(w) for w in warnings]

@@ -1,0 +1,194 @@
+"""The report's summary, coverage, methodology and nccl-tests sections, computed from the analysis tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from analyzer.plan import PlanInput, plan
+from analyzer.report import coverage as rules
+from analyzer.report.model import (
+    BusBandwidth,
+    BusBandwidthRow,
+    Coverage,
+    LinkAnswer,
+    LinkCoverage,
+    Methodology,
+    Summary,
+    VendorReport,
+    VendorVerdicts,
+)
+from analyzer.report.readings import Readings
+from analyzer.report.units import span_seconds
+from collector.config import Config
+
+
+def coverage(readings: Readings, start: Any, end: Any) -> Coverage:
+    """Telemetry seconds per link and device against the run's seconds.
+
+    Args:
+        readings: the archive's readings (``stamps``).
+        start: the steps' first start, or None (then each key's own span is the run).
+        end: the steps' last end, or None.
+
+    Returns:
+        The coverage section.
+    """
+    run = span_seconds(start, end)
+    per_reading = readings.counts.group_by("device").agg(pl.col("n").sum())
+    readings_of = dict(per_reading.iter_rows())
+    stamps = readings.stamps
+
+    def rows(key: str) -> list[LinkCoverage]:
+        seen = rules.covered_seconds(stamps, key, start, end)
+        spans = (
+            stamps.filter(pl.col(key).is_not_null())
+            .group_by(key)
+            .agg(first=pl.col("second").min(), last=pl.col("second").max())
+        )
+        own = {str(k): span_seconds(a, b) for k, a, b in spans.iter_rows()}
+        out = []
+        for name in sorted(seen):
+            total = run if run else own.get(name)
+            count = (
+                readings_of.get(name, 0)
+                if key == "device"
+                else sum(readings_of.get(d, 0) for d in _devices_of(stamps, name))
+            )
+            share = min(seen[name] / total, 1.0) if total else None
+            out.append(LinkCoverage(name, seen[name], total, share, int(count)))
+        return out
+
+    return Coverage(rules.MAX_GAP_SECONDS, rules.MIN_COVERAGE, rows("link"), rows("device"))
+
+
+def _devices_of(stamps: pl.DataFrame, link: str) -> list[str]:
+    return stamps.filter(pl.col("link") == link)["device"].unique().to_list()
+
+
+def summary(vendors: list[VendorReport], links: pl.DataFrame, covered: Coverage) -> Summary:
+    """The answer first: each vendor's verdict counts and failing claims, each link's exposed time.
+
+    Args:
+        vendors: the vendor sections.
+        links: ``links.parquet``.
+        covered: the coverage section.
+
+    Returns:
+        The summary.
+    """
+    share = {c.name: c.share for c in covered.links}
+    return Summary(
+        [
+            VendorVerdicts(
+                v.name,
+                v.passed,
+                v.failed,
+                v.insufficient,
+                v.no_data,
+                [c.id for c in v.claims if c.verdict == "fail"],
+            )
+            for v in vendors
+        ],
+        [
+            LinkAnswer(r["link"], r["exposed_total_seconds"], r["share_of_run"], share.get(r["link"]))
+            for r in links.sort("exposed_total_seconds", descending=True).iter_rows(named=True)
+        ],
+    )
+
+
+MEASURED = [
+    "Steps: each (step, rank) with its start, end and duration, from the training logs (times as logged).",
+    "Telemetry: every reading of the collector's archive on the link member interfaces (counters as "
+    "reset-aware rates; utilisation over 10 s windows; optical readings without signal counted as outage).",
+    "Events: congestion (drops, ECN, PFC, queue depth) and health (BER, OSNR, FCS, FEC, wave down) episodes "
+    "detected per interface against the analysis's thresholds.",
+]
+BLAME = [
+    "A step's inflation is its time above its rank's clean baseline (the median of steps no event touches).",
+    "Inflation is given to the events open during the step, each link's share by overlap and event kind; "
+    "what no event explains stays unexplained, never a link's.",
+    "The steady cost of distance and capacity (propagation, serialization) is reported apart when the "
+    "analysis estimates it, never hidden in the baseline.",
+]
+
+
+def methodology(steps: pl.DataFrame, links: pl.DataFrame) -> Methodology:
+    """What was measured, how blame was assigned, and the time that stayed unexplained.
+
+    Seconds are summed over steps, mean over ranks (as the per-link totals are).
+
+    Args:
+        steps: ``steps.parquet`` (``inflation_seconds``, ``unexplained_seconds``, ``steady_seconds``).
+        links: ``links.parquet``.
+
+    Returns:
+        The methodology section.
+    """
+    ranks = max(steps["rank"].n_unique(), 1)
+
+    def total(column: str) -> float | None:
+        if column not in steps.columns or steps[column].null_count() == steps.height:
+            return None
+        return float(steps[column].sum()) / ranks
+
+    rules_text = [
+        f"A verdict rests on at least {rules.MIN_SAMPLES} samples ({rules.MIN_QUANTILE_SAMPLES} for a "
+        "99th percentile); with fewer it reads 'insufficient data'.",
+        f"A PASS needs telemetry from the vendor's devices over {rules.MIN_COVERAGE:.0%} of the run (a "
+        f"second counts when a reading follows within {rules.MAX_GAP_SECONDS:g} s); a FAIL with enough "
+        "samples stands, the violation having been observed.",
+        "Quantiles of readings come from distinct readings (a reading repeating its series' device time is "
+        "one measurement) in 1 % log buckets, the same way in every table.",
+        "Optics claims use readings with signal only: a down wave (BER 0.5, OSNR 0 dB) is an outage, "
+        "counted by the wave-down measure.",
+    ]
+    return Methodology(
+        MEASURED,
+        BLAME,
+        rules_text,
+        total("duration_seconds") or 0.0,
+        total("inflation_seconds") or 0.0,
+        float(links["exposed_total_seconds"].sum()),
+        total("unexplained_seconds"),
+        total("steady_seconds"),
+    )
+
+
+def bus_bandwidth(
+    table: pl.DataFrame, config: Config | None, link_speed_bytes: float | None, planned: PlanInput | None
+) -> BusBandwidth | None:
+    """nccl-tests bus bandwidth per size, beside the longest link's capacity and the plan's goodput.
+
+    Args:
+        table: ``bus_bandwidth.parquet``.
+        config: the collector config (the link's waves), or None.
+        link_speed_bytes: the member interfaces' speed, or None.
+        planned: the plan's input, or None.
+
+    Returns:
+        The section, or None without nccl-tests results.
+    """
+    if table.height == 0:
+        return None
+    capacity = None
+    if config is not None and config.links and link_speed_bytes:
+        link = max(config.links, key=lambda item: item.distance_km)
+        ends = [m.device for m in link.members]
+        waves = min(ends.count(d) for d in set(ends))
+        capacity = waves * link_speed_bytes / 1e9
+    goodput = plan(planned).goodput_bytes_per_second / 1e9 if planned is not None else None
+    rows = [
+        BusBandwidthRow(
+            str(r["source_file"]).rsplit("/", 1)[-1],
+            r["collective"],
+            r["size_bytes"],
+            r["time_seconds"],
+            r["busbw_gbps"],
+            r["busbw_in_place_gbps"],
+            r["ranks"],
+        )
+        for r in table.iter_rows(named=True)
+    ]
+    return BusBandwidth(rows, capacity, goodput)

@@ -1,0 +1,1 @@
+"""Active probes along each link: TWAMP-light and ICMP round trips, exported per link."""
