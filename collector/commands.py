@@ -9,8 +9,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from collector import config as configuration
-from collector import shard
+from collector import mapping_files, shard
 from collector.shard import Shard
 
 
@@ -21,8 +20,13 @@ def config_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_config(args: argparse.Namespace) -> int:
     """Validate a config file: 0 when valid, else every problem with its location and 1."""
-    cfg = configuration.load(args.config)
-    print(f"{args.config}: ok ({len(cfg.targets)} targets, {len(cfg.links)} links)")
+    cfg, mappings = mapping_files.load(args.config)
+    user = len(mappings.digests)
+    print(
+        f"{args.config}: ok ({len(cfg.targets)} targets, {len(cfg.links)} links"
+        + (f", {user} user mapping files" if user else "")
+        + ")"
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ variable) and are read only when a source connects, so they never sit in the con
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,11 +23,11 @@ from pydantic import (
     model_validator,
 )
 
+from collector import mappings
 from collector.contracts import fibre
 from collector.contracts import optics as optics_profiles
 from collector.durations import parse_duration
 from collector.errors import ConfigError
-from collector.mappings import gnmi_subscription_names, snmp_module_names
 from collector.yaml_input import read_yaml
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
@@ -330,11 +331,21 @@ class Link(Strict):
     probe: ProbeConfig | None = None
 
 
+class MappingDirs(Strict):
+    """Directories of user mapping files (``collector.mappings``): same schema and naming as the shipped."""
+
+    snmp_dirs: tuple[Path, ...] = ()
+    gnmi_dirs: tuple[Path, ...] = ()
+
+
 class Config(Strict):
     """The whole, validated config."""
 
     collector: CollectorConfig = CollectorConfig()
     defaults: Defaults = Defaults()
+    mappings: MappingDirs = MappingDirs()
+    # Globs of YAML files, each a list of targets (Prometheus file_sd style); re-read when they change.
+    targets_files: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()
     links: tuple[Link, ...] = ()
 
@@ -364,12 +375,18 @@ def parse(raw: Any, base: Path = Path(".")) -> Config:
         config = Config.model_validate(_rebase(raw, base))
     except ValidationError as e:
         raise ConfigError(*(_located(err) for err in e.errors())) from None
-    problems = cross_check(config)
+    origins = [f"targets[{i}]" for i in range(len(config.targets))]
+    from_files, problems = _file_targets(config.targets_files)
+    if from_files:
+        config = config.model_copy(update={"targets": config.targets + tuple(t for t, _ in from_files)})
+        origins += [where for _, where in from_files]
+    problems += cross_check(config, origins)
     if problems:
         raise ConfigError(*problems)
     return config
 
 
+_PATH_LIST_KEYS = {"snmp_dirs", "gnmi_dirs", "targets_files"}
 _PATH_KEYS = {
     "path",
     "web_config",
@@ -389,8 +406,10 @@ def _rebase(node: Any, base: Path) -> Any:
     if isinstance(node, dict):
         return {
             k: (
-                str(base / v)
-                if k in _PATH_KEYS and isinstance(v, str) and not os.path.isabs(v)
+                _rebased(v, base)
+                if k in _PATH_KEYS
+                else [_rebased(p, base) for p in v]
+                if k in _PATH_LIST_KEYS and isinstance(v, list)
                 else _rebase(v, base)
             )
             for k, v in node.items()
@@ -398,6 +417,45 @@ def _rebase(node: Any, base: Path) -> Any:
     if isinstance(node, list):
         return [_rebase(v, base) for v in node]
     return node
+
+
+def _rebased(value: Any, base: Path) -> Any:
+    return str(base / value) if isinstance(value, str) and not os.path.isabs(value) else value
+
+
+def targets_files(config: Config) -> list[Path]:
+    """The files the config's ``targets_files`` globs match now, sorted (hidden files left out, as editors
+    write them while saving)."""
+    found = {Path(p) for pattern in config.targets_files for p in glob.glob(pattern, recursive=True)}
+    return sorted(p for p in found if p.is_file())
+
+
+def _file_targets(patterns: tuple[str, ...]) -> tuple[list[tuple[Target, str]], list[str]]:
+    """The targets of the ``targets_files`` (each file a YAML list of targets), each with its location."""
+    targets: list[tuple[Target, str]] = []
+    problems: list[str] = []
+    files = targets_files(Config(targets_files=patterns))
+    for path in files:
+        try:
+            raw = read_yaml(path)
+        except ConfigError as e:
+            problems += e.problems
+            continue
+        if raw == {}:
+            continue  # an empty file: no targets yet
+        if not isinstance(raw, list):
+            problems.append(f"{path}: a targets file is a list of targets")
+            continue
+        for i, item in enumerate(raw):
+            where = f"{path}[{i}]"
+            try:
+                targets.append((Target.model_validate(_rebase(item, path.parent)), where))
+            except ValidationError as e:
+                problems += [
+                    f"{where}.{_located(err)}" if err["loc"] else f"{where}: {_located(err)}"
+                    for err in e.errors()
+                ]
+    return targets, problems
 
 
 def _located(err: Any) -> str:
@@ -409,13 +467,19 @@ def _located(err: Any) -> str:
     return f"{where}: {message}" if where else message
 
 
-def cross_check(config: Config) -> list[str]:
-    """Problems no single field can see: duplicates, dangling references, unreadable secrets."""
+def cross_check(config: Config, origins: list[str] | None = None) -> list[str]:
+    """Problems no single field can see: duplicates, dangling references, unreadable secrets, user mapping
+    directories (``origins``: each target's location, when some come from targets files)."""
     problems: list[str] = []
     names = [t.name for t in config.targets]
-    modules, subscriptions = snmp_module_names(), gnmi_subscription_names()
+    user_modules, found = mappings.user_files("snmp", config.mappings.snmp_dirs, "mappings.snmp_dirs")
+    problems += found
+    user_sets, found = mappings.user_files("gnmi", config.mappings.gnmi_dirs, "mappings.gnmi_dirs")
+    problems += found
+    modules = mappings.snmp_module_names() | set(user_modules)
+    subscriptions = mappings.gnmi_subscription_names() | set(user_sets)
     for i, t in enumerate(config.targets):
-        where = f"targets[{i}]"
+        where = origins[i] if origins is not None else f"targets[{i}]"
         if names.count(t.name) > 1:
             problems.append(f"{where}.name: duplicate target name {t.name!r}")
         if t.snmp is not None:

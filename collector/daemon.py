@@ -18,13 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from collector import config as configuration
-from collector import links
+from collector import links, mapping_files
 from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import SpanwatchError
 from collector.exporters.archive import Archive
 from collector.exporters.http import ExporterServer, serve
+from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
 from collector.probes.twamp import Reflector
 from collector.scheduler import Poller, Schedule
@@ -54,6 +55,9 @@ class Daemon:
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._reloads: set[asyncio.Task[bool]] = set()
+        self.mappings: Mappings | None = None
+        self._signatures: dict[str, tuple[str, ...]] = {}  # the user mapping files each target uses
+        self._targets_files: dict[Path, float] = {}  # targets files and their mtimes at the last load
         self._stop = asyncio.Event()
         self._signals = 0
         self.probes = Probes(self.store, self.clock)
@@ -67,8 +71,9 @@ class Daemon:
                 keeps the running config instead).
         """
         raise_descriptor_limit()
-        config = sharding.select(await self._load(), self.shard)
-        await self._apply(config)
+        config, mappings = await self._load()
+        config = sharding.select(config, self.shard)
+        await self._apply(config, mappings)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
         log.info("collecting from %d targets, serving %s", len(config.targets), config.collector.listen)
@@ -86,30 +91,41 @@ class Daemon:
             whether the new config was applied.
         """
         try:
-            config = sharding.select(await self._load(), self.shard)
-            await self._apply(config)
+            config, mappings = await self._load()
+            config = sharding.select(config, self.shard)
+            await self._apply(config, mappings)
         except (SpanwatchError, OSError) as e:
             log.error("reload rejected, keeping the running config:\n%s", e)
             return False
         log.info("config reloaded: %d targets", len(config.targets))
         return True
 
-    async def _load(self) -> Config:
-        """Read and validate the config file in a worker thread: a large (or hostile) file must not stall
-        polls and scrapes while it is parsed (the YAML reader bounds what it may cost)."""
-        return await asyncio.to_thread(configuration.load, self.config_path)
+    async def _load(self) -> tuple[Config, Mappings]:
+        """Read and validate the config file, its targets files and the user mapping files in a worker
+        thread: a large (or hostile) file must not stall polls and scrapes while it is parsed (the YAML
+        reader bounds what it may cost)."""
+        return await asyncio.to_thread(mapping_files.load, self.config_path)
 
     # -- applying a config -----------------------------------------------------------------------
-    async def _apply(self, config: Config) -> None:
+    async def _apply(self, config: Config, mappings: Mappings) -> None:
         old = self.config
         await self._restart_server(config, old)
         if old is None or old.collector.archive != config.collector.archive:
             await self._restart_archive(config)
-        self.config = config
+        self.config, self.mappings = config, mappings
+        self._targets_files = _stat(configuration.targets_files(config))
         member_links = links.member_links(config)
         wanted = {t.name: t for t in config.targets}
         for name in list(self._targets):
-            if wanted.get(name) != self._targets[name][0] or old is None or old.defaults != config.defaults:
+            target = wanted.get(name)
+            if (
+                target is None
+                or target != self._targets[name][0]
+                or old is None
+                or old.defaults != config.defaults
+                # a user mapping file it uses was edited
+                or mappings.signature(target) != self._signatures.get(name)
+            ):
                 await self._stop_target(name)
         for target in config.targets:
             ttl = config.defaults.expiry_intervals * _interval(target, config)
@@ -180,18 +196,21 @@ class Daemon:
             self._flush_task = asyncio.create_task(self._flush_loop(archive.flush_interval))
 
     def _start_target(self, target: Target, config: Config) -> None:
+        assert self.mappings is not None
+        mappings = self.mappings
+        self._signatures[target.name] = mappings.signature(target)
         tasks: list[asyncio.Task[None]] = []
         polled: list[PolledSource] = []
         for kind, make in POLLED.items():
             if getattr(target, kind) is not None:
-                source = make(target, config, self.clock)
+                source = make(target, config, mappings, self.clock)
                 schedule = Schedule(_interval(target, config), _timeout(target, config))
                 poller = Poller(source, self.store, schedule, self.clock)
                 polled.append(source)
                 tasks.append(asyncio.create_task(poller.run(), name=f"{target.name}/{kind}"))
         for kind, make_stream in STREAMING.items():
             if getattr(target, kind) is not None:
-                stream = make_stream(target, config, self.clock)
+                stream = make_stream(target, config, mappings, self.clock)
                 tasks.append(asyncio.create_task(stream.run(self.store), name=f"{target.name}/{kind}"))
         for task in tasks:
             task.add_done_callback(self._source_ended)
@@ -227,6 +246,15 @@ class Daemon:
             self.store.expire()
             if self.config is not None:
                 links.update(self.store, self.config)
+                self._watch_targets_files(self.config)
+
+    def _watch_targets_files(self, config: Config) -> None:
+        """Reload when a targets file appeared, vanished or changed (Prometheus file_sd's refresh)."""
+        now = _stat(configuration.targets_files(config)) if config.targets_files else {}
+        if now != self._targets_files:
+            self._targets_files = now  # one reload per change, also when the new file is rejected
+            log.info("targets files changed: reloading")
+            self._reload_task()
 
     async def _flush_loop(self, interval: float) -> None:
         while True:
@@ -329,16 +357,26 @@ def _timeout(target: Target, config: Config) -> float:
     )
 
 
-def _snmp(target: Target, config: Config, clock: Clock) -> PolledSource:
+def _stat(files: list[Path]) -> dict[Path, float]:
+    """Each file's modification time (a vanished file is left out: the next glob will not find it)."""
+    found = {}
+    for path in files:
+        with contextlib.suppress(OSError):
+            found[path] = path.stat().st_mtime
+    return found
+
+
+def _snmp(target: Target, config: Config, mappings: Mappings, clock: Clock) -> PolledSource:
     assert target.snmp is not None
-    return SnmpSource(target.name, target.snmp, config.defaults, clock)
+    modules = mappings.snmp_modules(target)
+    return SnmpSource(target.name, target.snmp, config.defaults, clock, modules=modules)
 
 
-def _gnmi(target: Target, config: Config, clock: Clock) -> StreamingSource:
+def _gnmi(target: Target, config: Config, mappings: Mappings, clock: Clock) -> StreamingSource:
     assert target.gnmi is not None
-    return GnmiSource(target.name, target.gnmi, clock=clock)
+    return GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=clock)
 
 
 # The source registries, one per kind: a target's config section of that name turns the source on.
-POLLED: dict[str, Callable[[Target, Config, Clock], PolledSource]] = {"snmp": _snmp}
-STREAMING: dict[str, Callable[[Target, Config, Clock], StreamingSource]] = {"gnmi": _gnmi}
+POLLED: dict[str, Callable[[Target, Config, Mappings, Clock], PolledSource]] = {"snmp": _snmp}
+STREAMING: dict[str, Callable[[Target, Config, Mappings, Clock], StreamingSource]] = {"gnmi": _gnmi}

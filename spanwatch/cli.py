@@ -68,6 +68,16 @@ COMMANDS: dict[str, Command] = {
     "check-config": Command(
         "validate a config file and exit", "collector.commands", "check_config", "config_arguments"
     ),
+    "poll": Command(
+        "poll one target once: print its samples and what was skipped",
+        "collector.oneshot",
+        "poll",
+        "poll_arguments",
+    ),
+    "gnmi": Command(
+        "one gNMI RPC: capabilities, get, subscribe", "collector.oneshot", "gnmi", "gnmi_arguments"
+    ),
+    "mib-module": Command("a mapping module skeleton from a MIB module and choices", "collector.mib_module"),
     "reflect": Command("answer TWAMP-light round-trip probes (a link's far end)", "collector.probes.command"),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
     "analyze": Command("post-run analysis: steps x network events", "spanwatch.analyze"),

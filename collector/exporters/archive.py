@@ -22,9 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from collector.clock import Clock, SystemClock
 from collector.contracts import archive as layout
@@ -33,6 +31,9 @@ from collector.counters import MAX64
 from collector.lograte import RateLimitedLog
 from collector.model import Labels
 
+if TYPE_CHECKING:
+    import polars as pl
+
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
@@ -40,13 +41,6 @@ ROW_BYTES = 280  # measured: 1,000,000 buffered rows = 268 MB of RSS (findings 2
 DEFAULT_MAX_BUFFER_BYTES = 256 * 1024 * 1024
 
 LABEL_COLUMNS = layout.LABEL_COLUMNS
-_ARROW_TYPES = {
-    "timestamp": pa.timestamp("ns", tz="UTC"),
-    "string": pa.string(),
-    "float64": pa.float64(),
-    "uint64": pa.uint64(),
-}
-SCHEMA = pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in layout.COLUMNS])
 
 Row = tuple[int, int, str, str, str, Labels, "str | None", float, "int | None"]
 _HOUR_NS = 3600 * 10**9
@@ -186,7 +180,7 @@ class Archive:
         self._seq += 1
         final = folder / f"{self.writer}-{self._seq:06d}.parquet"
         tmp = folder / f".{final.name}.tmp"
-        pq.write_table(_table(rows), tmp, compression="zstd")
+        _table(rows).write_parquet(tmp, compression="zstd")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -223,13 +217,23 @@ def _by_hour(rows: list[Row]) -> dict[int, list[Row]]:
     return parts
 
 
-def _table(rows: Sequence[Row]) -> pa.Table:
+def _table(rows: Sequence[Row]) -> pl.DataFrame:
+    # polars is imported at the first flush, not with the daemon: ``spanwatch collect`` starts without the
+    # dataframe stack, and a collector without an archive never loads it.
+    import polars as pl
+
+    types = {
+        "timestamp": pl.Datetime("ns", "UTC"),
+        "string": pl.String(),
+        "float64": pl.Float64(),
+        "uint64": pl.UInt64(),
+    }
     time, received, device, source, metric, lbls, link, value, counter = zip(*rows, strict=True)
     columns: dict[str, list[str | None]] = {name: [None] * len(rows) for name in SERIES_LABELS}
     for i, pairs in enumerate(lbls):
         for name, v in pairs:
             columns[name][i] = v
-    data = {
+    data: dict[str, Sequence[object]] = {
         "time": time,
         "received_time": received,
         "device": device,
@@ -240,7 +244,13 @@ def _table(rows: Sequence[Row]) -> pa.Table:
         "value": value,
         "counter": counter,
     }
-    return pa.table({k: pa.array(v, type=SCHEMA.field(k).type) for k, v in data.items()}, schema=SCHEMA)
+    series = []
+    for name, kind in layout.COLUMNS:
+        if kind == "timestamp":  # nanoseconds since the epoch, as integers, then typed
+            series.append(pl.Series(name, data[name], pl.Int64).cast(types[kind]))
+        else:
+            series.append(pl.Series(name, data[name], types[kind]))
+    return pl.DataFrame(series)
 
 
 def _utc(ns: int) -> str:

@@ -146,3 +146,53 @@ def test_web_config_contents_are_checked(workdir: Path) -> None:
     assert all(p.startswith("collector.web_config: ") for p in info.value.problems)
     assert "not-a-bcrypt-hash" not in str(info.value)
     assert len(info.value.problems) >= 2
+
+
+def test_targets_files_join_the_config_with_their_locations(tmp_path: Path) -> None:
+    from collector import shard
+
+    (tmp_path / "targets").mkdir()
+    (tmp_path / "targets" / "a.yaml").write_text(
+        "- {name: f1, snmp: {address: 192.0.2.1, community_env: C}}\n"
+        "- {name: f2, snmp: {address: 192.0.2.2, community_env: C}}\n"
+    )
+    (tmp_path / "targets" / "empty.yaml").write_text("")
+    (tmp_path / "c.yaml").write_text(
+        "targets_files: [targets/*.yaml]\ntargets:\n  - {name: inline, snmp: {address: 192.0.2.3, community_env: C}}\n"
+    )
+    import os
+
+    os.environ["C"] = "public"
+    try:
+        cfg = configuration.load(tmp_path / "c.yaml")
+        assert [t.name for t in cfg.targets] == ["inline", "f1", "f2"]
+        shards = [shard.select(cfg, shard.Shard(i, 2)) for i in range(2)]
+        assert sorted(t.name for s in shards for t in s.targets) == ["f1", "f2", "inline"]
+        (tmp_path / "targets" / "b.yaml").write_text(
+            "- {name: inline, snmp: {address: 192.0.2.4, community_env: C}}\n- {name: x, snmp: {address: 192.0.2.5}}\n"
+        )
+        with pytest.raises(ConfigError) as e:
+            configuration.load(tmp_path / "c.yaml")
+    finally:
+        del os.environ["C"]
+    b = tmp_path / "targets" / "b.yaml"
+    assert f"{b}[1].snmp: SNMPv2c needs community_env or community_file" in e.value.problems
+    (tmp_path / "targets" / "b.yaml").write_text(
+        "- {name: inline, snmp: {address: 192.0.2.4, community_env: C}}\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        configuration.load(tmp_path / "c.yaml")
+    assert f"{b}[0].name: duplicate target name 'inline'" in e.value.problems
+
+
+def test_user_mapping_directories_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "if_mib.yaml").write_text("description: x\n")
+    (tmp_path / "c.yaml").write_text("mappings: {snmp_dirs: [maps], gnmi_dirs: [nowhere]}\n")
+    with pytest.raises(ConfigError) as e:
+        configuration.load(tmp_path / "c.yaml")
+    assert "mappings.gnmi_dirs[0]: directory not found" in e.value.problems
+    assert any(
+        p.startswith("mappings.snmp_dirs[0]: if_mib.yaml: 'if_mib' is the name of a shipped")
+        for p in e.value.problems
+    )

@@ -161,8 +161,9 @@ async def test_iosxr_cbqos_and_sensors(agent: int, monkeypatch: pytest.MonkeyPat
 
 
 async def test_optical_walks_without_our_mibs(agent: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Infinera Groove only has its vendor MIB (no IF-MIB, no ENTITY sensors): nothing we map.
-    assert await poll(agent, "infinera-groove", monkeypatch) == []
+    # Infinera Groove only has its vendor MIB (no IF-MIB, no ENTITY sensors): only infinera_groove maps it.
+    s = await poll(agent, "infinera-groove", monkeypatch)
+    assert metrics(s) == {"dci_optics_rx_power_dbm", "dci_optics_tx_power_dbm"}
     s = await poll(agent, "ciena-waveserver", monkeypatch)
     assert value(s, "dci_interface_oper_up", interface="ILAN-1") in (0.0, 1.0)
 

@@ -384,8 +384,16 @@ def parse_set(name: str, raw: object) -> SubscriptionSet:
     try:
         spec = SetSpec.model_validate(raw)
     except ValidationError as e:
-        raise MappingError(f"{name}.yaml: {e}") from None
-    return SubscriptionSet(name, spec.target, tuple(spec.subscriptions), compile_set(spec, f"{name}.yaml"))
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise MappingError(f"{name}.yaml: {problems}") from None
+    try:
+        table = compile_set(spec, f"{name}.yaml")
+    except MappingError as e:
+        message = str(e)
+        raise MappingError(
+            message if message.startswith(f"{name}.yaml") else f"{name}.yaml: {message}"
+        ) from None
+    return SubscriptionSet(name, spec.target, tuple(spec.subscriptions), table)
 
 
 @cache

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from collector.contracts.catalog import CATALOG
 from collector.model import Sample, counter, gauge, labels
 from collector.sources.snmp.ber import TAG_COUNTER32, TAG_OCTETS, Oid, VarBind
-from collector.sources.snmp.tables import Column, Convert, LabelExpr, Lookup, SensorRule, SensorTable, Table
+from collector.sources.snmp.tables import (
+    Column,
+    Convert,
+    Format,
+    LabelExpr,
+    Lookup,
+    SensorRule,
+    SensorTable,
+    Table,
+)
 from collector.sources.snmp.walk import parse_oid
 
 Rows = dict[Oid, dict[int, tuple[int, object]]]
@@ -136,6 +145,8 @@ class Resolver:
         """An index part's value, or what a lookup finds (None when it has no entry)."""
         if isinstance(expr, str):
             return parts[expr]
+        if isinstance(expr, Format):
+            return expr.format.format(**parts)
         return self._lookup(expr, parts)
 
     def _lookup(self, expr: Lookup, parts: Mapping[str, int]) -> object:
@@ -199,6 +210,8 @@ def table_samples(
             marker = row.get(table.discontinuity_column)
             epochs.per_ifindex[ifindex] = None if marker is None else marker[1]
         for col in columns:
+            if any(parts[k] != v for k, v in col.where.items()):
+                continue
             sample = _column_sample(col, row, lbls, ifindex, epochs)
             if sample is not None:
                 out.append(sample)
@@ -213,16 +226,21 @@ def _column_sample(
     epochs: Epochs,
 ) -> Sample | None:
     cell = row.get(col.column)
-    if cell is None or not isinstance(cell[1], int) or cell[1] in col.skip:
+    if cell is not None and col.text:
+        cell = _decimal_text(cell)
+    if cell is None or not isinstance(cell[1], int | float) or cell[1] in col.skip:
         return None
     tag, raw = cell[0], cell[1]
     spec = CATALOG[col.metric]
     series = _series_labels(col.metric, {**lbls, **col.labels})
     if spec.is_counter:
-        if raw < 0:
+        if not isinstance(raw, int) or raw < 0:
             return None
         return counter(col.metric, series, raw, 32 if tag == TAG_COUNTER32 else 64, epochs.of(ifindex))
-    scaled = float(raw) if col.enum is None else col.enum.get(raw, col.enum_default)
+    if col.enum is not None:
+        scaled = col.enum.get(int(raw), col.enum_default) if raw == int(raw) else None
+    else:
+        scaled = float(raw)
     if scaled is None:
         return None
     scaled *= col.scale
@@ -233,6 +251,15 @@ def _column_sample(
         scaled *= 10.0 ** -exp[1]
     value = _convert(scaled, col.convert)
     return None if value is None else gauge(col.metric, series, value)
+
+
+def _decimal_text(cell: tuple[int, object]) -> tuple[int, object] | None:
+    """A decimal number sent as an OCTET STRING, as a float cell; None when it is not one."""
+    try:
+        value = float(text(cell[1]))
+    except ValueError:
+        return None
+    return (cell[0], value) if math.isfinite(value) else None
 
 
 def _series_labels(metric: str, lbls: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

@@ -11,6 +11,7 @@ metric names outside the catalogue, labels outside SERIES_LABELS, lookups that a
 from __future__ import annotations
 
 import re
+import string
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -54,8 +55,16 @@ class Lookup(_Strict):
     key: tuple[LabelExpr, ...]
 
 
-LabelExpr = str | Lookup
-"""An index part name, or a ``Lookup``. For the ``interface`` label the result is an ifIndex."""
+class Format(_Strict):
+    """A label value written from index parts: ``{format: "port-{shelf}/{slot}/{port}"}`` (for devices
+    whose only port names repeat per card)."""
+
+    format: str
+
+
+LabelExpr = str | Lookup | Format
+"""An index part name, a ``Lookup`` or a ``Format``. For the ``interface`` label an index part or a lookup
+gives an ifIndex (named by ifName); a lookup may also give the name itself."""
 
 
 class Column(_Strict):
@@ -70,6 +79,10 @@ class Column(_Strict):
     exponent_column: int | None = None  # value x 10^-(that column), for mantissa/exponent pairs
     skip: tuple[int, ...] = ()  # raw values meaning "no reading" (e.g. 0 mW: no optic)
     labels: dict[str, str] = {}
+    # The value is a decimal number written as text (Ciena's Decimal3Dig, "-21.004"), not an integer.
+    text: bool = False
+    # Keep only rows whose index parts have these values (PM tables: one row per statistic).
+    where: dict[str, int] = {}
     # Only used for a series that no non-fallback column of the module produced (per interface):
     # 32-bit counters standing in for absent HC ones, never summed with them.
     fallback: bool = False
@@ -106,7 +119,7 @@ class Table(_Strict):
     @model_validator(mode="after")
     def _check(self) -> Table:
         _labels(dict(self.labels))
-        unknown = sorted(set(self.where) - set(self.index))
+        unknown = sorted(set(self.where).union(*(c.where for c in self.columns)) - set(self.index))
         if unknown:
             raise ValueError(f"where: {unknown} are not index parts")
         offset = sorted(k for k in self.label_offset if not isinstance(self.labels.get(k), str))
@@ -184,6 +197,11 @@ def _check_expr(expr: LabelExpr, parts: set[str], lookups: set[str], where: str)
     if isinstance(expr, str):
         if expr not in parts:
             raise ValueError(f"{where}: {expr!r} is not an index part")
+        return
+    if isinstance(expr, Format):
+        named = {name for _, name, _, _ in string.Formatter().parse(expr.format) if name is not None}
+        if not named or named - parts:
+            raise ValueError(f"{where}: format {expr.format!r} must name index parts only ({sorted(parts)})")
         return
     if expr.lookup not in lookups:
         raise ValueError(f"{where}: lookup {expr.lookup!r} is not declared in lookups")
