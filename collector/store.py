@@ -22,7 +22,7 @@ from typing import Protocol
 
 from collector import counters
 from collector.clock import Clock, SystemClock
-from collector.contracts.catalog import CATALOG, POLL_DURATION_BUCKETS, MetricSpec
+from collector.contracts.catalog import CATALOG, HISTOGRAM_BUCKETS, POLL_DURATION_BUCKETS, MetricSpec
 from collector.lograte import RateLimitedLog
 from collector.model import Labels, Sample
 
@@ -78,7 +78,7 @@ def render_labels(pairs: FullLabels) -> str:
 
 
 class Histogram:
-    """A cumulative histogram with fixed buckets (enough for ``spanwatch_poll_duration_seconds``)."""
+    """A cumulative histogram with fixed buckets (the catalogue's ``HISTOGRAM_BUCKETS``)."""
 
     __slots__ = ("bounds", "count", "counts", "sum")
 
@@ -89,6 +89,7 @@ class Histogram:
         self.sum = 0.0
 
     def observe(self, value: float) -> None:
+        """Count one observation."""
         for i, bound in enumerate(self.bounds):
             if value <= bound:
                 self.counts[i] += 1
@@ -350,7 +351,8 @@ class Store:
         family = self.families.setdefault(metric, {})
         series = family.get(full)
         if series is None:
-            series = Series(metric + render_labels(full), Histogram(), math.inf, math.inf, _owner(full))
+            bounds = HISTOGRAM_BUCKETS[metric]
+            series = Series(metric + render_labels(full), Histogram(bounds), math.inf, math.inf, _owner(full))
             family[full] = series
         assert isinstance(series.value, Histogram)
         series.value.observe(value)

@@ -19,6 +19,10 @@ PROPOSED_FOR_SPEC = {
     "spanwatch_series_dropped_total": "new series beyond a target's cap, dropped (issue 16)",
     "spanwatch_archive_rows_dropped_total": "archive rows dropped: buffer full, unwritable, failed (issue 16)",
     "spanwatch_http_connections_rejected_total": "connections refused past the connection cap (issue 16)",
+    "spanwatch_ingest_lag_seconds": "collector time minus notification or poll time, a histogram (issue 18)",
+    "spanwatch_ingest_backlog_seconds": "age of the oldest reading waiting to be ingested (issue 18)",
+    "spanwatch_coalesced_samples_total": "readings folded into newer ones when a target fell behind (issue 18)",
+    "spanwatch_worker_restarts_total": "worker processes restarted after dying (issue 18)",
 }
 
 
