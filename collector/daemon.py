@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import resource
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from collector.config import Config, Target
 from collector.errors import SpanwatchError
 from collector.exporters.archive import Archive
 from collector.exporters.http import ExporterServer, serve
+from collector.process import raise_descriptor_limit
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
@@ -40,9 +40,18 @@ HOUSEKEEPING_SECONDS = 5.0
 class Daemon:
     """One running collector."""
 
-    def __init__(self, config_path: Path, clock: Clock | None = None, shard: Shard | None = None) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        clock: Clock | None = None,
+        shard: Shard | None = None,
+        worker: Shard | None = None,
+    ) -> None:
         self.config_path = config_path
         self.shard = shard  # poll only this replica's targets (None: all)
+        # A worker process (``collector.worker``) collects its part of the replica's targets and relays
+        # its store; the supervisor serves /metrics and the link series. None: this process does it all.
+        self.worker = worker
         self.clock = clock or SystemClock()
         self.config: Config | None = None
         self.store = Store(self.clock)
@@ -63,7 +72,7 @@ class Daemon:
                 keeps the running config instead).
         """
         raise_descriptor_limit()
-        config = sharding.select(await self._load(), self.shard)
+        config = sharding.select_worker(await self._load(), self.shard, self.worker)
         await self._apply(config)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
@@ -82,7 +91,7 @@ class Daemon:
             whether the new config was applied.
         """
         try:
-            config = sharding.select(await self._load(), self.shard)
+            config = sharding.select_worker(await self._load(), self.shard, self.worker)
             await self._apply(config)
         except (SpanwatchError, OSError) as e:
             log.error("reload rejected, keeping the running config:\n%s", e)
@@ -98,7 +107,8 @@ class Daemon:
     # -- applying a config -----------------------------------------------------------------------
     async def _apply(self, config: Config) -> None:
         old = self.config
-        await self._restart_server(config, old)
+        if self.worker is None:
+            await self._restart_server(config, old)
         if old is None or old.collector.archive != config.collector.archive:
             await self._restart_archive(config)
         self.config = config
@@ -120,7 +130,8 @@ class Daemon:
             )
             if target.name not in self._targets:
                 self._start_target(target, config)
-        links.update(self.store, config)
+        if self.worker is None:
+            links.update(self.store, config)
 
     async def _restart_server(self, config: Config, old: Config | None) -> None:
         """Serve ``/metrics`` as ``config`` says, re-reading web.yml (certificates may have rotated).
@@ -203,7 +214,7 @@ class Daemon:
         while True:
             await self.clock.sleep(HOUSEKEEPING_SECONDS)
             self.store.expire()
-            if self.config is not None:
+            if self.config is not None and self.worker is None:
                 links.update(self.store, self.config)
 
     async def _flush_loop(self, interval: float) -> None:
@@ -278,17 +289,6 @@ class Daemon:
         else:
             log.warning("second stop signal: exiting without the final flush")
             os._exit(1)
-
-
-def raise_descriptor_limit() -> None:
-    """Raise the soft descriptor limit to the hard one (as Go programs do at start): every target, scrape
-    connection and archive file takes one, and the soft default of 1024 is easy to exhaust."""
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (OSError, ValueError) as e:  # a seccomp filter may refuse setrlimit: keep what we have
-        log.debug("cannot raise the descriptor limit: %s", e)
 
 
 def _interval(target: Target, config: Config) -> float:

@@ -105,9 +105,12 @@ class Histogram:
         return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its rendered name and labels, latest value, and when it last moved."""
+    """One exported series: its rendered name and labels, latest value, and when it last moved.
+
+    Compared and hashed by identity: the change log (``Changes``) keys on the object.
+    """
 
     prefix: str
     value: int | float | Histogram
@@ -116,6 +119,29 @@ class Series:
     owner: str | None = None  # the device it belongs to, so a removed target's series go with it
     source: str | None = None  # the protocol feeding it, when a device series
     ident: Ident | None = None  # device series: the key of its per-series state, pruned with it
+
+
+class Changes:
+    """What changed in a store since the last ``take`` (a worker relays it to the daemon's exposition).
+
+    Attributes:
+        new: series created, with their family name and labels.
+        dirty: series whose value changed.
+        gone: series removed (expired, forgotten, their device dropped).
+    """
+
+    __slots__ = ("dirty", "gone", "new")
+
+    def __init__(self) -> None:
+        self.new: list[tuple[Series, str, FullLabels]] = []
+        self.dirty: set[Series] = set()
+        self.gone: list[Series] = []
+
+    def take(self) -> tuple[list[tuple[Series, str, FullLabels]], set[Series], list[Series]]:
+        """The changes so far, and a fresh start."""
+        out = (self.new, self.dirty, self.gone)
+        self.new, self.dirty, self.gone = [], set(), []
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +169,7 @@ class Store:
         self._keys: dict[Ident, tuple[FullLabels, str | None, bool]] = {}
         self._count: dict[str, int] = {}  # device -> entries in _keys (its series)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
+        self.changes: Changes | None = None  # set by a worker process: every change is logged for relay
 
     # -- targets -------------------------------------------------------------------------------
     def set_target(self, device: str, info: TargetLabels) -> None:
@@ -156,7 +183,7 @@ class Store:
         self._targets.pop(device, None)
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
-                del family[key]
+                self._gone(family.pop(key))
         for source, tracks in self._tracks.items():
             self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
@@ -288,7 +315,9 @@ class Store:
         ident = (device, metric, lbls)
         cached = self._prune(ident)
         if cached is not None:
-            self.families.get(metric, {}).pop(cached[0], None)
+            series = self.families.get(metric, {}).pop(cached[0], None)
+            if series is not None:
+                self._gone(series)
 
     def _prune(self, ident: Ident) -> tuple[FullLabels, str | None, bool] | None:
         """Forget the per-series state of ``ident`` (label cache, counter tracks, the cap's count)."""
@@ -327,9 +356,10 @@ class Store:
         for family in self.families.values():
             stale = [k for k, s in family.items() if now - s.updated > s.ttl]
             for key in stale:
-                ident = family.pop(key).ident
-                if ident is not None:
-                    self._prune(ident)
+                series = family.pop(key)
+                self._gone(series)
+                if series.ident is not None:
+                    self._prune(series.ident)
             dropped += len(stale)
         return dropped
 
@@ -345,6 +375,8 @@ class Store:
             self._put(metric, full, amount, self.clock.monotonic(), math.inf, _owner(full))
         else:
             series.value += amount  # type: ignore[operator]
+            if self.changes is not None:
+                self.changes.dirty.add(series)
 
     def observe(self, metric: str, full: FullLabels, value: float) -> None:
         """Record one observation in a histogram."""
@@ -354,8 +386,12 @@ class Store:
             bounds = HISTOGRAM_BUCKETS[metric]
             series = Series(metric + render_labels(full), Histogram(bounds), math.inf, math.inf, _owner(full))
             family[full] = series
+            if self.changes is not None:
+                self.changes.new.append((series, metric, full))
         assert isinstance(series.value, Histogram)
         series.value.observe(value)
+        if self.changes is not None:
+            self.changes.dirty.add(series)
 
     def value(self, metric: str, full: FullLabels) -> int | float | Histogram | None:
         """The current value of one series, or None."""
@@ -397,11 +433,21 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = Series(metric + render_labels(full), value, now, ttl, owner, source, ident)
+            family[full] = series = Series(
+                metric + render_labels(full), value, now, ttl, owner, source, ident
+            )
+            if self.changes is not None:
+                self.changes.new.append((series, metric, full))
         else:
             series.value = value
             series.updated = now
             series.source = source
+            if self.changes is not None:
+                self.changes.dirty.add(series)
+
+    def _gone(self, series: Series) -> None:
+        if self.changes is not None:
+            self.changes.gone.append(series)
 
 
 def _spec(metric: str) -> MetricSpec:
