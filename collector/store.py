@@ -169,6 +169,7 @@ class Store:
         self._keys: dict[Ident, tuple[FullLabels, str | None, bool]] = {}
         self._count: dict[str, int] = {}  # device -> entries in _keys (its series)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
+        self._device_pairs: dict[str, tuple[str, str]] = {}
         self.changes: Changes | None = None  # set by a worker process: every change is logged for relay
 
     # -- targets -------------------------------------------------------------------------------
@@ -189,6 +190,7 @@ class Store:
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
         self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
+        self._device_pairs.pop(device, None)
 
     # -- device data ----------------------------------------------------------------------------
     def ingest(self, device: str, source: str, samples: Iterable[Sample], received_ns: int) -> int:
@@ -340,7 +342,10 @@ class Store:
         link = None
         if target.links:
             link = next((target.links[kv] for kv in s.labels if kv in target.links), None)
-        full = (("device", device), *target.static, *s.labels)
+        pair = self._device_pairs.get(device)
+        if pair is None:  # one ("device", name) pair shared by every series of the device
+            pair = self._device_pairs[device] = ("device", device)
+        full = (pair, *target.static, *s.labels)
         if link is not None:
             full = (*full, ("link", link))
         return full, link
