@@ -15,6 +15,7 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collector import config as configuration
 from collector import links
@@ -22,15 +23,15 @@ from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import SpanwatchError
-from collector.exporters.archive import Archive
 from collector.exporters.http import ExporterServer, serve
 from collector.process import raise_descriptor_limit
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
-from collector.sources.gnmi.source import GnmiSource
-from collector.sources.snmp.source import SnmpSource
 from collector.store import Store, TargetLabels
+
+if TYPE_CHECKING:
+    from collector.exporters.archive import Archive
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class Daemon:
         self.archive = (
             None
             if archive is None
-            else Archive(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
+            else _archive_class()(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
         )
         self.store.archive = self.archive
         if archive is not None:
@@ -291,6 +292,14 @@ class Daemon:
             os._exit(1)
 
 
+def _archive_class() -> type[Archive]:
+    # Imported when an archive is configured: pyarrow alone is about 60 MB of a process's memory, and
+    # each worker process would pay it.
+    from collector.exporters.archive import Archive
+
+    return Archive
+
+
 def _interval(target: Target, config: Config) -> float:
     snmp = target.snmp
     return (snmp.interval if snmp is not None and snmp.interval else None) or config.defaults.interval
@@ -304,13 +313,18 @@ def _timeout(target: Target, config: Config) -> float:
     )
 
 
+# Each source module is imported when a target uses it (grpc costs an SNMP-only worker 10-20 MB).
 def _snmp(target: Target, config: Config, clock: Clock) -> PolledSource:
     assert target.snmp is not None
+    from collector.sources.snmp.source import SnmpSource
+
     return SnmpSource(target.name, target.snmp, config.defaults, clock)
 
 
 def _gnmi(target: Target, config: Config, clock: Clock) -> StreamingSource:
     assert target.gnmi is not None
+    from collector.sources.gnmi.source import GnmiSource
+
     return GnmiSource(target.name, target.gnmi, clock=clock)
 
 
