@@ -47,10 +47,35 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
         metavar="i/N",
         help="poll only the targets of replica i of N (Prometheus hashmod of the target name)",
     )
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=None,
+        metavar="W",
+        help="worker processes sharing the targets (default: one per core; 1: a single process)",
+    )
+
+
+def _workers(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"not a worker count: {value!r} (use 1 or more)")
+    return n
 
 
 def collect(args: argparse.Namespace) -> int:
-    """Run the collector daemon until SIGTERM or SIGINT."""
+    """Run the collector daemon until SIGTERM or SIGINT: with several workers, as a supervisor of worker
+    processes (``collector.supervisor``), else in this process."""
+    from collector.supervisor import Supervisor, default_workers
+
+    workers = args.workers or default_workers()
+    if workers > 1:
+        supervisor = Supervisor(Path(args.config), workers, shard=args.shard)
+        asyncio.run(supervisor.run())
+        return 1 if supervisor.failed else 0
     from collector.daemon import Daemon
 
     daemon = Daemon(Path(args.config), shard=args.shard)

@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 import os
-import resource
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collector import config as configuration
 from collector import links, mapping_files
@@ -23,17 +23,18 @@ from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import SpanwatchError
-from collector.exporters.archive import Archive
 from collector.exporters.http import ExporterServer, serve
 from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
 from collector.probes.twamp import Reflector
+from collector.process import raise_descriptor_limit
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
-from collector.sources.gnmi.source import GnmiSource
-from collector.sources.snmp.source import SnmpSource
 from collector.store import Store, TargetLabels
+
+if TYPE_CHECKING:
+    from collector.exporters.archive import Archive
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,18 @@ HOUSEKEEPING_SECONDS = 5.0
 class Daemon:
     """One running collector."""
 
-    def __init__(self, config_path: Path, clock: Clock | None = None, shard: Shard | None = None) -> None:
+    def __init__(
+        self,
+        config_path: Path,
+        clock: Clock | None = None,
+        shard: Shard | None = None,
+        worker: Shard | None = None,
+    ) -> None:
         self.config_path = config_path
         self.shard = shard  # poll only this replica's targets (None: all)
+        # A worker process (``collector.worker``) collects its part of the replica's targets and relays
+        # its store; the supervisor serves /metrics and the link series. None: this process does it all.
+        self.worker = worker
         self.clock = clock or SystemClock()
         self.config: Config | None = None
         self.store = Store(self.clock)
@@ -72,7 +82,7 @@ class Daemon:
         """
         raise_descriptor_limit()
         config, mappings = await self._load()
-        config = sharding.select(config, self.shard)
+        config = sharding.select_worker(config, self.shard, self.worker)
         await self._apply(config, mappings)
         self._install_signals()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
@@ -92,7 +102,7 @@ class Daemon:
         """
         try:
             config, mappings = await self._load()
-            config = sharding.select(config, self.shard)
+            config = sharding.select_worker(config, self.shard, self.worker)
             await self._apply(config, mappings)
         except (SpanwatchError, OSError) as e:
             log.error("reload rejected, keeping the running config:\n%s", e)
@@ -109,7 +119,8 @@ class Daemon:
     # -- applying a config -----------------------------------------------------------------------
     async def _apply(self, config: Config, mappings: Mappings) -> None:
         old = self.config
-        await self._restart_server(config, old)
+        if self.worker is None:
+            await self._restart_server(config, old)
         if old is None or old.collector.archive != config.collector.archive:
             await self._restart_archive(config)
         self.config, self.mappings = config, mappings
@@ -140,9 +151,11 @@ class Daemon:
             )
             if target.name not in self._targets:
                 self._start_target(target, config)
-        links.update(self.store, config)
-        self.probes.apply(config)
-        self._restart_reflector(config, old)
+        if self.worker is None:
+            links.update(self.store, config)
+        self.probes.apply(config)  # the links this process probes (``shard.select_worker``)
+        if self.worker is None or self.worker.index == 0:  # one reflector per collector, not per worker
+            self._restart_reflector(config, old)
 
     def _restart_reflector(self, config: Config, old: Config | None) -> None:
         """Answer other collectors' TWAMP-light probes where ``collector.reflector`` says."""
@@ -189,7 +202,7 @@ class Daemon:
         self.archive = (
             None
             if archive is None
-            else Archive(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
+            else _archive_class()(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
         )
         self.store.archive = self.archive
         if archive is not None:
@@ -244,7 +257,7 @@ class Daemon:
         while True:
             await self.clock.sleep(HOUSEKEEPING_SECONDS)
             self.store.expire()
-            if self.config is not None:
+            if self.config is not None and self.worker is None:
                 links.update(self.store, self.config)
                 self._watch_targets_files(self.config)
 
@@ -333,15 +346,12 @@ class Daemon:
             os._exit(1)
 
 
-def raise_descriptor_limit() -> None:
-    """Raise the soft descriptor limit to the hard one (as Go programs do at start): every target, scrape
-    connection and archive file takes one, and the soft default of 1024 is easy to exhaust."""
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (OSError, ValueError) as e:  # a seccomp filter may refuse setrlimit: keep what we have
-        log.debug("cannot raise the descriptor limit: %s", e)
+def _archive_class() -> type[Archive]:
+    # Imported when an archive is configured: pyarrow alone is about 60 MB of a process's memory, and
+    # each worker process would pay it.
+    from collector.exporters.archive import Archive
+
+    return Archive
 
 
 def _interval(target: Target, config: Config) -> float:
@@ -366,14 +376,19 @@ def _stat(files: list[Path]) -> dict[Path, float]:
     return found
 
 
+# Each source module is imported when a target uses it (grpc costs an SNMP-only worker 10-20 MB).
 def _snmp(target: Target, config: Config, mappings: Mappings, clock: Clock) -> PolledSource:
     assert target.snmp is not None
+    from collector.sources.snmp.source import SnmpSource
+
     modules = mappings.snmp_modules(target)
     return SnmpSource(target.name, target.snmp, config.defaults, clock, modules=modules)
 
 
 def _gnmi(target: Target, config: Config, mappings: Mappings, clock: Clock) -> StreamingSource:
     assert target.gnmi is not None
+    from collector.sources.gnmi.source import GnmiSource
+
     return GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=clock)
 
 

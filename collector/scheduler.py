@@ -1,5 +1,8 @@
 """Polling: one task per polled target, each with its own jitter, interval and deadline.
 
+A poll's readings are stamped when they reach the store; ``spanwatch_ingest_lag_seconds`` is that time
+minus the poll's start, and ``spanwatch_ingest_backlog_seconds`` how late the poll started.
+
 A slow, dead or misconfigured target only ever delays itself: every target has its own task, every poll
 runs under a deadline, and every failure becomes telemetry (``spanwatch_polls_total{status}``,
 ``spanwatch_target_up``) plus one log line naming the target, the step and the cause.
@@ -58,6 +61,8 @@ class Poller:
         await self.clock.sleep(self.rng.uniform(0, s.interval * s.jitter))
         next_at = self.clock.monotonic()
         while True:
+            # How late this poll starts: 0 on schedule, about the overrun when the last poll ran long.
+            self.store.set("spanwatch_ingest_backlog_seconds", self._health, self.clock.monotonic() - next_at)
             await self.poll_once()
             next_at += s.interval
             now = self.clock.monotonic()
@@ -72,6 +77,7 @@ class Poller:
             the poll's status (``success`` or a failure status of ``spanwatch_polls_total``).
         """
         started = self.clock.monotonic()
+        started_ns = self.clock.time_ns()
         status, cause = "success", ""
         samples: list[Sample] = []
         try:
@@ -86,7 +92,9 @@ class Poller:
             log.exception("poll of %s failed unexpectedly", self.source.device)
         elapsed = self.clock.monotonic() - started
         if samples:  # a whole poll, or the modules a timed-out poll completed
-            self.store.ingest(self.source.device, self.source.source, samples, self.clock.time_ns())
+            done_ns = self.clock.time_ns()
+            self.store.ingest(self.source.device, self.source.source, samples, done_ns)
+            self.store.observe("spanwatch_ingest_lag_seconds", self._health, (done_ns - started_ns) / 1e9)
         if status == "success":
             self.store.set(
                 "spanwatch_last_success_timestamp_seconds", self._health, self.clock.time_ns() / 1e9

@@ -5,13 +5,19 @@ action (model/relabel: the MD5 of the source label values joined by the separato
 8 bytes read as a big-endian uint64, modulo N). So a Prometheus relabel rule with ``source_labels:
 [device]`` and ``modulus: N`` puts every device in the same shard as the collector replica that polls it,
 and with N replicas every target is polled by exactly one of them.
+
+Within a replica, the daemon spreads its targets over worker processes with the same hash (issue 18):
+with N replicas and W workers, a target goes to worker ``hashmod(name, N * W) // N``. Since
+``hashmod(name, N * W) % N == hashmod(name, N)``, this composes with the replica split (shard first,
+then workers) and spreads each replica's targets evenly, where ``hashmod(name, W)`` would send every
+target of replica i to worker i whenever W == N.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from collector.config import Config
@@ -71,6 +77,20 @@ def parse(spec: str) -> Shard:
     return Shard(index, count)
 
 
+def worker_of(target: str, workers: int, shard: Shard | None = None) -> int:
+    """The worker process (0-based, of ``workers``) that collects ``target`` within its replica."""
+    replicas = shard.count if shard is not None else 1
+    return hashmod([target], replicas * workers) // replicas
+
+
+def select_worker(config: Config, shard: Shard | None, worker: Shard | None) -> Config:
+    """The part of ``config`` that worker ``worker`` (index of count) of replica ``shard`` collects."""
+    config = select(config, shard)
+    if worker is None:
+        return config
+    return _keep(config, lambda name: worker_of(name, worker.count, shard) == worker.index)
+
+
 def select(config: Config, shard: Shard | None) -> Config:
     """The part of ``config`` that replica ``shard`` collects (all of it when ``shard`` is None).
 
@@ -79,13 +99,17 @@ def select(config: Config, shard: Shard | None) -> Config:
     """
     if shard is None:
         return config
-    targets = tuple(t for t in config.targets if shard.owns(t.name))
+    return _keep(config, shard.owns)
+
+
+def _keep(config: Config, owns: Callable[[str], bool]) -> Config:
+    targets = tuple(t for t in config.targets if owns(t.name))
     names = {t.name for t in targets}
     links = []
     for link in config.links:
         members = tuple(m for m in link.members if m.device in names)
         if members:
-            # One replica probes the link: the one polling its first member.
-            probe = link.probe if shard.owns(link.members[0].device) else None
+            # One replica (and in it one worker) probes the link: the one polling its first member.
+            probe = link.probe if owns(link.members[0].device) else None
             links.append(link.model_copy(update={"members": members, "probe": probe}))
     return config.model_copy(update={"targets": targets, "links": tuple(links)})

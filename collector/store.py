@@ -22,7 +22,7 @@ from typing import Protocol
 
 from collector import counters
 from collector.clock import Clock, SystemClock
-from collector.contracts.catalog import CATALOG, POLL_DURATION_BUCKETS, MetricSpec
+from collector.contracts.catalog import CATALOG, HISTOGRAM_BUCKETS, POLL_DURATION_BUCKETS, MetricSpec
 from collector.lograte import RateLimitedLog
 from collector.model import Labels, Sample
 
@@ -78,7 +78,7 @@ def render_labels(pairs: FullLabels) -> str:
 
 
 class Histogram:
-    """A cumulative histogram with fixed buckets (enough for ``spanwatch_poll_duration_seconds``)."""
+    """A cumulative histogram with fixed buckets (the catalogue's ``HISTOGRAM_BUCKETS``)."""
 
     __slots__ = ("bounds", "count", "counts", "sum")
 
@@ -89,6 +89,7 @@ class Histogram:
         self.sum = 0.0
 
     def observe(self, value: float) -> None:
+        """Count one observation."""
         for i, bound in enumerate(self.bounds):
             if value <= bound:
                 self.counts[i] += 1
@@ -104,9 +105,12 @@ class Histogram:
         return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its rendered name and labels, latest value, and when it last moved."""
+    """One exported series: its rendered name and labels, latest value, and when it last moved.
+
+    Compared and hashed by identity: the change log (``Changes``) keys on the object.
+    """
 
     prefix: str
     value: int | float | Histogram
@@ -115,6 +119,29 @@ class Series:
     owner: str | None = None  # the device it belongs to, so a removed target's series go with it
     source: str | None = None  # the protocol feeding it, when a device series
     ident: Ident | None = None  # device series: the key of its per-series state, pruned with it
+
+
+class Changes:
+    """What changed in a store since the last ``take`` (a worker relays it to the daemon's exposition).
+
+    Attributes:
+        new: series created, with their family name and labels.
+        dirty: series whose value changed.
+        gone: series removed (expired, forgotten, their device dropped).
+    """
+
+    __slots__ = ("dirty", "gone", "new")
+
+    def __init__(self) -> None:
+        self.new: list[tuple[Series, str, FullLabels]] = []
+        self.dirty: set[Series] = set()
+        self.gone: list[Series] = []
+
+    def take(self) -> tuple[list[tuple[Series, str, FullLabels]], set[Series], list[Series]]:
+        """The changes so far, and a fresh start."""
+        out = (self.new, self.dirty, self.gone)
+        self.new, self.dirty, self.gone = [], set(), []
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +169,8 @@ class Store:
         self._keys: dict[Ident, tuple[FullLabels, str | None, bool]] = {}
         self._count: dict[str, int] = {}  # device -> entries in _keys (its series)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
+        self._device_pairs: dict[str, tuple[str, str]] = {}
+        self.changes: Changes | None = None  # set by a worker process: every change is logged for relay
 
     # -- targets -------------------------------------------------------------------------------
     def set_target(self, device: str, info: TargetLabels) -> None:
@@ -155,12 +184,13 @@ class Store:
         self._targets.pop(device, None)
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
-                del family[key]
+                self._gone(family.pop(key))
         for source, tracks in self._tracks.items():
             self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
         self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
+        self._device_pairs.pop(device, None)
 
     # -- device data ----------------------------------------------------------------------------
     def ingest(self, device: str, source: str, samples: Iterable[Sample], received_ns: int) -> int:
@@ -287,7 +317,9 @@ class Store:
         ident = (device, metric, lbls)
         cached = self._prune(ident)
         if cached is not None:
-            self.families.get(metric, {}).pop(cached[0], None)
+            series = self.families.get(metric, {}).pop(cached[0], None)
+            if series is not None:
+                self._gone(series)
 
     def _prune(self, ident: Ident) -> tuple[FullLabels, str | None, bool] | None:
         """Forget the per-series state of ``ident`` (label cache, counter tracks, the cap's count)."""
@@ -310,7 +342,10 @@ class Store:
         link = None
         if target.links:
             link = next((target.links[kv] for kv in s.labels if kv in target.links), None)
-        full = (("device", device), *target.static, *s.labels)
+        pair = self._device_pairs.get(device)
+        if pair is None:  # one ("device", name) pair shared by every series of the device
+            pair = self._device_pairs[device] = ("device", device)
+        full = (pair, *target.static, *s.labels)
         if link is not None:
             full = (*full, ("link", link))
         return full, link
@@ -326,9 +361,10 @@ class Store:
         for family in self.families.values():
             stale = [k for k, s in family.items() if now - s.updated > s.ttl]
             for key in stale:
-                ident = family.pop(key).ident
-                if ident is not None:
-                    self._prune(ident)
+                series = family.pop(key)
+                self._gone(series)
+                if series.ident is not None:
+                    self._prune(series.ident)
             dropped += len(stale)
         return dropped
 
@@ -344,16 +380,23 @@ class Store:
             self._put(metric, full, amount, self.clock.monotonic(), math.inf, _owner(full))
         else:
             series.value += amount  # type: ignore[operator]
+            if self.changes is not None:
+                self.changes.dirty.add(series)
 
     def observe(self, metric: str, full: FullLabels, value: float) -> None:
         """Record one observation in a histogram."""
         family = self.families.setdefault(metric, {})
         series = family.get(full)
         if series is None:
-            series = Series(metric + render_labels(full), Histogram(), math.inf, math.inf, _owner(full))
+            bounds = HISTOGRAM_BUCKETS[metric]
+            series = Series(metric + render_labels(full), Histogram(bounds), math.inf, math.inf, _owner(full))
             family[full] = series
+            if self.changes is not None:
+                self.changes.new.append((series, metric, full))
         assert isinstance(series.value, Histogram)
         series.value.observe(value)
+        if self.changes is not None:
+            self.changes.dirty.add(series)
 
     def value(self, metric: str, full: FullLabels) -> int | float | Histogram | None:
         """The current value of one series, or None."""
@@ -395,11 +438,21 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = Series(metric + render_labels(full), value, now, ttl, owner, source, ident)
+            family[full] = series = Series(
+                metric + render_labels(full), value, now, ttl, owner, source, ident
+            )
+            if self.changes is not None:
+                self.changes.new.append((series, metric, full))
         else:
             series.value = value
             series.updated = now
             series.source = source
+            if self.changes is not None:
+                self.changes.dirty.add(series)
+
+    def _gone(self, series: Series) -> None:
+        if self.changes is not None:
+            self.changes.gone.append(series)
 
 
 def _spec(metric: str) -> MetricSpec:

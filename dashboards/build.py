@@ -553,6 +553,33 @@ def collector_board() -> db.Dashboard:
             ),
         ),
     )
+    behind = section(
+        "Keeping up (lag, backlog, folding)",
+        panel(
+            "Ingest lag (notification or poll to store)",
+            "s",
+            query(
+                f"histogram_quantile(0.5, {rate('spanwatch_ingest_lag_seconds_bucket', 'le, source', dev)})",
+                "p50 {{source}}",
+            ),
+            query(
+                f"histogram_quantile(0.99, {rate('spanwatch_ingest_lag_seconds_bucket', 'le, source', dev)})",
+                "p99 {{source}}",
+            ),
+        ),
+        panel(
+            "Backlog and folded readings",
+            "short",
+            query(
+                f"max by (device, source) ({metric('spanwatch_ingest_backlog_seconds')}{{{dev}}})",
+                "{{device}} {{source}} backlog s",
+            ),
+            query(
+                rate("spanwatch_coalesced_samples_total", "device, source", dev),
+                "{{device}} {{source}} folded/s",
+            ),
+        ),
+    )
     streams = section(
         "Streams, archive and counters",
         panel(
@@ -580,7 +607,7 @@ def collector_board() -> db.Dashboard:
             ),
         ),
     )
-    return board("spanwatch-collector", "spanwatch / collector health", [health, streams])
+    return board("spanwatch-collector", "spanwatch / collector health", [health, behind, streams])
 
 
 BOARDS: dict[str, Callable[[], db.Dashboard]] = {

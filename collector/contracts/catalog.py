@@ -216,10 +216,39 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
         "reason",
     ),
     _c("spanwatch_http_connections_rejected_total", "", "Connections refused at the connection cap."),
+    MetricSpec(
+        "spanwatch_ingest_lag_seconds",
+        Kind.HISTOGRAM,
+        "seconds",
+        "Collector time when readings reached the store minus the notification (gNMI) or poll start (SNMP) "
+        "time.",
+        _DS,
+    ),
+    _g(
+        "spanwatch_ingest_backlog_seconds",
+        "seconds",
+        "Age of the oldest reading of the target still waiting to be ingested (gNMI), or how late the "
+        "current poll started (SNMP).",
+        *_DS,
+    ),
+    _c(
+        "spanwatch_coalesced_samples_total",
+        "",
+        "Readings folded into a newer one of the same series because the target was more than one sample "
+        "interval behind (counters keep the newest, gauges the interval's min, max and newest).",
+        *_DS,
+    ),
+    _c("spanwatch_worker_restarts_total", "", "Collector worker processes restarted after dying.", "worker"),
 )
 
 POLL_STATUSES = ("success", "timeout", "unreachable", "auth_error", "invalid_response", "error")
 POLL_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+INGEST_LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+HISTOGRAM_BUCKETS: dict[str, tuple[float, ...]] = {
+    "spanwatch_poll_duration_seconds": POLL_DURATION_BUCKETS,
+    "spanwatch_ingest_lag_seconds": INGEST_LAG_BUCKETS,
+}
+"""The bucket bounds of every histogram in the catalogue."""
 
 
 def _expand(specs: tuple[MetricSpec, ...]) -> dict[str, MetricSpec]:

@@ -32,6 +32,10 @@ PROPOSED_FOR_SPEC = {
     "dci_link_one_way_delay_seconds": "TWAMP one-way delay per direction, with min/max/avg (issue 15)",
     "dci_link_probe_loss_ratio": "probes without an answer over the interval (issue 15)",
     "spanwatch_probes_total": "probes by outcome, per link, method and target (issue 15)",
+    "spanwatch_ingest_lag_seconds": "collector time minus notification or poll time, a histogram (issue 18)",
+    "spanwatch_ingest_backlog_seconds": "age of the oldest reading waiting to be ingested (issue 18)",
+    "spanwatch_coalesced_samples_total": "readings folded into newer ones when a target fell behind (issue 18)",
+    "spanwatch_worker_restarts_total": "worker processes restarted after dying (issue 18)",
 }
 
 

@@ -21,6 +21,14 @@ detector honest on a quiet on-change subscription (no change, no update, yet a h
 cheap: the device resends the current value of those paths at most twice per stall timeout (at least 5 s
 apart with the default 10 s floor), far below the SAMPLE traffic of the same stream.
 
+Never silently behind (issue 18): a reader task queues each response as it arrives and a drain task
+ingests what has queued every ``DRAIN_WINDOW``. ``spanwatch_ingest_backlog_seconds`` is how long the
+oldest queued response waited (or the device-time span of the queue, if longer) and
+``spanwatch_ingest_lag_seconds`` the collector time at ingest minus each notification's timestamp. A queue
+spanning one sample interval or more is folded (``collector.coalesce``: newest per counter; min, max and
+newest per gauge) and the folded readings are counted in ``spanwatch_coalesced_samples_total``, so the
+exposition catches up within one batch instead of replaying a stale backlog.
+
 Health: ``spanwatch_target_up`` is 1 only while every stream of the target delivers (a target whose sets
 use two prefix targets has two streams; one failing stream makes the target down),
 ``spanwatch_gnmi_updates_total`` (gNMI Update messages received),
@@ -45,8 +53,10 @@ from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.clock import Clock, SystemClock
+from collector.coalesce import coalesce
 from collector.config import GnmiConfig
 from collector.errors import ConfigError, MappingError
+from collector.model import Sample
 from collector.sources.gnmi.client import (
     ENCODINGS,
     GnmiClient,
@@ -73,7 +83,29 @@ PERMANENT = frozenset(
 SOURCE = "gnmi"
 PRUNE_SECONDS = 60.0  # how often the decoder forgets series the store expired
 PREFERRED_ENCODINGS = ("proto", "json_ietf", "json")
+DRAIN_WINDOW = 0.01  # seconds the drain lets the reader gather before ingesting a batch
 _parse = gnmi_pb2.SubscribeResponse.FromString
+
+
+Queued = tuple[bytes, float, int]
+"""One response waiting: its bytes, and when it arrived (monotonic seconds, and Unix nanoseconds)."""
+
+
+class Backlog:
+    """Responses read from the stream and not yet ingested (the reader pushes, the drain takes all)."""
+
+    def __init__(self) -> None:
+        self.items: list[Queued] = []
+        self.ready = asyncio.Event()
+
+    def push(self, raw: bytes, monotonic: float, time_ns: int) -> None:
+        self.items.append((raw, monotonic, time_ns))
+        self.ready.set()
+
+    def take(self) -> list[Queued]:
+        items, self.items = self.items, []
+        self.ready.clear()
+        return items
 
 
 class Stalled(Exception):
@@ -262,50 +294,129 @@ class GnmiSource:
                 return
 
     async def _read(self, store: Store, target: str | None, call: Any, last_rx: list[float]) -> None:
-        """Handle every response of ``call`` (serialised bytes) until it ends."""
+        """Queue every response of ``call`` (serialised bytes) until it ends; ``_drain`` ingests them.
+
+        Reading and ingesting are separate tasks so that a stream the collector cannot keep up with shows
+        as a backlog here (measured, exported, folded) rather than as bytes waiting unseen in grpc.
+        """
         healthy_after = 30.0
         up = False
         started = self.clock.monotonic()
-        async for raw in call:
-            now = self.clock.monotonic()
-            last_rx[0] = now
-            if not up:
-                up = True
-                self.status = "streaming"
-                self._stream_up(store, target, True)
-            if self.backoff.attempt and now - started >= healthy_after:
-                self.backoff.reset()
+        backlog = Backlog()
+        drain = asyncio.create_task(self._drain(store, backlog))
+        try:
+            async for raw in call:
+                now = self.clock.monotonic()
+                last_rx[0] = now
+                if not up:
+                    up = True
+                    self.status = "streaming"
+                    self._stream_up(store, target, True)
+                if self.backoff.attempt and now - started >= healthy_after:
+                    self.backoff.reset()
+                backlog.push(raw, now, self.clock.time_ns())
+                if drain.done():  # the drain never ends on its own: surface its failure
+                    drain.result()
+        finally:
+            drain.cancel()
+            await asyncio.gather(drain, return_exceptions=True)
+        self.ingest_batch(store, backlog.take())  # the stream ended: what it delivered still counts
+
+    async def _drain(self, store: Store, backlog: Backlog) -> None:
+        while True:
+            await backlog.ready.wait()
+            # A short window lets the reader pull what grpc already holds, so a backlog is seen whole.
+            await asyncio.sleep(DRAIN_WINDOW)
+            self.ingest_batch(store, backlog.take())
+
+    # -- responses -----------------------------------------------------------------------------------
+    def ingest_batch(self, store: Store, items: list[Queued]) -> None:
+        """Parse, decode and ingest queued responses, folding them when they span over one interval."""
+        if not items:
+            return
+        now = self.clock.monotonic()
+        parsed: list[tuple[Any, int]] = []
+        for raw, _, received in items:
             try:
-                resp = _parse(raw)
+                parsed.append((_parse(raw), received))
             except DecodeError:
                 # gRPC framed it, so the stream itself is fine: drop the one message, keep the stream.
                 store.invalid(self.device, SOURCE, "undecodable_message")
-                continue
+        backlog = now - items[0][1]
+        stamps = [resp.update.timestamp for resp, _ in parsed if resp.update.timestamp]
+        if stamps:
+            backlog = max(backlog, (max(stamps) - min(stamps)) / 1e9)
+        store.set("spanwatch_ingest_backlog_seconds", self._ds, backlog)
+        fold = backlog >= self.cfg.sample_interval
+        pending: list[Sample] = []
+
+        def flush() -> None:
+            self._fold(store, pending)
+
+        for resp, received in parsed:
             try:
-                self.handle(store, resp)
+                samples = self._decode(store, resp, received, flush=flush)
             except Exception as e:  # one bad update must not end the stream (issue 16)
                 store.invalid(self.device, SOURCE, "decode_error", type(e).__name__)
+                continue
+            if not samples:
+                continue
+            if fold:
+                pending += samples
+            else:
+                store.ingest(self.device, SOURCE, samples, received)
+        if pending:
+            self._fold(store, pending, items[-1][2])
+        self._observe_lag(store, parsed)
 
-    # -- one response ------------------------------------------------------------------------------
+    def _fold(self, store: Store, pending: list[Sample], received: int | None = None) -> None:
+        """Ingest the folded backlog (before a delete, and at the end of a batch) and count the folding."""
+        if not pending:
+            return
+        samples, folded = coalesce(pending)
+        pending.clear()
+        store.ingest(self.device, SOURCE, samples, received or self.clock.time_ns())
+        if folded:
+            store.inc("spanwatch_coalesced_samples_total", self._ds, folded)
+
+    def _observe_lag(self, store: Store, parsed: list[tuple[Any, int]]) -> None:
+        done = self.clock.time_ns()
+        for resp, received in parsed:
+            if resp.HasField("update"):
+                sent = resp.update.timestamp or received
+                store.observe("spanwatch_ingest_lag_seconds", self._ds, max(done - sent, 0) / 1e9)
+
     def handle(self, store: Store, resp: Any) -> None:
-        """Fold one ``SubscribeResponse`` into the store (public for replay tests and benchmarks)."""
+        """Fold one parsed ``SubscribeResponse`` into the store (replay tests and benchmarks)."""
+        received = self.clock.time_ns()
+        samples = self._decode(store, resp, received)
+        if samples:
+            store.ingest(self.device, SOURCE, samples, received)
+
+    def _decode(
+        self, store: Store, resp: Any, received: int, flush: Callable[[], None] | None = None
+    ) -> list[Sample]:
+        """The samples of one response; deletes, invalid values and health are applied to ``store``.
+
+        Args:
+            flush: called before a delete is applied, so readings folded ahead of it land first.
+        """
         self.responses += 1
         if not resp.HasField("update"):
             if resp.HasField("error"):  # deprecated in gNMI 0.7, still sent by old agents
                 log.warning("gnmi %s: target error: %s", self.device, resp.error.message)
-            return
+            return []
         n = resp.update
-        received = self.clock.time_ns()
         try:
             samples, gone = self.decoder.notification(n)
         finally:
             for reason in self.decoder.invalid:
                 store.invalid(self.device, SOURCE, reason)
             self.decoder.invalid.clear()
+        if gone and flush is not None:
+            flush()
         for metric, lbls in gone:
             store.forget(self.device, metric, lbls)
-        if samples:
-            store.ingest(self.device, SOURCE, samples, received)
         now = self.clock.monotonic()
         if now - self._pruned >= PRUNE_SECONDS:
             self._pruned = now
@@ -313,6 +424,7 @@ class GnmiSource:
         store.inc("spanwatch_gnmi_updates_total", self._dev, len(n.update))
         if n.timestamp:
             self._clock_offset(store, n.timestamp, received)
+        return samples
 
     def _clock_offset(self, store: Store, ts: int, received: int) -> None:
         offset = self.offset.observe(ts, received)

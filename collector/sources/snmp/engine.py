@@ -14,7 +14,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
 from collector.contracts.catalog import CATALOG
-from collector.model import Sample, counter, gauge, labels
+from collector.model import Labels, Sample, counter, gauge, labels
 from collector.sources.snmp.ber import TAG_COUNTER32, TAG_OCTETS, Oid, VarBind
 from collector.sources.snmp.tables import (
     Column,
@@ -134,12 +134,23 @@ class Epochs:
         return (self.boots, self.per_ifindex.get(ifindex))
 
 
+RowLabels = tuple["int | None", tuple["Labels | None", ...]]
+"""A row's ifIndex (None when it belongs to no interface) and each mapped column's series labels (None
+where the column's ``where`` excludes the row)."""
+
+
 class Resolver:
-    """Turns one row's index into labels (and the ifIndex the row belongs to)."""
+    """Turns one row's index into labels (and the ifIndex the row belongs to), once per label refresh.
+
+    A row's labels depend only on its index and the label tables, which change at label refresh, when
+    a new ``Resolver`` is made: so they are resolved once and remembered (``row``) instead of being
+    rebuilt every poll, and every poll hands the store the same label tuples.
+    """
 
     def __init__(self, cache: LabelCache, module: str) -> None:
         self.cache = cache
         self.module = module
+        self._rows: dict[str, dict[Oid, RowLabels | None]] = {}
 
     def value(self, expr: LabelExpr, parts: Mapping[str, int]) -> object:
         """An index part's value, or what a lookup finds (None when it has no entry)."""
@@ -175,53 +186,73 @@ class Resolver:
                 out[name] = text(v)
         return out, ifindex
 
+    def row(self, table: Table, suffix: Oid) -> RowLabels | None:
+        """The remembered labels of the row at ``suffix``; None for a row the table does not export."""
+        memo = self._rows.setdefault(table.name, {})
+        if suffix in memo:
+            return memo[suffix]
+        found = self._row(table, suffix)
+        memo[suffix] = found
+        return found
+
+    def _row(self, table: Table, suffix: Oid) -> RowLabels | None:
+        if len(suffix) != len(table.index):
+            return None  # an index that does not fit the table (sanitised or broken agent rows)
+        parts = dict(zip(table.index, suffix, strict=True))
+        if any(parts[k] != v for k, v in table.where.items()):
+            return None
+        resolved = self.labels(table, parts)
+        if resolved is None:
+            return None
+        lbls, ifindex = resolved
+        return ifindex, tuple(
+            None
+            if any(parts[k] != v for k, v in c.where.items())
+            else _series_labels(c.metric, {**lbls, **c.labels})
+            for c in table.columns
+        )
+
 
 def table_samples(
-    table: Table, rows: Rows, resolver: Resolver, epochs: Epochs, fallback: bool = False
-) -> list[Sample]:
-    """Samples of a plain table.
+    table: Table, rows: Rows, resolver: Resolver, epochs: Epochs
+) -> tuple[list[Sample], list[Sample]]:
+    """Samples of a plain table, in one pass over its rows.
 
     Args:
         table: the mapping.
         rows: the walked rows (see ``rows_of``).
         resolver: labels for the module.
         epochs: boot and discontinuity state.
-        fallback: emit the fallback columns instead of the others (see ``prefer``).
 
     Returns:
-        one sample per mapped column per row (before summing; see ``combine``).
+        one sample per mapped column per row (before summing; see ``combine``): the samples of the
+        ordinary columns, and those of the fallback columns (see ``prefer``).
     """
-    columns = [c for c in table.columns if c.fallback == fallback]
-    if not columns:
-        return []
-    out: list[Sample] = []
-    width = len(table.index)
+    primary: list[Sample] = []
+    fallback: list[Sample] = []
+    columns = table.columns
+    marker_column = table.discontinuity_column
     for suffix, row in rows.items():
-        if len(suffix) != width:
-            continue  # an index that does not fit the table (sanitised or broken agent rows)
-        parts = dict(zip(table.index, suffix, strict=True))
-        if any(parts[k] != v for k, v in table.where.items()):
+        found = resolver.row(table, suffix)
+        if found is None:
             continue
-        resolved = resolver.labels(table, parts)
-        if resolved is None:
-            continue
-        lbls, ifindex = resolved
-        if ifindex is not None and table.discontinuity_column is not None:
-            marker = row.get(table.discontinuity_column)
+        ifindex, col_labels = found
+        if ifindex is not None and marker_column is not None:
+            marker = row.get(marker_column)
             epochs.per_ifindex[ifindex] = None if marker is None else marker[1]
-        for col in columns:
-            if any(parts[k] != v for k, v in col.where.items()):
-                continue
-            sample = _column_sample(col, row, lbls, ifindex, epochs)
+        for col, series in zip(columns, col_labels, strict=True):
+            if series is None:
+                continue  # the column's ``where`` excludes this row
+            sample = _column_sample(col, row, series, ifindex, epochs)
             if sample is not None:
-                out.append(sample)
-    return out
+                (fallback if col.fallback else primary).append(sample)
+    return primary, fallback
 
 
 def _column_sample(
     col: Column,
     row: Mapping[int, tuple[int, object]],
-    lbls: dict[str, str],
+    series: Labels,
     ifindex: int | None,
     epochs: Epochs,
 ) -> Sample | None:
@@ -231,9 +262,7 @@ def _column_sample(
     if cell is None or not isinstance(cell[1], int | float) or cell[1] in col.skip:
         return None
     tag, raw = cell[0], cell[1]
-    spec = CATALOG[col.metric]
-    series = _series_labels(col.metric, {**lbls, **col.labels})
-    if spec.is_counter:
+    if CATALOG[col.metric].is_counter:
         if not isinstance(raw, int) or raw < 0:
             return None
         return counter(col.metric, series, raw, 32 if tag == TAG_COUNTER32 else 64, epochs.of(ifindex))

@@ -26,6 +26,7 @@ from collector.sources.snmp.tables import Module, load_all
 from collector.sources.snmp.transport import make_walker
 from collector.sources.snmp.walk import (
     AgentError,
+    Budget,
     Walker,
     parse_oid,
     walk,
@@ -76,7 +77,8 @@ class SnmpSource:
         self.defaults = defaults or Defaults()
         self.clock = clock or SystemClock()
         self.timeout = cfg.timeout or self.defaults.timeout
-        self.walker = walker or make_walker(cfg, self.timeout)
+        self.budget = Budget(rows=cfg.max_repetitions)  # request size, adapted per agent (walk.Budget)
+        self.walker = walker or make_walker(cfg, self.timeout, self.budget)
         shipped = modules if modules is not None else load_all()
         names = cfg.modules if cfg.modules is not None else tuple(sorted(shipped, key=_if_mib_first))
         unknown = [n for n in names if n not in shipped]
@@ -84,6 +86,14 @@ class SnmpSource:
             raise ConfigError(f"{device}: unknown SNMP modules {unknown}")
         self.modules = {n: shipped[n] for n in sorted(names, key=_if_mib_first)}
         self.cache = engine.LabelCache()
+        self._resolvers: dict[str, engine.Resolver] = {}  # per module, remembered until label refresh
+        # the column OIDs each table walks, by "module.table", computed once
+        self._roots = {
+            f"{n}.{t.name}": engine.table_roots(t) for n, m in self.modules.items() for t in m.tables
+        }
+        self._roots |= {
+            f"{n}.{t.name}": engine.sensor_roots(t) for n, m in self.modules.items() for t in m.sensors
+        }
         self.epochs = engine.Epochs()
         self.absent: set[str] = set()
         self._refreshed: float | None = None
@@ -135,7 +145,7 @@ class SnmpSource:
             cache.lookups[key] = engine.column_values(walked, root)
 
     async def _walk(self, roots: list[Oid]) -> dict[Oid, list[VarBind]]:
-        return await walk(self.walker, roots, self.cfg.max_repetitions)
+        return await walk(self.walker, roots, budget=self.budget)
 
     def _labels_stale(self) -> bool:
         return self._refreshed is None or (
@@ -161,6 +171,7 @@ class SnmpSource:
             self._running = f"module {name}"
             self._completed += await self._poll_module(name, module)
         self._running = None
+        self.budget.settle()
         return engine.combine(self._completed)
 
     def salvage(self) -> tuple[list[Sample], str | None]:
@@ -189,13 +200,18 @@ class SnmpSource:
         """The samples of one module: its tables (fallback columns only where needed) and sensors."""
         primary: list[Sample] = []
         fallback: list[Sample] = []
-        resolver = engine.Resolver(self.cache, name)
+        resolver = self._resolvers.get(name)
+        if resolver is None or resolver.cache is not self.cache:  # label tables refreshed: resolve anew
+            resolver = self._resolvers[name] = engine.Resolver(self.cache, name)
         for table in module.tables:
-            rows = await self._rows(f"{name}.{table.name}", table.entry, engine.table_roots(table))
-            primary += engine.table_samples(table, rows, resolver, self.epochs)
-            fallback += engine.table_samples(table, rows, resolver, self.epochs, fallback=True)
+            key = f"{name}.{table.name}"
+            rows = await self._rows(key, table.entry, self._roots[key])
+            ordinary, fallen_back = engine.table_samples(table, rows, resolver, self.epochs)
+            primary += ordinary
+            fallback += fallen_back
         for sensors in module.sensors:
-            rows = await self._rows(f"{name}.{sensors.name}", sensors.entry, engine.sensor_roots(sensors))
+            key = f"{name}.{sensors.name}"
+            rows = await self._rows(key, sensors.entry, self._roots[key])
             primary += engine.sensor_samples(sensors, rows, self.cache)
         return engine.prefer(primary, fallback)
 

@@ -46,7 +46,7 @@ from collector.sources.snmp.ber import (
     encode_request,
     request_id_of,
 )
-from collector.sources.snmp.walk import TOO_BIG, AgentError, Walker
+from collector.sources.snmp.walk import TOO_BIG, AgentError, Budget, Walker
 
 Reply = tuple[int, int, int, list[VarBind]]
 """``(request_id, error_status, error_index, varbinds)`` of an accepted response."""
@@ -133,8 +133,11 @@ class V2cWalker:
         retries: resends after a timeout.
     """
 
-    def __init__(self, host: str, port: int, community: str, timeout: float, retries: int) -> None:
+    def __init__(
+        self, host: str, port: int, community: str, timeout: float, retries: int, budget: Budget | None = None
+    ) -> None:
         self.host, self.port = host, port
+        self.budget = budget or Budget()  # shrunk on tooBig and timeouts, read by the walk
         self.community = community.encode()
         self.timeout, self.retries = timeout, retries
         self._ids = itertools.count(int.from_bytes(os.urandom(3), "big") + 1)
@@ -167,6 +170,7 @@ class V2cWalker:
             _, status, index, binds = await self._exchange(oids, reps)
             if status == TOO_BIG and reps > 1:
                 reps //= 2  # the agent cannot fit the answer in one datagram: ask for less
+                self.budget.shrink()  # and remember it for this agent
                 continue
             if status:
                 raise AgentError(f"{self.host}:{self.port}: error-status {status} at varbind {index}")
@@ -209,6 +213,9 @@ class V2cWalker:
                         return await pending.future
                 except TimeoutError:
                     dropped = pending.dropped or dropped
+                    if reps > 1:  # a slow agent may answer a smaller request in time
+                        reps //= 2
+                        self.budget.shrink()
                     continue
                 except OSError as e:
                     raise UnreachableError(f"{where}: {e.strerror or e}") from None
@@ -259,8 +266,16 @@ class V3Walker(V2cWalker):
         retries: resends after a timeout.
     """
 
-    def __init__(self, host: str, port: int, creds: usm.Credentials, timeout: float, retries: int) -> None:
-        super().__init__(host, port, "", timeout, retries)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        creds: usm.Credentials,
+        timeout: float,
+        retries: int,
+        budget: Budget | None = None,
+    ) -> None:
+        super().__init__(host, port, "", timeout, retries, budget)
         self.creds = creds
         self.engine = usm.Engine()
         self._suspect = False  # a report or a stale message hinted that the engine changed
@@ -505,12 +520,13 @@ _PRIV = {
 }
 
 
-def make_walker(cfg: SnmpConfig, timeout: float) -> Walker:
+def make_walker(cfg: SnmpConfig, timeout: float, budget: Budget | None = None) -> Walker:
     """The transport for ``cfg``: our own v2c or v3 (USM) walker, or pysnmp for DES/3DES privacy.
 
     Args:
         cfg: the target's ``snmp`` section.
         timeout: seconds for a whole request, shared by the first try and the retries.
+        budget: the target's adaptive request size, shrunk by our own walkers on tooBig and timeouts.
 
     Returns:
         the walker.
@@ -524,9 +540,9 @@ def make_walker(cfg: SnmpConfig, timeout: float) -> Walker:
     if cfg.version == "2c":
         if cfg.community is None:
             raise ConfigError("snmp: SNMPv2c needs community_env or community_file")
-        return V2cWalker(host, int(port), cfg.community.read(), per_request, cfg.retries)
+        return V2cWalker(host, int(port), cfg.community.read(), per_request, cfg.retries, budget)
     if usm.supports(cfg.auth_protocol, cfg.priv_protocol):
-        return V3Walker(host, int(port), _credentials(cfg), per_request, cfg.retries)
+        return V3Walker(host, int(port), _credentials(cfg), per_request, cfg.retries, budget)
     return PysnmpWalker(host, int(port), _usm(cfg), per_request, cfg.retries)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from collector.errors import InvalidResponse
@@ -46,6 +47,40 @@ class Walker(Protocol):
     async def close(self) -> None: ...
 
 
+START_VARBINDS = 1024  # varbinds asked per request at first: about 30 KB of counters, under 64 KB UDP
+
+
+@dataclass(slots=True)
+class Budget:
+    """How much one agent is asked per GETBULK, adapted and remembered per target (issue 18).
+
+    ``rows`` is GETBULK's max-repetitions per column (the config's ``max_repetitions``, as snmp_exporter
+    reads it); ``varbinds`` caps rows x columns per request. It starts high, halves when the agent
+    answers tooBig or a request times out, and creeps back after clean polls: a slow or small-buffered
+    agent settles where it answers, while a table of 20 columns no longer costs one request per row.
+    """
+
+    rows: int = 25
+    varbinds: int = START_VARBINDS
+    ceiling: int = START_VARBINDS
+    shrunk: bool = False  # since the last ``settle``
+
+    def size(self, columns: int) -> int:
+        """max-repetitions for a request over ``columns`` columns."""
+        return max(1, min(self.rows, self.varbinds // max(columns, 1)))
+
+    def shrink(self) -> None:
+        """The agent answered tooBig or a request timed out: ask for half as much from now on."""
+        self.varbinds = max(1, self.varbinds // 2)
+        self.shrunk = True
+
+    def settle(self) -> None:
+        """A poll ended: after a clean one, grow back by 1/8 of the ceiling (never past it)."""
+        if not self.shrunk:
+            self.varbinds = min(self.ceiling, self.varbinds + max(1, self.ceiling // 8))
+        self.shrunk = False
+
+
 def parse_oid(text: str) -> Oid:
     """``"1.3.6.1"`` (a leading dot is allowed) -> ``(1, 3, 6, 1)``.
 
@@ -62,6 +97,7 @@ async def walk(
     max_rows: int = 100_000,
     max_requests: int = 10_000,
     max_varbinds: int = 250_000,
+    budget: Budget | None = None,
 ) -> dict[Oid, list[VarBind]]:
     """Walk several subtrees side by side with GETBULK, bounded so no agent can make it endless.
 
@@ -73,10 +109,12 @@ async def walk(
     Args:
         walker: the transport.
         roots: subtrees (usually table columns) to walk.
-        max_repetitions: GETBULK repetitions per request, shared by the columns still active.
+        max_repetitions: without ``budget``: GETBULK repetitions per request, shared by the columns still
+            active.
         max_rows: most rows kept per subtree.
         max_requests: most requests for the whole walk.
         max_varbinds: most rows kept for the whole walk.
+        budget: the agent's adaptive request size (``Budget``); replaces ``max_repetitions``.
 
     Returns:
         for each root, the varbinds found under it, in OID order.
@@ -91,7 +129,7 @@ async def walk(
     for _ in range(max_requests):
         if not active or kept >= max_varbinds:
             break
-        reps = max(1, max_repetitions // len(active))
+        reps = budget.size(len(active)) if budget is not None else max(1, max_repetitions // len(active))
         got = await walker.bulk([cursor[r] for r in active], reps)
         if not got:
             break

@@ -1,0 +1,584 @@
+"""Scale benchmark (issue 18): the collector at 200 SNMP targets beside snmp_exporter, and gNMI saturation.
+
+``snmp``: one Debian ``snmpd`` on loopback listens on ``--targets`` UDP ports, each a "device" of 64
+interfaces (ifTable and ifXTable served by ``override`` lines, IF-MIB's own handlers off; Counter32
+columns only, as ``override`` has no Counter64). Then, one after the other against the same agent:
+
+- ``spanwatch collect`` (``--tree``'s code, its ``if_mib`` module, archive off: snmp_exporter keeps none)
+  polling every target each ``--interval``;
+- Prometheus's ``snmp_exporter`` (Debian ``prometheus-snmp-exporter``) with a module walking the same
+  columns plus the ifName lookup, scraped for every target each ``--interval`` by this script, spread
+  over the interval as Prometheus spreads its scrapes.
+
+For each: RSS (sum over the collector's processes; peak), CPU of its processes over the window, values
+per CPU second, and poll latency p50/p99 (snmp_exporter: each scrape's duration; spanwatch: from its
+``spanwatch_poll_duration_seconds`` buckets, interpolated as ``histogram_quantile`` does). Ratios
+spanwatch / snmp_exporter are printed at the end.
+
+``gnmi``: ``--targets`` loopback gNMI targets (``GnmiServer``, in two load processes beside the collector)
+each send a round of 64 interfaces x 16 counters (1,024 updates) ``--rate`` times per second with fresh
+timestamps; the collector subscribes to all of them. Per offered rate: updates ingested per second,
+``spanwatch_ingest_lag_seconds`` p50/p99, readings coalesced, CPU and RSS.
+
+Run (each takes about ``--duration`` plus a warm-up per configuration)::
+
+    .venv/bin/python bench/bench_scale.py snmp --targets 200 --interval 10 --duration 60
+    .venv/bin/python bench/bench_scale.py gnmi --targets 50 --rates 1 2 4 --duration 20
+    .venv/bin/python bench/bench_scale.py snmp --tree ../main   # the same run on another checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+TREE = HERE.parent
+sys.path.insert(0, str(TREE))
+
+IFT, IFX = "1.3.6.1.2.1.2.2.1", "1.3.6.1.2.1.31.1.1.1"
+IF_COUNTERS = (10, 11, 13, 14, 16, 17, 19, 20)  # ifTable Counter32 columns
+IFX_COUNTERS = (2, 3, 4, 5)  # multicast / broadcast Counter32 columns
+SNMP_EXPORTER = "prometheus-snmp-exporter"
+TICK = 100  # clock ticks per second in /proc/<pid>/stat
+
+
+# -- processes -----------------------------------------------------------------------------------
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and its descendants (the collector's supervisor and workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICK
+
+
+def rss_mb(pids: list[int], field: str = "VmRSS") -> float:
+    total = 0
+    for pid in pids:
+        try:
+            m = re.search(rf"{field}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+        except OSError:
+            continue
+        total += int(m.group(1)) if m else 0
+    return total / 1024
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            for pid in tree_pids(proc.pid):
+                os.kill(pid, signal.SIGKILL)
+            proc.wait()
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        return str(r.read().decode())
+
+
+def wait_http(port: int, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            scrape(port)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"nothing answers on :{port}")
+
+
+# -- exposition parsing -----------------------------------------------------------------------------
+def series_sum(text: str, name: str, **where: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        named = line.startswith(name + "{") or line.startswith(name + " ")
+        if named and all(f'{k}="{v}"' in line for k, v in where.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def buckets(text: str, name: str, **where: str) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{") and all(f'{k}="{v}"' in line for k, v in where.items()):
+            le = re.search(r'le="([^"]+)"', line)
+            assert le is not None
+            bound = math.inf if le.group(1) == "+Inf" else float(le.group(1))
+            out[bound] = out.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
+    """``histogram_quantile`` over the increase between two scrapes (linear within a bucket)."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return float("nan")
+    rank, lower, below = q * counts[-1], 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = bound, count
+    return lower
+
+
+def exact_quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- SNMP ---------------------------------------------------------------------------------------------
+def snmpd_config(folder: Path, ports: list[int], interfaces: int) -> Path:
+    lines = ["agentaddress " + ",".join(f"udp:127.0.0.1:{p}" for p in ports), "rocommunity bench 127.0.0.1"]
+    lines += ["master no", "dontLogTCPWrappersConnects yes"]
+    for i in range(1, interfaces + 1):
+        lines += [f"override {IFT}.1.{i} integer {i}", f'override {IFT}.2.{i} octet_str "Ethernet{i}"']
+        lines += [f"override {IFT}.5.{i} unsigned 4294967295", f"override {IFT}.7.{i} integer 1"]
+        lines += [f"override {IFT}.8.{i} integer 1"]
+        lines += [f"override {IFT}.{c}.{i} counter {i * 1000 + c}" for c in IF_COUNTERS]
+        lines += [f'override {IFX}.1.{i} octet_str "Ethernet{i}"']
+        lines += [f"override {IFX}.{c}.{i} counter {i * 100 + c}" for c in IFX_COUNTERS]
+        lines += [f"override {IFX}.15.{i} unsigned 100000", f'override {IFX}.18.{i} octet_str "uplink {i}"']
+    path = folder / "snmpd.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+PORTS_PER_SNMPD = 100  # net-snmp reads config lines into a 4 KB buffer: a longer agentaddress is cut
+
+
+@contextmanager
+def snmpd(folder: Path, ports: list[int], interfaces: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs = []
+    try:
+        for k in range(0, len(ports), PORTS_PER_SNMPD):
+            sub = folder / f"snmpd{k}"
+            sub.mkdir()
+            conf = snmpd_config(sub, ports[k : k + PORTS_PER_SNMPD], interfaces)
+            cmd = ["/usr/sbin/snmpd", "-f", "-Lf", str(sub / "snmpd.log"), "-C", "-c", str(conf)]
+            cmd += ["-I", "-ifTable,ifXTable,ifStack,interfaces", "-p", str(sub / "snmpd.pid")]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1.5)
+        dead = [p.args for p in procs if p.poll() is not None]
+        if dead:  # a port was taken meanwhile (the machine is shared): the caller picks others
+            raise OSError(f"snmpd did not start: {dead[0]}")
+        yield procs
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+def if_mib_columns() -> list[tuple[str, str]]:
+    """(OID, counter|gauge) of every column spanwatch's ``if_mib`` module walks, for snmp_exporter."""
+    from collector.contracts.catalog import CATALOG
+    from collector.sources.snmp.engine import table_roots
+    from collector.sources.snmp.tables import load_all
+
+    module = load_all()["if_mib"]
+    out = []
+    for table in module.tables:
+        kinds = {c.column: "counter" if CATALOG[c.metric].is_counter else "gauge" for c in table.columns}
+        for root in table_roots(table):
+            out.append((".".join(map(str, root)), kinds.get(root[-1], "gauge")))
+    return out
+
+
+def snmp_exporter_config(folder: Path, reps: int) -> Path:
+    lookup = {"labels": ["ifIndex"], "labelname": "ifName", "oid": f"{IFX}.1", "type": "DisplayString"}
+    metrics = [
+        {
+            "name": "if_" + oid.replace(".", "_"),
+            "oid": oid,
+            "type": kind,
+            "help": oid,
+            "indexes": [{"labelname": "ifIndex", "type": "gauge"}],
+            "lookups": [lookup],
+        }
+        for oid, kind in if_mib_columns()
+    ]
+    walk = [oid for oid, _ in if_mib_columns()] + [f"{IFX}.1"]
+    module = {
+        "walk": walk,
+        "metrics": metrics,
+        "version": 2,
+        "max_repetitions": reps,
+        "retries": 1,
+        "timeout": "5s",
+        "auth": {"community": "bench"},
+    }
+    path = folder / "snmp.yml"
+    path.write_text(json.dumps({"if_mib": module}))  # JSON is YAML
+    return path
+
+
+def run_snmp_exporter(args: argparse.Namespace, ports: list[int], folder: Path) -> dict[str, float]:
+    exe = shutil.which(SNMP_EXPORTER)
+    if exe is None:
+        raise SystemExit(f"{SNMP_EXPORTER} not found: apt-get install -y prometheus-snmp-exporter")
+    listen = free_port()
+    conf = snmp_exporter_config(folder, args.reps)
+    cmd = [exe, f"--config.file={conf}", f"--web.listen-address=127.0.0.1:{listen}", "--log.level=warn"]
+    with open(folder / "exporter.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_http(listen)
+        samples: list[tuple[float, float, int]] = []  # (start, duration, values)
+        stop_at = time.monotonic() + args.warmup + args.duration
+        lock = threading.Lock()
+
+        def target_loop(i: int, port: int) -> None:
+            next_at = time.monotonic() + args.interval * i / len(ports)
+            url = f"http://127.0.0.1:{listen}/snmp?target=127.0.0.1:{port}&module=if_mib"
+            while next_at < stop_at:
+                time.sleep(max(0.0, next_at - time.monotonic()))
+                start = time.monotonic()
+                try:
+                    with urllib.request.urlopen(url, timeout=30) as r:
+                        body = r.read().decode()
+                    values = sum(1 for ln in body.splitlines() if ln.startswith("if_"))
+                except OSError:
+                    values = -1
+                with lock:
+                    samples.append((start, time.monotonic() - start, values))
+                next_at += args.interval
+
+        threads = [
+            threading.Thread(target=target_loop, args=(i, p), daemon=True) for i, p in enumerate(ports)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(args.warmup)
+        t0, cpu0 = time.monotonic(), cpu_seconds([proc.pid])
+        time.sleep(args.duration)
+        t1, cpu1 = time.monotonic(), cpu_seconds([proc.pid])
+        rss, hwm = rss_mb([proc.pid]), rss_mb([proc.pid], "VmHWM")
+        for t in threads:
+            t.join()
+        window = [s for s in samples if t0 <= s[0] < t1]
+        good = [s for s in window if s[2] > 0]
+        values = sum(s[2] for s in good)
+        latencies = [s[1] for s in good]
+        return {
+            "rss_mb": rss,
+            "peak_rss_mb": hwm,
+            "cpu_share": (cpu1 - cpu0) / (t1 - t0),
+            "cpu_ms_per_poll": 1000 * (cpu1 - cpu0) / max(len(good), 1),
+            "values_per_cpu_s": values / max(cpu1 - cpu0, 1e-9),
+            "values_per_poll": values / max(len(good), 1),
+            "failed_polls": len(window) - len(good),
+            "p50_s": exact_quantile(latencies, 0.5),
+            "p99_s": exact_quantile(latencies, 0.99),
+        }
+    finally:
+        stop(proc)
+
+
+def collector_config(folder: Path, listen: int, targets: list[dict[str, Any]], interval: float) -> Path:
+    import yaml
+
+    (folder / "community").write_text("bench\n")
+    config = {
+        "collector": {"listen": f"127.0.0.1:{listen}", "archive": None},
+        "defaults": {"interval": f"{interval}s", "timeout": "5s"},
+        "targets": targets,
+    }
+    path = folder / "spanwatch.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextmanager
+def collector(args: argparse.Namespace, config: Path, listen: int) -> Iterator[subprocess.Popen[bytes]]:
+    tree = Path(args.tree).resolve()
+    cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "error", "collect", "--config", str(config)]
+    if (tree / "collector" / "supervisor.py").exists() and args.workers:
+        cmd += ["--workers", str(args.workers)]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    with open(config.parent / "collector.log", "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_http(listen)
+        yield proc
+    finally:
+        stop(proc)
+
+
+def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path) -> dict[str, float]:
+    listen = free_port()
+    targets = [
+        {
+            "name": f"dev{i:03d}",
+            "snmp": {"address": f"127.0.0.1:{p}", "community_file": "community", "modules": ["if_mib"]},
+        }
+        for i, p in enumerate(ports)
+    ]
+    if args.reps != 25:
+        for t in targets:
+            t["snmp"]["max_repetitions"] = args.reps
+    config = collector_config(folder, listen, targets, args.interval)
+    with collector(args, config, listen) as proc:
+        time.sleep(args.warmup)
+        pids = tree_pids(proc.pid)
+        before, t0, cpu0 = scrape(listen), time.monotonic(), cpu_seconds(pids)
+        time.sleep(args.duration)
+        pids = tree_pids(proc.pid)
+        after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
+        rss, hwm = rss_mb(pids), rss_mb(pids, "VmHWM")
+    polls = series_sum(after, "spanwatch_polls_total", status="success") - series_sum(
+        before, "spanwatch_polls_total", status="success"
+    )
+    failed = series_sum(after, "spanwatch_polls_total") - series_sum(before, "spanwatch_polls_total") - polls
+    devices = {ln.split('"', 2)[1] for ln in after.splitlines() if ln.startswith("dci_interface_")}
+    per_poll = sum(1 for ln in after.splitlines() if ln.startswith("dci_interface_")) / max(len(devices), 1)
+    hist = "spanwatch_poll_duration_seconds"
+    b0, b1 = buckets(before, hist), buckets(after, hist)
+    return {
+        "rss_mb": rss,
+        "peak_rss_mb": hwm,
+        "cpu_share": (cpu1 - cpu0) / (t1 - t0),
+        "cpu_ms_per_poll": 1000 * (cpu1 - cpu0) / max(polls, 1),
+        "values_per_cpu_s": polls * per_poll / max(cpu1 - cpu0, 1e-9),
+        "values_per_poll": per_poll,
+        "failed_polls": failed,
+        "p50_s": quantile(0.5, b0, b1),
+        "p99_s": quantile(0.99, b0, b1),
+    }
+
+
+def bench_snmp(args: argparse.Namespace) -> None:
+    for attempt in range(3):
+        ports = sorted({free_port(socket.SOCK_DGRAM) for _ in range(args.targets)})
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = Path(tmp)
+                with snmpd(folder, ports, args.interfaces):
+                    print(f"load before: {os.getloadavg()[0]:.1f}", flush=True)
+                    ours = run_spanwatch_snmp(args, ports, folder)
+                    print(f"load between: {os.getloadavg()[0]:.1f}", flush=True)
+                    theirs = run_snmp_exporter(args, ports, folder)
+                    print(f"load after: {os.getloadavg()[0]:.1f}", flush=True)
+            break
+        except OSError as e:
+            print(f"attempt {attempt + 1}: {e}", flush=True)
+    else:
+        raise SystemExit("snmpd would not start")
+    print(
+        f"SNMP: {args.targets} targets x {args.interfaces} interfaces every {args.interval:g}s, {args.duration:g}s window"
+    )
+    # The same varbinds are walked for both; spanwatch folds some columns into one series (unicast,
+    # multicast and broadcast packets), so values per CPU second count snmp_exporter's values for both.
+    ours["values_per_cpu_s"] *= theirs["values_per_poll"] / max(ours["values_per_poll"], 1e-9)
+    print(f"  {'':22s} {'spanwatch':>12s} {'snmp_exporter':>14s} {'ratio':>8s}")
+    for key in ours:
+        ratio = ours[key] / theirs[key] if theirs[key] else float("nan")
+        print(f"  {key:22s} {ours[key]:12.3f} {theirs[key]:14.3f} {ratio:8.2f}")
+    print(json.dumps({"spanwatch": ours, "snmp_exporter": theirs}))
+
+
+# -- gNMI -------------------------------------------------------------------------------------------
+LEAVES = ("in-octets", "out-octets", "in-pkts", "out-pkts", "in-discards", "out-discards", "in-errors")
+LEAVES += ("out-errors", "in-fcs-errors", "in-unicast-pkts", "out-unicast-pkts", "in-multicast-pkts")
+LEAVES += ("out-multicast-pkts", "in-broadcast-pkts", "out-broadcast-pkts", "carrier-transitions")
+
+
+async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
+    from pygnmi.spec.v080 import gnmi_pb2
+
+    from spanwatch.sim.gnmi_server import GnmiServer, serve
+
+    class Paced(GnmiServer):  # type: ignore[misc]
+        """Sends a round of every interface's counters ``rate`` times a second, freshly stamped."""
+
+        async def _stream(self, context: Any) -> Any:
+            notes = []
+            for i in range(interfaces):
+                n = gnmi_pb2.Notification()
+                n.prefix.elem.add(name="interfaces")
+                n.prefix.elem.add(name="interface").key["name"] = f"Ethernet{i // 8 + 1}/{i % 8 + 1}"
+                n.prefix.elem.add(name="state")
+                n.prefix.elem.add(name="counters")
+                for leaf in LEAVES:
+                    n.update.add().path.elem.add(name=leaf)
+                notes.append(n)
+            yield gnmi_pb2.SubscribeResponse(sync_response=True)
+            r = 0
+            next_at = time.monotonic()
+            while True:
+                r += 1
+                now = time.time_ns()
+                for i, n in enumerate(notes):
+                    n.timestamp = now
+                    for j, u in enumerate(n.update):
+                        u.val.uint_val = r * (1000 + i * 31 + j)
+                    yield gnmi_pb2.SubscribeResponse(update=n)
+                next_at += 1.0 / rate
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+    servers = [await serve(Paced([])) for _ in range(count)]
+    print(" ".join(str(port) for _, port in servers), flush=True)
+    await asyncio.Event().wait()
+
+
+def bench_gnmi(args: argparse.Namespace) -> None:
+    print(
+        f"gNMI: {args.targets} targets x {args.interfaces * len(LEAVES)} updates per round; load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"  {'offered/s':>10s} {'ingested/s':>11s} {'lag p50 s':>10s} {'lag p99 s':>10s} {'coalesced/s':>12s} {'CPU':>6s} {'RSS MB':>8s}"
+    )
+    results = []
+    for rate in args.rates:
+        results.append(gnmi_once(args, rate))
+        r = results[-1]
+        print(
+            f"  {r['offered']:10.0f} {r['ingested']:11.0f} {r['p50']:10.2f} {r['p99']:10.2f} "
+            f"{r['coalesced']:12.0f} {r['cpu']:6.2f} {r['rss']:8.0f}",
+            flush=True,
+        )
+    print(json.dumps(results))
+
+
+def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, float]:
+    loads, ports = [], []
+    halves = [args.targets // 2, args.targets - args.targets // 2]
+    try:
+        for count in halves:
+            p = subprocess.Popen(
+                [sys.executable, __file__, "serve", str(count), str(rate), str(args.interfaces)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            loads.append(p)
+            assert p.stdout is not None
+            ports += [int(x) for x in p.stdout.readline().split()]
+        with tempfile.TemporaryDirectory() as tmp:
+            folder, listen = Path(tmp), free_port()
+            targets = [
+                {
+                    "name": f"gw{i:02d}",
+                    "gnmi": {
+                        "address": f"127.0.0.1:{port}",
+                        "insecure": True,
+                        "subscriptions": ["interfaces"],
+                        "sample_interval": f"{1000 / rate:.0f}ms",
+                    },
+                }
+                for i, port in enumerate(ports)
+            ]
+            config = collector_config(folder, listen, targets, 10)
+            with collector(args, config, listen) as proc:
+                time.sleep(args.warmup)
+                pids = tree_pids(proc.pid)
+                before, t0, cpu0 = scrape(listen), time.monotonic(), cpu_seconds(pids)
+                time.sleep(args.duration)
+                pids = tree_pids(proc.pid)
+                after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
+                rss = rss_mb(pids)
+    finally:
+        for p in loads:
+            p.terminate()
+            p.wait()
+    span = t1 - t0
+    lag0, lag1 = (
+        buckets(before, "spanwatch_ingest_lag_seconds"),
+        buckets(after, "spanwatch_ingest_lag_seconds"),
+    )
+    name = "spanwatch_gnmi_updates_total"
+    return {
+        "offered": args.targets * args.interfaces * len(LEAVES) * rate,
+        "ingested": (series_sum(after, name) - series_sum(before, name)) / span,
+        "p50": quantile(0.5, lag0, lag1),
+        "p99": quantile(0.99, lag0, lag1),
+        "coalesced": (
+            series_sum(after, "spanwatch_coalesced_samples_total")
+            - series_sum(before, "spanwatch_coalesced_samples_total")
+        )
+        / span,
+        "cpu": (cpu1 - cpu0) / span,
+        "rss": rss,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", required=True)
+    for name in ("snmp", "gnmi"):
+        s = sub.add_parser(name)
+        s.add_argument("--tree", default=str(TREE), help="the checkout whose collector runs")
+        s.add_argument("--workers", type=int, default=0, help="collector worker processes (0: its default)")
+        s.add_argument("--duration", type=float, default=60 if name == "snmp" else 20)
+        s.add_argument("--warmup", type=float, default=15 if name == "snmp" else 8)
+        s.add_argument("--interfaces", type=int, default=64)
+        s.add_argument("--targets", type=int, default=200 if name == "snmp" else 50)
+        if name == "snmp":
+            s.add_argument("--interval", type=float, default=10)
+            s.add_argument("--reps", type=int, default=25, help="max_repetitions for both exporters")
+        else:
+            s.add_argument("--rates", type=float, nargs="+", default=[1, 2, 4], help="rounds per second")
+    serve = sub.add_parser("serve")  # internal: a gNMI load process
+    serve.add_argument("count", type=int)
+    serve.add_argument("rate", type=float)
+    serve.add_argument("interfaces", type=int)
+    args = p.parse_args()
+    if args.what == "serve":
+        asyncio.run(_serve_paced(args.count, args.rate, args.interfaces))
+    elif args.what == "snmp":
+        bench_snmp(args)
+    else:
+        bench_gnmi(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""One worker process of ``spanwatch collect`` (issue 18): ``python -m collector.worker``.
+
+The supervisor (``collector.supervisor``) starts one per core. A worker runs a ``Daemon`` over its part of
+the targets (``shard.select_worker``), without an HTTP server: its sources decode and ingest into its own
+store, it writes its own archive files (the writer id names the process, so the layout is shared), and
+every ``RELAY_SECONDS`` it sends its store's changes to the supervisor over the pipe ``--relay-fd``
+(``collector.relay``). SIGTERM, SIGINT and SIGHUP behave as in a single-process daemon. A worker whose
+supervisor is gone (the pipe breaks) stops, so no worker outlives its daemon.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+from collector import shard
+from collector.daemon import Daemon
+from collector.errors import SpanwatchError
+from collector.relay import Outbox, encode
+
+log = logging.getLogger(__name__)
+
+RELAY_SECONDS = 0.25  # well under a sample interval: the exposition trails the workers by this much
+
+
+async def relay(daemon: Daemon, fd: int, stopped: asyncio.Event) -> None:
+    """Send the store's changes every ``RELAY_SECONDS`` until ``stopped``, then once more."""
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    outbox = Outbox(daemon.store)
+    parent = os.getppid()
+    try:
+        while True:
+            if os.getppid() != parent:  # the supervisor died without a word: do not outlive it
+                raise BrokenPipeError
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RELAY_SECONDS):
+                    await stopped.wait()
+            frame = outbox.frame()
+            if frame is not None:
+                writer.write(encode(frame))
+                await writer.drain()
+            if stopped.is_set():
+                return
+    except (BrokenPipeError, ConnectionResetError):
+        log.error("the supervisor is gone: stopping")
+        daemon.stop()
+    finally:
+        writer.close()
+
+
+async def run(daemon: Daemon, fd: int) -> None:
+    """Run the daemon and its relay; the last frame goes after the final archive flush."""
+    stopped = asyncio.Event()
+    sender = asyncio.create_task(relay(daemon, fd, stopped))
+    try:
+        await daemon.run()
+    finally:
+        stopped.set()
+        await asyncio.gather(sender, return_exceptions=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; exit status 1 when archive rows were lost (as ``spanwatch collect``)."""
+    p = argparse.ArgumentParser(prog="python -m collector.worker")
+    p.add_argument("--config", required=True, type=Path)
+    p.add_argument("--worker", required=True, type=shard.parse, metavar="i/W")
+    p.add_argument("--shard", type=shard.parse, default=None, metavar="i/N")
+    p.add_argument("--relay-fd", required=True, type=int)
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f'ts=%(asctime)s level=%(levelname)s logger=%(name)s worker={args.worker} msg="%(message)s"',
+        datefmt="%Y-%m-%dT%H:%M:%S",
+        stream=sys.stderr,
+    )
+    daemon = Daemon(args.config, shard=args.shard, worker=args.worker)
+    try:
+        asyncio.run(run(daemon, args.relay_fd))
+    except SpanwatchError as e:  # the supervisor validated the file, but it may have changed since
+        log.error("cannot start: %s", e)
+        return 2
+    return 1 if daemon.rows_lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
