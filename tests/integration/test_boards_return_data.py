@@ -61,10 +61,23 @@ def _feed(store: Store, elapsed: float) -> None:
         store.observe("spanwatch_poll_duration_seconds", key, 0.05)
         store.inc("spanwatch_gnmi_updates_total", (("device", device),), 10)
         store.inc("spanwatch_gnmi_reconnects_total", (("device", device),))
+        # Behind by 3 s (past the lag alert's 2 s), with a backlog folded into newer readings.
+        store.observe("spanwatch_ingest_lag_seconds", key, 3.0)
+        store.set("spanwatch_ingest_backlog_seconds", key, 1.5)
+        store.inc("spanwatch_coalesced_samples_total", key, 10)
         store.inc(
             "dci_counter_discontinuities_total",
             (("device", device), ("metric", "dci_queue_dropped_packets_total")),
         )
+    # The link's round-trip probes (a responder at site a), as the prober exports them: 1.2 ms over
+    # 100 km of fibre (0.98 ms: a route longer than the fibre, so its alert has data), jitter, no loss.
+    probe = (("link", "l1"), ("method", "twamp"), ("target", "site-a"))
+    for suffix in ("", *STAT_SUFFIXES):
+        store.set("dci_link_rtt_seconds" + suffix, probe, 1.2e-3)
+        store.set("dci_link_one_way_delay_seconds" + suffix, (*probe, ("direction", "forward")), 0.52e-3)
+    store.set("dci_link_rtt_jitter_seconds", probe, 2e-5)
+    store.set("dci_link_probe_loss_ratio", probe, 0.0)
+    store.inc("spanwatch_probes_total", (*probe, ("status", "success")))
     store.inc("spanwatch_archive_rows_total", (), 100)
     store.inc("spanwatch_archive_write_errors_total", ())
 
