@@ -257,9 +257,12 @@ class Daemon:
         while True:
             await self.clock.sleep(HOUSEKEEPING_SECONDS)
             self.store.expire()
-            if self.config is not None and self.worker is None:
+            if self.config is None:
+                continue
+            if self.worker is None:  # in a worker process, the supervisor exports the link series
                 links.update(self.store, self.config)
-                self._watch_targets_files(self.config)
+            # Each worker reads the targets files itself and keeps its share of them.
+            self._watch_targets_files(self.config)
 
     def _watch_targets_files(self, config: Config) -> None:
         """Reload when a targets file appeared, vanished or changed (Prometheus file_sd's refresh)."""

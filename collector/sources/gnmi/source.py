@@ -173,6 +173,7 @@ class GnmiSource:
         store.set("spanwatch_target_up", self._ds, 0)
         store.inc("spanwatch_gnmi_reconnects_total", self._dev, 0)
         store.inc("spanwatch_gnmi_updates_total", self._dev, 0)
+        store.inc("spanwatch_coalesced_samples_total", self._ds, 0)  # exported from the start, as 0
         groups: dict[str | None, list[SubscriptionSpec]] = {}
         for s in self.sets:
             groups.setdefault(s.target, []).extend(s.subscriptions)
