@@ -186,7 +186,6 @@ def step_physics(
     Returns:
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
     """
-    up_seen = amounts.group_by("link", "device").agg(up_seen=(pl.col("up") > 0).any())
     # Pauses this end sent are to its own hosts (they hold the job's bytes back) and over the wave (the
     # far end's "paused"): what it sent less what the far end received is what its hosts were held.
     far = pl.col("paused").sum().over("window", "link") - pl.col("paused")
@@ -194,12 +193,15 @@ def step_physics(
     rows = (
         amounts.join(ends, on=["link", "device"], how="inner")
         .join(links.select("link", "bytes", rtt="round_trip_seconds"), on="link")
-        .join(up_seen, on=["link", "device"])
         .join(windows.select("window", "seconds_step"), on="window")
         .filter(pl.col("bytes") > 0)
     )
     slots = pl.col("interfaces") * pl.col("seconds")
-    up = pl.when(pl.col("up_seen")).then((pl.col("up") / slots).clip(0.0, 1.0)).otherwise(1.0)
+    up = (
+        pl.when(pl.col("observed") > 0)
+        .then((pl.col("up") / pl.col("observed")).clip(0.0, 1.0))
+        .otherwise(1.0)
+    )
     cap_up = (pl.col("capacity") * up).clip(lower_bound=pl.col("capacity") * MIN_SHARE)
     other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
     avail = pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)

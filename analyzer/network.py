@@ -216,7 +216,7 @@ def analyse_frame(
     optics = topology.link_optics(members, thresholds) if members.height else None
     events, tot, smp, phys, ends, rtt = pl.collect_all(
         [
-            detect_events(sig.lazy(), thresholds, labels, bdp, optics),
+            detect_events(sig.lazy(), thresholds, labels, bdp, optics, job_class),
             totals(sig.lazy(), labels),
             samples(sig.lazy(), labels),
             physics.readings(sig.lazy(), labels, job_class),

@@ -9,7 +9,8 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   optics): both are sent again;
 * ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
   pause time the end sent (to its own hosts, and over the wave to the far end);
-* ``up``: wave-seconds the member interfaces were operationally up (a wave down shrinks the link).
+* ``up``: wave-seconds the member interfaces were operationally up (a wave down shrinks the link), of
+  ``observed`` wave-seconds (so that a window reaching past the telemetry is not read as waves down).
 
 Only the job's traffic class is read (``--job-traffic-class``): traffic in other classes is served after
 the job's and never slows it, so it is shown as background, never blamed. Running totals make the amount
@@ -31,7 +32,7 @@ SPEED = "dci_interface_speed_bytes_per_second"
 RTT_MIN = "dci_link_rtt_seconds_min"
 METRICS = frozenset({SENT, DROPPED, PAUSED, FCS, UP, SPEED, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
-QUANTITIES = ("sent", "dropped", "paused", "pausing", "fcs", "up")
+QUANTITIES = ("sent", "dropped", "paused", "pausing", "fcs", "up", "observed")
 KEYS = ["link", "device", "quantity"]
 
 READINGS: pl.Schema = pl.Schema(
@@ -89,7 +90,11 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     # A gauge covers the interval since the previous reading; the first reading of a series covers none.
     amount = pl.when(metric == UP).then(pl.col("value") * pl.col("seconds")).otherwise(pl.col("increase"))
     out = rows.select("link", "device", "time", quantity=quantity, amount=amount)
-    return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))
+    observed = rows.filter(metric == UP).select(
+        "link", "device", "time", quantity=pl.lit("observed"), amount=pl.col("seconds")
+    )
+    both = pl.concat([out.filter(pl.col("quantity").is_not_null()), observed])
+    return schemas.conform_lazy(READINGS, both)
 
 
 def members(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:

@@ -26,10 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spanwatch.sim.params import FabricParams
+
 from spanwatch.sim import snapshot, snmp_agent, snmp_mib
 from spanwatch.sim.episodes import Schedule
 from spanwatch.sim.fabric import Fabric
-from spanwatch.sim.params import FabricParams
 from spanwatch.sim.runtime import DEVICES, SNMP_MODULES
 
 COMMUNITY = "bench"

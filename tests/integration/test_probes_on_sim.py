@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from spanwatch.sim.params import FabricParams
 
 from collector.contracts.fibre import round_trip_s
-from spanwatch.sim.params import FabricParams
 from spanwatch.sim.runtime import LINK, SimulatedFabric
 from tests.integration.loop_thread import LoopThread
 from tests.integration.processes import stop_process

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pysnmp.proto.rfc1902 import Counter64, OctetString
+from spanwatch.sim.params import FabricParams
 
 from collector.config import Defaults, SnmpConfig
 from collector.sources.snmp import ber
@@ -21,7 +22,6 @@ from collector.sources.snmp.source import SnmpSource
 from spanwatch.sim import snapshot, snmp_agent, snmp_mib
 from spanwatch.sim.episodes import Schedule
 from spanwatch.sim.fabric import Fabric
-from spanwatch.sim.params import FabricParams
 from spanwatch.sim.runtime import DEVICES, SNMP_MODULES, SimulatedFabric
 
 SIM = Path(snmp_agent.__file__).parent
