@@ -143,13 +143,17 @@ def steady(
         .join(capacity, on="link", how="left")
         .join(bytes_per_step, on="link", how="left")
     )
-    serialization = pl.when(pl.col("capacity") > 0).then(pl.col("bytes").fill_null(0.0) / pl.col("capacity"))
+    # No job-class counters anywhere and no declared bytes: the job's bytes per link are unknown (null),
+    # and every link may be the job's; with some known, a link without any carries none of them.
+    known = bytes_per_step.height > 0
+    amount = pl.col("bytes").fill_null(0.0) if known else pl.col("bytes")
+    serialization = pl.when(pl.col("capacity") > 0).then(amount / pl.col("capacity"))
     return table.select(
         "link",
         round_trip_seconds=pl.coalesce("probe", "fibre"),
         serialization_seconds=serialization,
         capacity="capacity",
-        bytes=pl.col("bytes").fill_null(0.0),
+        bytes=amount,
     ).sort("link")
 
 
@@ -164,6 +168,8 @@ def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.
     """The job's bytes per step and direction per link: its total spread as the job class's typical rates
     spread (ECMP by flow), or, without a declared total, the rate times the median step."""
     per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean())
+    if not float(per_link["rate"].sum()) > 0:  # no job-class counters: the spread is unknown
+        return per_link.clear().select("link", bytes=pl.col("rate"))
     share = pl.col("rate") / pl.col("rate").sum()
     total = pl.lit(job.bytes_per_step) * share if job.bytes_per_step else pl.col("rate") * step_seconds
     out = per_link.with_columns(share=share).select(
@@ -181,7 +187,7 @@ def step_physics(
         windows: ``window``, ``seconds_step`` (the step's own length).
         amounts: ``physics.window_amounts`` over the widened windows, with ``base_rate`` joined.
         ends: ``physics.MEMBERS`` rows.
-        links: ``steady`` output (``bytes``, ``round_trip_seconds``).
+        links: ``steady`` output (``bytes``, null when unknown; ``round_trip_seconds``).
 
     Returns:
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
@@ -194,7 +200,8 @@ def step_physics(
         amounts.join(ends, on=["link", "device"], how="inner")
         .join(links.select("link", "bytes", rtt="round_trip_seconds"), on="link")
         .join(windows.select("window", "seconds_step"), on="window")
-        .filter(pl.col("bytes") > 0)
+        .filter(pl.col("bytes").is_null() | (pl.col("bytes") > 0))
+        .with_columns(known=pl.col("bytes").is_not_null(), bytes=pl.col("bytes").fill_null(0.0))
     )
     slots = pl.col("interfaces") * pl.col("seconds")
     up = (
@@ -205,9 +212,14 @@ def step_physics(
     cap_up = (pl.col("capacity") * up).clip(lower_bound=pl.col("capacity") * MIN_SHARE)
     other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
     avail = pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)
-    lost = (pl.col("dropped") + pl.col("fcs") * FRAME_BYTES) / pl.col("seconds") * pl.col("seconds_step")
+    # Dropped bytes where counted, else dropped packets as frames (never both: the same drops).
+    dropped = pl.max_horizontal(pl.col("dropped"), pl.col("dropped_frames") * FRAME_BYTES)
+    lost = (dropped + pl.col("fcs") * FRAME_BYTES) / pl.col("seconds") * pl.col("seconds_step")
     causes = rows.with_columns(cap_up=cap_up).with_columns(
-        lost_capacity=pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")),
+        # With the job's bytes unknown, a wave down is read as the share of the step its waves carried.
+        lost_capacity=pl.when(pl.col("known"))
+        .then(pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")))
+        .otherwise((1 - pl.col("cap_up") / pl.col("capacity")) * pl.col("seconds_step")),
         queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")),
         pause=(pl.col("paused") + pl.col("held")) / slots * pl.col("seconds_step"),
         # About one round trip per loss event (the retransmission request and the resent bytes), plus
@@ -268,8 +280,11 @@ def cycle(durations: pl.DataFrame) -> int:
             median=pl.col("seconds").median(),
             mad=(pl.col("seconds") - pl.col("seconds").median()).abs().median(),
         )
-        spread = float(groups["median"].max() - groups["median"].min())  # type: ignore[operator]
-        noise = float(groups["mad"].median() or 0.0) * MAD_TO_SIGMA  # type: ignore[arg-type]
+        figures = groups.select(
+            spread=pl.col("median").max() - pl.col("median").min(),
+            noise=pl.col("mad").median().fill_null(0.0),
+        ).row(0)
+        spread, noise = float(figures[0]), float(figures[1]) * MAD_TO_SIGMA
         if spread > 2 * SIGNIFICANT_SIGMAS * max(noise, 1e-6):
             return size
     return 1
@@ -348,13 +363,15 @@ def estimate_skew(steps: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, flo
     if steps.height < 3 or signal.height < 3:
         return 0.0, None
     ordered = steps.sort("lo")
-    origin = signal["time"].min()
-    los = (ordered["lo"] - origin).dt.total_nanoseconds().to_numpy() / 1e9  # type: ignore[operator]
-    his = (ordered["hi"] - origin).dt.total_nanoseconds().to_numpy() / 1e9  # type: ignore[operator]
+    origin = signal["time"].dt.epoch("ns").min()
+
+    def seconds(times: pl.Series) -> np.ndarray:
+        return np.asarray((times.dt.epoch("ns") - origin).to_numpy() / 1e9, dtype=np.float64)
+
+    los, his, grid = seconds(ordered["lo"]), seconds(ordered["hi"]), seconds(signal["time"])
     excess = ordered["excess"].to_numpy()
-    grid = (signal["time"] - origin).dt.total_nanoseconds().to_numpy() / 1e9  # type: ignore[operator]
     z = signal["physics"].to_numpy()
-    shift = int(round(MAX_SKEW_SECONDS / SKEW_RESOLUTION_SECONDS))
+    shift = round(MAX_SKEW_SECONDS / SKEW_RESOLUTION_SECONDS)
     best, best_r = 0.0, None
     for k in range(-shift, shift + 1):
         skew = k * SKEW_RESOLUTION_SECONDS
@@ -398,14 +415,20 @@ def _grid(totals: pl.DataFrame, points: int = 20_000) -> pl.DataFrame:
     """Windows centred on a regular grid over the telemetry (for the skew search and the job's rates)."""
     if totals.is_empty():
         return pl.DataFrame(
-            schema={"window": pl.Int64(), "lo": physics.READINGS["time"], "hi": physics.READINGS["time"]}
+            schema={
+                "window": pl.Int64(),
+                "time": physics.READINGS["time"],
+                "lo": physics.READINGS["time"],
+                "hi": physics.READINGS["time"],
+            }
         )
-    first, last = totals["time"].min(), totals["time"].max()
-    span = (last - first).total_seconds()  # type: ignore[operator]
-    step = max(SKEW_RESOLUTION_SECONDS, span / points)
-    centres = pl.datetime_range(first, last, interval=f"{int(step * 1e6)}us", eager=True, time_zone="UTC")
-    half = pl.duration(microseconds=int((WIDEN_SECONDS + step / 2) * 1e6))
-    frame = pl.DataFrame({"time": centres.cast(physics.READINGS["time"])})
+    first, last = totals.select(
+        first=pl.col("time").dt.epoch("us").min(), last=pl.col("time").dt.epoch("us").max()
+    ).row(0)
+    step_us = max(int(SKEW_RESOLUTION_SECONDS * 1e6), (int(last) - int(first)) // points)
+    centres = pl.int_range(int(first), int(last) + 1, step_us, eager=True)
+    half = pl.duration(microseconds=int(WIDEN_SECONDS * 1e6 + step_us / 2))
+    frame = pl.DataFrame({"time": pl.from_epoch(centres, "us").dt.replace_time_zone("UTC")})
     return frame.with_row_index("window").select(
         pl.col("window").cast(pl.Int64), "time", lo=pl.col("time") - half, hi=pl.col("time") + half
     )
@@ -481,7 +504,7 @@ def attribute(
         top = proxy["excess"].quantile(0.95) or 0.0
         proxy = proxy.with_columns(pl.col("excess").clip(upper_bound=top))
         skew_seconds, correlation = estimate_skew(proxy, signal.select("time", "physics"))
-    skew = pl.duration(microseconds=int(round(skew_seconds * 1e6)))
+    skew = pl.duration(microseconds=round(skew_seconds * 1e6))
     widen = pl.duration(microseconds=int(WIDEN_SECONDS * 1e6))
     windows = (
         steps.filter(pl.col("lo").is_not_null())

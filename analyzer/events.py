@@ -152,13 +152,18 @@ def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     """Interface-level drop events where the interface also counts drops per queue: the same drops
     counted twice (transmit discards are the queues' drops summed), the per-queue copy says which class."""
     counted = (
-        labels.filter(pl.col("metric").cast(pl.String) == "dci_queue_dropped_packets_total")
+        labels.filter(
+            (pl.col("metric").cast(pl.String) == "dci_queue_dropped_packets_total")
+            & pl.col("queue").is_not_null()
+        )
         .select("device", "interface")
         .unique()
         .with_columns(per_queue=pl.lit(True))
     )
     marked = events.join(counted, on=["device", "interface"], how="left")
-    copy = (pl.col("kind") == "drops") & pl.col("queue").is_null() & pl.col("per_queue").fill_null(False)
+    interface_level = ~pl.col("metrics").str.contains("dci_queue_dropped_packets_total")
+    copy = (pl.col("kind") == "drops") & pl.col("queue").is_null() & interface_level
+    copy = copy & pl.col("per_queue").fill_null(False)
     return marked.filter(~copy).drop("per_queue")
 
 

@@ -5,8 +5,8 @@ that slow the job's collectives, summed over the end's member interfaces (``read
 
 * ``sent``: bytes the job's traffic class transmitted (the job's own bytes plus any other traffic in its
   class, which shares the queue with it);
-* ``dropped``: bytes the job's class dropped, and ``fcs`` frames received with a bad FCS (lost to the
-  optics): both are sent again;
+* ``dropped``: bytes the job's class dropped (``dropped_frames`` where only packets are counted), and
+  ``fcs`` frames received with a bad FCS (lost to the optics): all are sent again;
 * ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
   pause time the end sent (to its own hosts, and over the wave to the far end);
 * ``up``: wave-seconds the member interfaces were operationally up (a wave down shrinks the link), of
@@ -25,14 +25,15 @@ from analyzer import schemas
 
 SENT = "dci_queue_transmit_bytes_total"
 DROPPED = "dci_queue_dropped_bytes_total"
+DROPPED_PACKETS = "dci_queue_dropped_packets_total"
 PAUSED = "dci_pfc_pause_duration_seconds_total"
 FCS = "dci_interface_receive_fcs_errors_total"
 UP = "dci_interface_oper_up"
 SPEED = "dci_interface_speed_bytes_per_second"
 RTT_MIN = "dci_link_rtt_seconds_min"
-METRICS = frozenset({SENT, DROPPED, PAUSED, FCS, UP, SPEED, RTT_MIN})
+METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
-QUANTITIES = ("sent", "dropped", "paused", "pausing", "fcs", "up", "observed")
+QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "up", "observed")
 KEYS = ["link", "device", "quantity"]
 
 READINGS: pl.Schema = pl.Schema(
@@ -66,7 +67,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         ``READINGS`` rows of link member interfaces.
     """
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
-    rows = signals.filter(pl.col("metric").is_in([SENT, DROPPED, PAUSED, FCS, UP])).join(place, on="series")
+    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP]
+    rows = signals.filter(pl.col("metric").is_in(wanted)).join(place, on="series")
     rows = rows.filter(pl.col("link").is_not_null())
     metric = pl.col("metric").cast(pl.String)
     mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
@@ -78,6 +80,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .then(pl.lit("sent"))
         .when((metric == DROPPED) & mine)
         .then(pl.lit("dropped"))
+        .when((metric == DROPPED_PACKETS) & mine)
+        .then(pl.lit("dropped_frames"))
         .when((metric == PAUSED) & paused_here)
         .then(pl.lit("paused"))
         .when((metric == PAUSED) & pausing_here)
