@@ -34,7 +34,8 @@ WIDEN_SECONDS = 1.0
 # Past saturation the job's share of its queue is set by its congestion control, not by the counters: a
 # floor of 5% of the capacity keeps the estimate finite; the measured excess then sets the amount.
 MIN_SHARE = 0.05
-FRAME_BYTES = 4096.0  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
+FRAME_BYTES = 4096.0
+OTHER_SHARE = 0.01  # other traffic in the job's class under this share of the capacity is no cause  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
 # A job link carries at least this share of the job's cross-site bytes (ECMP over its links); below it a
 # link's job-class traffic is someone else's.
 JOB_LINK_SHARE = 0.01
@@ -192,6 +193,23 @@ def step_physics(
     Returns:
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
     """
+    # Most windows of most ends hold nothing: only those with a cause go on (other traffic past 1 % of
+    # the capacity adds under 1 % of the serialization, below any step's noise).
+    with_capacity = amounts.join(ends.select("link", "device", "capacity"), on=["link", "device"])
+    other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
+    active = (
+        (other_rate > OTHER_SHARE * pl.col("capacity"))
+        | (pl.col("down") > 0)
+        | (
+            pl.col("paused")
+            + pl.col("pausing")
+            + pl.col("dropped")
+            + pl.col("dropped_frames")
+            + pl.col("fcs")
+            > 0
+        )
+    )
+    amounts = with_capacity.filter(active.fill_null(False)).drop("capacity")
     # Pauses this end sent are to its own hosts (they hold the job's bytes back) and over the wave (the
     # far end's "paused"): what it sent less what the far end received is what its hosts were held.
     far = pl.col("paused").sum().over("window", "link") - pl.col("paused")
@@ -204,11 +222,8 @@ def step_physics(
         .with_columns(known=pl.col("bytes").is_not_null(), bytes=pl.col("bytes").fill_null(0.0))
     )
     slots = pl.col("interfaces") * pl.col("seconds")
-    up = (
-        pl.when(pl.col("observed") > 0)
-        .then((pl.col("up") / pl.col("observed")).clip(0.0, 1.0))
-        .otherwise(1.0)
-    )
+    observed = pl.col("interfaces") * pl.col("covered")
+    up = pl.when(observed > 0).then((1 - pl.col("down") / observed).clip(0.0, 1.0)).otherwise(1.0)
     cap_up = (pl.col("capacity") * up).clip(lower_bound=pl.col("capacity") * MIN_SHARE)
     other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
     avail = pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)
@@ -229,23 +244,97 @@ def step_physics(
     names = ["lost_capacity", "queueing", "pause", "loss_recovery"]
     total = pl.sum_horizontal(names)
     cause = pl.concat_list(names).list.arg_max()
+    # Per step (the job's bytes of one step, one round trip per loss event) and per second of the step
+    # (pause time, resending lost bytes): a step's estimate is the first plus the second x its length.
+    per_step = (
+        pl.col("lost_capacity") + pl.col("queueing") + pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0))
+    )
     per_end = causes.select(
         "window",
         "link",
         "device",
         physics=total,
+        per_step=per_step.fill_null(0.0),
+        per_second=((total - per_step.fill_null(0.0)) / pl.col("seconds_step")).fill_nan(0.0),
         cause=pl.when(total > 0).then(cause.replace_strict(dict(enumerate(names)), return_dtype=pl.String)),
     )
     # The two directions of a link run in parallel: the slower one decides.
-    decided = (
+    return (
         per_end.sort("physics", descending=True)
         .group_by("window", "link")
-        .agg(pl.col("device").first(), pl.col("physics").first(), pl.col("cause").first())
+        .agg(pl.all().exclude("window", "link").first())
     )
-    return decided.with_columns(
-        pl.when(pl.col("physics") >= PHYSICS_FLOOR_SECONDS).then(pl.col("physics")).otherwise(0.0),
-        pl.when(pl.col("physics") >= PHYSICS_FLOOR_SECONDS).then(pl.col("cause")),
+
+
+def floor(per_link: pl.DataFrame) -> pl.DataFrame:
+    """Estimates under ``PHYSICS_FLOOR_SECONDS`` are no cause."""
+    real = pl.col("physics") >= PHYSICS_FLOOR_SECONDS
+    return per_link.with_columns(
+        physics=pl.when(real).then(pl.col("physics")).otherwise(0.0),
+        cause=pl.when(real).then(pl.col("cause")),
     )
+
+
+def on_steps(cells: pl.DataFrame, grid: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Each step window's estimate per link from the grid's cells it covers: the mean per-step part plus
+    the mean per-second part times the step's length (cumulative sums: two lookups per step and link).
+
+    Args:
+        cells: ``step_physics`` over the grid (``window`` is the cell).
+        grid: ``window``, ``time`` (the cells' centres, regular).
+        windows: ``window``, ``lo``, ``hi`` (switch clock), ``seconds_step``.
+
+    Returns:
+        ``window``, ``link``, ``device``, ``physics``, ``cause``.
+    """
+    if cells.is_empty() or grid.height < 2:
+        return pl.DataFrame(
+            schema={
+                "window": pl.Int64(),
+                "link": pl.String(),
+                "device": pl.String(),
+                "physics": pl.Float64(),
+                "cause": pl.String(),
+            }
+        )
+    first = grid["time"].dt.epoch("us").min()
+    width = grid["time"].dt.epoch("us").diff().median()
+    last = grid.height - 1
+    index = [
+        ((pl.col(c).dt.epoch("us") - first) / width).round().clip(0, last).cast(pl.Int64)
+        for c in ("lo", "hi")
+    ]
+    spans = windows.select("window", "seconds_step", i0=index[0], i1=index[1])
+    links = cells.select("link").unique()
+    full = grid.select(cell="window").join(links, how="cross")
+    summed = (
+        full.join(cells.rename({"window": "cell"}), on=["cell", "link"], how="left")
+        .sort("link", "cell")
+        .with_columns(
+            a=pl.col("per_step").fill_null(0.0).cum_sum().over("link"),
+            b=pl.col("per_second").fill_null(0.0).cum_sum().over("link"),
+        )
+    )
+    high = summed.select("link", "device", "cause", i1="cell", a1="a", b1="b")
+    low = summed.select("link", i0=pl.col("cell") + 1, a0="a", b0="b", device0="device", cause0="cause")
+    joined = (
+        spans.join(links, how="cross")
+        .join(high, on=["link", "i1"], how="left")
+        .join(low, on=["link", "i0"], how="left")
+        .with_columns(pl.col("a0", "b0").fill_null(0.0), n=pl.col("i1") - pl.col("i0") + 1)
+    )
+    estimate = (
+        pl.col("a1") - pl.col("a0") + (pl.col("b1") - pl.col("b0")) * pl.col("seconds_step")
+    ) / pl.col("n")
+    # The place and cause of the step's last cell, else of the cell before its first.
+    out = joined.select(
+        "window",
+        "link",
+        device=pl.coalesce("device", "device0"),
+        physics=estimate.clip(lower_bound=0.0),
+        cause=pl.coalesce("cause", "cause0", pl.lit("unclassified")),
+    )
+    return floor(out)
 
 
 def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
@@ -434,16 +523,6 @@ def _grid(totals: pl.DataFrame, points: int = 20_000) -> pl.DataFrame:
     )
 
 
-def _per_window(
-    windows: pl.DataFrame, totals: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame, rates: pl.DataFrame
-) -> pl.DataFrame:
-    amounts = physics.window_amounts(totals.lazy(), windows.select("window", "lo", "hi").lazy()).collect()
-    amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate").fill_null(0.0)
-    )
-    return step_physics(windows, amounts, ends, links)
-
-
 def attribute(
     parsed_steps: pl.DataFrame,
     readings: pl.DataFrame,
@@ -494,8 +573,11 @@ def attribute(
     rates = job_rates(amounts)
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
     grid = grid.with_columns(seconds_step=pl.lit(median_step))
-    signal = _per_window(grid, totals, ends, links, rates)
-    signal = signal.group_by("window").agg(pl.col("physics").max()).join(grid, on="window")
+    amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
+        pl.col("base_rate").fill_null(0.0)
+    )
+    cells = step_physics(grid, amounts, ends, links)
+    signal = floor(cells).group_by("window").agg(pl.col("physics").max()).join(grid, on="window")
     correlation = None
     if skew_seconds is None:
         placed = steps.filter(pl.col("lo").is_not_null())
@@ -505,7 +587,6 @@ def attribute(
         proxy = proxy.with_columns(pl.col("excess").clip(upper_bound=top))
         skew_seconds, correlation = estimate_skew(proxy, signal.select("time", "physics"))
     skew = pl.duration(microseconds=round(skew_seconds * 1e6))
-    widen = pl.duration(microseconds=int(WIDEN_SECONDS * 1e6))
     windows = (
         steps.filter(pl.col("lo").is_not_null())
         .select("lo", "hi")
@@ -515,21 +596,11 @@ def attribute(
     )
     switch = windows.select(
         "window",
-        lo=pl.col("lo") - skew - widen,
-        hi=pl.col("hi") - skew + widen,
+        lo=pl.col("lo") - skew,
+        hi=pl.col("hi") - skew,
         seconds_step=(pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9,
     )
-    per_link = _per_window(switch, totals, ends, links, rates) if totals.height else None
-    if per_link is None or per_link.is_empty():
-        per_link = pl.DataFrame(
-            schema={
-                "window": pl.Int64(),
-                "link": pl.String(),
-                "device": pl.String(),
-                "physics": pl.Float64(),
-                "cause": pl.String(),
-            }
-        )
+    per_link = on_steps(cells, grid, switch)
     shares = shapley(per_link.lazy(), ["window"]).collect()
     step_total = shares.group_by("window").agg(step_physics=pl.col("physics").max())
     steps = steps.join(windows, on=["lo", "hi"], how="left").join(step_total, on="window", how="left")

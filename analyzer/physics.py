@@ -9,8 +9,11 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   ``fcs`` frames received with a bad FCS (lost to the optics): all are sent again;
 * ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
   pause time the end sent (to its own hosts, and over the wave to the far end);
-* ``up``: wave-seconds the member interfaces were operationally up (a wave down shrinks the link), of
-  ``observed`` wave-seconds (so that a window reaching past the telemetry is not read as waves down).
+* ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link).
+
+Only readings that add something, and their neighbours (the anchors of the interpolation), are kept: a
+quiet counter between two quiet readings adds nothing to any window. Each end's first and last reading
+bound its observation (``window_amounts``' ``covered``).
 
 Only the job's traffic class is read (``--job-traffic-class``): traffic in other classes is served after
 the job's and never slows it, so it is shown as background, never blamed. Running totals make the amount
@@ -19,6 +22,7 @@ over any window a difference of two interpolations (``window_amounts``), whateve
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from analyzer import schemas
@@ -33,7 +37,7 @@ SPEED = "dci_interface_speed_bytes_per_second"
 RTT_MIN = "dci_link_rtt_seconds_min"
 METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
-QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "up", "observed")
+QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down")
 KEYS = ["link", "device", "quantity"]
 
 READINGS: pl.Schema = pl.Schema(
@@ -68,9 +72,24 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     """
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
     wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP]
-    rows = signals.filter(pl.col("metric").is_in(wanted)).join(place, on="series")
-    rows = rows.filter(pl.col("link").is_not_null())
     metric = pl.col("metric").cast(pl.String)
+    # A gauge covers the interval since the previous reading; the first reading of a series covers none.
+    amount = (
+        pl.when(metric == UP).then((1 - pl.col("value")) * pl.col("seconds")).otherwise(pl.col("increase"))
+    )
+    # Signals are grouped by series in time order: neighbours are a shift away.
+    sig = signals.filter(pl.col("metric").is_in(wanted)).with_columns(amount=amount.fill_null(0.0))
+    same_prev = (pl.col("series") == pl.col("series").shift(1)).fill_null(False)
+    same_next = (pl.col("series") == pl.col("series").shift(-1)).fill_null(False)
+    adds = pl.col("amount") > 0
+    keep = (
+        adds
+        | ~same_prev
+        | ~same_next
+        | (same_prev & adds.shift(1).fill_null(False))
+        | (same_next & adds.shift(-1).fill_null(False))
+    )
+    rows = sig.filter(keep).join(place, on="series").filter(pl.col("link").is_not_null())
     mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
     job_priority = pl.col("priority") == (job_class or "")
     paused_here = job_priority & (pl.col("direction").fill_null("rx") == "rx")
@@ -89,16 +108,10 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .when(metric == FCS)
         .then(pl.lit("fcs"))
         .when(metric == UP)
-        .then(pl.lit("up"))
+        .then(pl.lit("down"))
     )
-    # A gauge covers the interval since the previous reading; the first reading of a series covers none.
-    amount = pl.when(metric == UP).then(pl.col("value") * pl.col("seconds")).otherwise(pl.col("increase"))
-    out = rows.select("link", "device", "time", quantity=quantity, amount=amount)
-    observed = rows.filter(metric == UP).select(
-        "link", "device", "time", quantity=pl.lit("observed"), amount=pl.col("seconds")
-    )
-    both = pl.concat([out.filter(pl.col("quantity").is_not_null()), observed])
-    return schemas.conform_lazy(READINGS, both)
+    out = rows.select("link", "device", "time", quantity=quantity, amount="amount")
+    return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))
 
 
 def members(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
@@ -138,49 +151,47 @@ def running_totals(readings: pl.LazyFrame) -> pl.LazyFrame:
     return summed.sort(*KEYS, "time").with_columns(total=pl.col("amount").cum_sum().over(KEYS)).drop("amount")
 
 
-def _at(totals: pl.LazyFrame, points: pl.LazyFrame, column: str) -> pl.LazyFrame:
-    """The running totals interpolated linearly at ``points[column]`` (held flat outside the readings)."""
-    left = points.sort(column)
-    right = totals.sort("time")
-    before = left.join_asof(
-        right.select(*KEYS, t0="time", c0="total"),
-        left_on=column,
-        right_on="t0",
-        by=KEYS,
-        strategy="backward",
-    )
-    both = before.sort(column).join_asof(
-        right.select(*KEYS, t1="time", c1="total"), left_on=column, right_on="t1", by=KEYS, strategy="forward"
-    )
-    span = (pl.col("t1") - pl.col("t0")).dt.total_nanoseconds()
-    part = (pl.col(column) - pl.col("t0")).dt.total_nanoseconds() / span
-    value = (
-        pl.when(pl.col("t0").is_null())
-        .then(pl.lit(0.0))
-        .when(pl.col("t1").is_null() | (span <= 0))
-        .then(pl.col("c0"))
-        .otherwise(pl.col("c0") + (pl.col("c1") - pl.col("c0")) * part)
-    )
-    return both.with_columns(value.alias(f"at_{column}")).drop("t0", "c0", "t1", "c1")
-
-
 def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """What each quantity of each link end added over each window.
+
+    Each (link end, quantity)'s running total is interpolated linearly at the windows' edges (held flat
+    outside its readings): one ``numpy.interp`` per series over every window at once.
 
     Args:
         totals: ``running_totals`` output.
         windows: ``window``, ``lo``, ``hi`` (switch clock).
 
     Returns:
-        ``window``, ``link``, ``device``, one Float64 column per quantity (zero where not reported) and
-        ``seconds`` (the window's length).
+        ``window``, ``link``, ``device``, one Float64 column per quantity (zero where not reported),
+        ``covered`` (seconds of the window inside the end's observation) and ``seconds`` (its length).
     """
-    keys = totals.select(KEYS).unique()
-    points = windows.with_columns(pl.col("lo", "hi").cast(_US)).join(keys, how="cross")
-    at = _at(totals, _at(totals, points, "lo"), "hi")
-    amounts = at.with_columns(amount=(pl.col("at_hi") - pl.col("at_lo")).clip(lower_bound=0.0))
-    wide = amounts.group_by("window", "link", "device").agg(
-        pl.col("amount").filter(pl.col("quantity") == q).sum().alias(q) for q in QUANTITIES
+    frame = windows.with_columns(pl.col("lo", "hi").cast(_US)).collect()
+    lo = frame["lo"].dt.epoch("us").to_numpy().astype(np.float64)
+    hi = frame["hi"].dt.epoch("us").to_numpy().astype(np.float64)
+    parts = []
+    for (link, device), series in totals.collect().partition_by(["link", "device"], as_dict=True).items():
+        times = series["time"].dt.epoch("us").to_numpy().astype(np.float64)
+        first, last = times.min(), times.max()
+        covered = np.clip(np.minimum(hi, last) - np.maximum(lo, first), 0.0, None) / 1e6
+        columns: dict[str, object] = {
+            "window": frame["window"],
+            "link": link,
+            "device": device,
+            "covered": covered,
+        }
+        for quantity in QUANTITIES:
+            rows = series.filter(pl.col("quantity") == quantity)
+            if rows.is_empty():
+                columns[quantity] = 0.0
+                continue
+            t = rows["time"].dt.epoch("us").to_numpy().astype(np.float64)
+            c = rows["total"].to_numpy()
+            columns[quantity] = np.clip(np.interp(hi, t, c) - np.interp(lo, t, c), 0.0, None)
+        parts.append(pl.DataFrame(columns))
+    schema = {"window": frame.schema["window"], "link": pl.String(), "device": pl.String()}
+    empty = pl.DataFrame(
+        schema={**schema, "covered": pl.Float64(), **dict.fromkeys(QUANTITIES, pl.Float64())}
     )
+    wide = pl.concat(parts, how="vertical_relaxed") if parts else empty
     seconds = (pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9
-    return wide.join(windows.select("window", seconds=seconds), on="window")
+    return wide.lazy().join(frame.lazy().select("window", seconds=seconds), on="window")
