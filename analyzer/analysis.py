@@ -21,7 +21,18 @@ from typing import Any
 
 import polars as pl
 
-from analyzer import bandwidth, correlate, gpu_time, inputs, measures, network, prometheus, schemas, topology
+from analyzer import (
+    bandwidth,
+    blame,
+    correlate,
+    gpu_time,
+    inputs,
+    measures,
+    network,
+    prometheus,
+    schemas,
+    topology,
+)
 from analyzer.claims import validate_claims
 from analyzer.errors import InputError
 from analyzer.ingest import ParseResult, nccl_inspector
@@ -57,7 +68,9 @@ class AnalysisInputs:
         skew_seconds: clock-skew tolerance; None = from Prometheus when given, else 0.
         gpus: the job's GPU count, for GPU-hours lost.
         job_bytes_per_step: the bytes the job sends across the sites per step and direction, for the
-            report's plan (never inferred from all the link carried).
+            report's plan and the steady figures (never inferred from all the link carried).
+        job_traffic_class: the job's traffic class (queue and PFC priority): only its queue is blamed;
+            other classes are background.
         thresholds: detection levels.
         batch_rows: archive readings per batch (the memory budget).
     """
@@ -75,6 +88,7 @@ class AnalysisInputs:
     skew_seconds: float | None = None
     gpus: int | None = None
     job_bytes_per_step: float | None = None
+    job_traffic_class: str | None = None
     thresholds: Thresholds = field(default_factory=lambda: Thresholds())
     batch_rows: int = network.DEFAULT_BATCH_ROWS
 
@@ -158,12 +172,14 @@ class Analysis:
         net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
-        steps, attribution, links, inspector = self._correlate(parsed, net.events, skew)
+        steps, attribution, links, inspector, blamed = self._correlate(parsed, net, skew, config)
         progress("correlate", 1, 1)
         labels = topology.device_labels(config)
         table = self._measures(net, steps, attribution, labels)
         warnings = [*logs.warnings, *_telemetry_warnings(i, net, config)]
         summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
+        summary["blame"] = blamed.summary
+        summary["skew_seconds"] = blamed.summary["skew_seconds"]
         summary["inputs"]["files"] = logs.files
         summary["warnings"] = inputs.as_json(warnings)
         busbw = bandwidth.bus_bandwidth(parsed.table("collectives"), parsed.table("nccl_ranks"))
@@ -177,7 +193,7 @@ class Analysis:
                 raise InputError("--prometheus", "a Prometheus source needs --start and --end")
             progress("telemetry", 0, 1)
             frame = prometheus.read_prometheus(i.prometheus, i.start, i.end, network.NEEDED, i.devices)
-            result = network.analyse_telemetry(frame, i.thresholds, members)
+            result = network.analyse_telemetry(frame, i.thresholds, members, i.job_traffic_class)
             progress("telemetry", 1, 1)
             return result
         if i.archive is None:
@@ -191,6 +207,7 @@ class Analysis:
             i.devices,
             i.batch_rows,
             lambda done, total: progress("telemetry", done, total),
+            i.job_traffic_class,
         )
 
     def _skew(self) -> float:
@@ -202,21 +219,46 @@ class Analysis:
         return 0.0
 
     def _correlate(
-        self, parsed: ParseResult, events: pl.DataFrame, skew: float
-    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        """Steps, attribution and links; and the Inspector's operations placed on steps."""
-        steps = correlate.prepare_steps(parsed.table("steps"))
-        pairs = correlate.overlaps(steps, events.lazy(), skew)
+        self, parsed: ParseResult, net: network.NetworkResult, skew: float, config: Config | None
+    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, blame.Blame]:
+        """Steps, attribution and links (``analyzer.blame``); and the Inspector's operations placed on steps."""
+        i = self.inputs
         kineto = parsed.table("kineto_steps")
         inspector = parsed.table("collectives").filter(pl.col("format") == nccl_inspector.NAME)
+        placed = correlate.prepare_steps(parsed.table("steps"))
         per_step = None
         if inspector.height:  # placing nothing would still sort every step
-            inspector = gpu_time.inspector_records(inspector.lazy(), steps).collect()
+            inspector = gpu_time.inspector_records(inspector.lazy(), placed).collect()
             per_step = gpu_time.inspector_step_communication(inspector.lazy()).collect()
-        table, attribution = correlate.step_table(steps, pairs, self.inputs.thresholds, kineto, per_step)
-        table_df, attribution_df = pl.collect_all([table, attribution])
-        links = correlate.link_exposure(attribution_df.lazy(), table_df.lazy(), self.inputs.gpus).collect()
-        return table_df, attribution_df, links, inspector
+        evidence = _communication(kineto, per_step)
+        job = blame.JobFigures(i.job_bytes_per_step, i.job_traffic_class)
+        given = None if i.skew_seconds is None and i.prometheus is None else skew
+        blamed = blame.attribute(
+            parsed.table("steps"),
+            net.physics,
+            net.ends,
+            net.round_trips,
+            topology.link_members(config),
+            job,
+            given,
+            evidence,
+        )
+        table = blamed.steps
+        if kineto.height:
+            exposed = kineto.group_by("step", "rank").agg(
+                pl.col("communication_seconds").sum(), pl.col("exposed_communication_seconds").sum()
+            )
+            table = table.drop("communication_seconds", "exposed_communication_seconds").join(
+                exposed, on=["step", "rank"], how="left"
+            )
+        if per_step is not None and per_step.height:
+            table = table.drop("inspector_communication_seconds", "inspector_collectives").join(
+                per_step, on=["step", "rank"], how="left"
+            )
+        table = schemas.conform_lazy(schemas.STEP_ANALYSIS, table.lazy()).collect()
+        links = correlate.link_exposure(blamed.attribution.lazy(), table.lazy(), i.gpus).collect()
+        links = _with_steady(links, blamed.steady)
+        return table, blamed.attribution, links, inspector, blamed
 
     def _measures(
         self, net: network.NetworkResult, steps: pl.DataFrame, attribution: pl.DataFrame, labels: pl.DataFrame
@@ -255,6 +297,39 @@ def _telemetry_warnings(
                 InputWarning(f"link {link.name}", f"no telemetry from member device(s) {', '.join(silent)}")
             )
     return out
+
+
+def _communication(kineto: pl.DataFrame, inspector: pl.DataFrame | None) -> pl.DataFrame | None:
+    """Per (step, rank) the strongest communication evidence: Kineto's exposed communication, else the
+    NCCL Inspector's summed collective time."""
+    parts = []
+    if kineto.height:
+        parts.append(
+            kineto.group_by("step", "rank").agg(communication=pl.col("exposed_communication_seconds").sum())
+        )
+    if inspector is not None and inspector.height:
+        parts.append(inspector.select("step", "rank", communication="inspector_communication_seconds"))
+    if not parts:
+        return None
+    return pl.concat(parts).unique(["step", "rank"], keep="first", maintain_order=True)
+
+
+def _with_steady(links: pl.DataFrame, steady: pl.DataFrame) -> pl.DataFrame:
+    """The exposure per link with the steady figures beside it; every link with steady figures has a row."""
+    figures = steady.select("link", "round_trip_seconds", "serialization_seconds")
+    missing = figures.join(links.select("link"), on="link", how="anti").select("link")
+    zeros = missing.with_columns(
+        steps_affected=pl.lit(0, pl.Int64),
+        exposed_total_seconds=pl.lit(0.0),
+        exposed_p50_seconds=pl.lit(0.0),
+        exposed_p99_seconds=pl.lit(0.0),
+        share_of_run=pl.lit(0.0),
+    )
+    merged = pl.concat(
+        [links.drop("round_trip_seconds", "serialization_seconds"), zeros], how="diagonal_relaxed"
+    )
+    table = merged.join(figures, on="link", how="left").sort("link")
+    return schemas.conform_lazy(schemas.LINK_EXPOSURE, table.lazy()).collect()
 
 
 def shift_times(parsed: ParseResult, seconds: float) -> ParseResult:

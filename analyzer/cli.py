@@ -51,6 +51,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="bytes the job sends across the sites per step and direction (the report's plan)",
     )
+    p.add_argument(
+        "--job-traffic-class",
+        metavar="CLASS",
+        help="the job's traffic class (queue / PFC priority, e.g. 3): only its queue is blamed",
+    )
     p.add_argument("--start", help="first time analysed (RFC 3339)")
     p.add_argument("--end", help="end of the time analysed (RFC 3339)")
     p.add_argument("--devices", nargs="+", metavar="NAME", help="only these devices")
@@ -117,6 +122,7 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
         skew_seconds=skew,
         gpus=args.gpus,
         job_bytes_per_step=args.job_bytes_per_step,
+        job_traffic_class=args.job_traffic_class,
         thresholds=load_thresholds(args.thresholds),
     )
 

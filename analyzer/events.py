@@ -128,25 +128,78 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
         gap_seconds: the largest gap bridged.
 
     Returns:
-        Columns as ``raw`` with ``metrics`` (sorted, comma-separated) instead of ``metric``, and ``queue``
-        (the queues merged, sorted, comma-separated; null when none) when ``raw`` has one.
+        Columns as ``raw`` with ``metrics`` (sorted, comma-separated) instead of ``metric``; episodes of
+        different queues (``queue``, when ``raw`` has one) are never merged.
     """
     gap = pl.duration(microseconds=int(gap_seconds * 1e6))
-    reach = pl.col("end_time").cum_max().shift(1).over(EVENT_KEYS)
+    # Queues (traffic classes) are merged apart: the job's class and the background are different stories.
+    keys = [*EVENT_KEYS, "queue"] if "queue" in raw.collect_schema() else EVENT_KEYS
+    reach = pl.col("end_time").cum_max().shift(1).over(keys)
     new_block = (pl.col("start_time") > reach + gap).fill_null(True)
-    blocks = raw.sort([*EVENT_KEYS, "start_time"], nulls_last=True).with_columns(
-        block=new_block.cast(pl.Int64).cum_sum().over(EVENT_KEYS)
+    blocks = raw.sort([*keys, "start_time"], nulls_last=True).with_columns(
+        block=new_block.cast(pl.Int64).cum_sum().over(keys)
     )
-    queues = pl.col("queue").drop_nulls().unique().sort().str.join(",")
-    queue = [pl.when(queues != "").then(queues).alias("queue")] if "queue" in raw.collect_schema() else []
-    return blocks.group_by([*EVENT_KEYS, "block"]).agg(
+    return blocks.group_by([*keys, "block"]).agg(
         pl.col("start_time").min(),
         pl.col("end_time").max(),
         pl.col("score").max(),
         pl.col("samples").sum(),
-        *queue,
         metrics=pl.col("metric").cast(pl.String).unique().sort().str.join(","),
     )
+
+
+def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
+    """Interface-level drop events where the interface also counts drops per queue: the same drops
+    counted twice (transmit discards are the queues' drops summed), the per-queue copy says which class."""
+    counted = (
+        labels.filter(
+            (pl.col("metric").cast(pl.String) == "dci_queue_dropped_packets_total")
+            & pl.col("queue").is_not_null()
+        )
+        .select("device", "interface")
+        .unique()
+        .with_columns(per_queue=pl.lit(True))
+    )
+    marked = events.join(counted, on=["device", "interface"], how="left")
+    interface_level = ~pl.col("metrics").str.contains("dci_queue_dropped_packets_total")
+    copy = (pl.col("kind") == "drops") & pl.col("queue").is_null() & interface_level
+    copy = copy & pl.col("per_queue").fill_null(False)
+    return marked.filter(~copy).drop("per_queue")
+
+
+# A class other than the job's that holds a state for more than this share of the observed time is in its
+# normal state (a background class lives with a standing queue and marks under strict priority), not in an
+# episode: an episode is a departure from the normal.
+STEADY_SHARE = 0.5
+
+
+def background(events: pl.LazyFrame, signals: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
+    """Events of other traffic classes that are episodes of their own.
+
+    Under strict priority the background class is served with what the job's class leaves: its drops and
+    marks while the job's class on the same interface is in an episode are that episode seen from below,
+    not another one; and a state it holds most of the run is its normal, not an episode.
+
+    Args:
+        events: merged events with ``queue`` and ``duration_seconds``.
+        signals: the signals (their time span is the observation).
+        job_class: the job's traffic class.
+    """
+    span = signals.select(observed=(pl.col("time").max() - pl.col("time").min()).dt.total_nanoseconds() / 1e9)
+    other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
+    own = events.filter(pl.col("queue") == job_class).select(
+        "device", "interface", j_start="start_time", j_end="end_time"
+    )
+    below = (
+        events.filter(other)
+        .join(own, on=["device", "interface"], how="inner")
+        .filter((pl.col("start_time") <= pl.col("j_end")) & (pl.col("end_time") >= pl.col("j_start")))
+        .select("kind", "device", "interface", "queue", "start_time")
+        .unique()
+    )
+    kept = events.join(below, on=["kind", "device", "interface", "queue", "start_time"], how="anti")
+    steady = other & (pl.col("duration_seconds") > STEADY_SHARE * pl.col("observed"))
+    return kept.join(span, how="cross").filter(~steady).drop("observed")
 
 
 def detect_events(
@@ -155,6 +208,7 @@ def detect_events(
     labels: pl.LazyFrame,
     bdp: pl.LazyFrame | None = None,
     link_optics: pl.LazyFrame | None = None,
+    job_class: str | None = None,
 ) -> pl.LazyFrame:
     """Every congestion and health episode the signals show.
 
@@ -165,6 +219,7 @@ def detect_events(
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
         link_optics: optional ``link``, ``fec_limit_ber``, ``osnr_required_db`` (``topology.link_optics``);
             series of no link get the default profile's.
+        job_class: the job's traffic class; with it, ``background`` filters the other classes' events.
 
     Returns:
         ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
@@ -200,9 +255,12 @@ def detect_events(
     merged = merge_episodes(placed.drop("series"), thresholds.merge_gap_seconds)
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)
     duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
+    merged = merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
+    merged = per_queue_drops(merged, labels)
+    if job_class is not None:
+        merged = background(merged, signals, job_class)
     events = (
-        merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
-        .filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
+        merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
         .sort("start_time", *EVENT_KEYS, nulls_last=True)
         .with_row_index("event_id")
     )

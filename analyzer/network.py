@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import measures, optical_signal, quantiles, schemas, spill, telemetry, topology
+from analyzer import measures, optical_signal, physics, quantiles, schemas, spill, telemetry, topology
 from analyzer.events import detect_events
 from analyzer.kinds import METRICS as EVENT_METRICS
 from analyzer.thresholds import Thresholds
@@ -33,6 +33,7 @@ MEASURE_METRICS = frozenset(
         measures.PFC_SECONDS,
         topology.SPEED,
         *measures.POST_FEC,
+        *physics.METRICS,
     }
 )
 NEEDED = EVENT_METRICS | MEASURE_METRICS
@@ -51,6 +52,14 @@ class NetworkResult:
     rows: int = 0
     devices: list[str] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # archive files not read, and why
+    # The job's queue per link end (``analyzer.physics``): readings, member capacity, probed round trips.
+    physics: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=physics.READINGS))
+    ends: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=physics.MEMBERS))
+    round_trips: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(
+            schema={"link": pl.String(), "rtt_seconds": pl.Float64(), "rtt_probes": pl.Int64()}
+        )
+    )
 
 
 def batches(counts: pl.DataFrame, max_rows: int) -> Iterator[list[str]]:
@@ -179,8 +188,9 @@ def analyse_frame(
     thresholds: Thresholds,
     members: pl.DataFrame,
     labels: pl.LazyFrame | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
-    """One batch: signals once, then events, totals and samples from them.
+    job_class: str | None = None,
+) -> Batch:
+    """One batch: signals once, then events, totals, samples and the job queue's physics from them.
 
     Args:
         frame: ``schemas.TELEMETRY`` rows of whole devices, or (with ``labels``) narrow rows holding
@@ -188,9 +198,10 @@ def analyse_frame(
         thresholds: detection levels.
         members: ``topology.link_members`` output (for the bandwidth-delay product).
         labels: the batch's ``schemas.SERIES`` rows, when ``frame`` does not carry the labels itself.
+        job_class: the job's traffic class (``analyzer.physics``), or None.
 
     Returns:
-        ``(events, totals, samples, rows)``; event ids are per batch (renumbered by the caller).
+        The batch's tables; event ids are per batch (renumbered by the caller).
     """
     # One contiguous chunk first: the spill gives one chunk per file, and hashing and grouping many small
     # chunks is several times slower than one large one.
@@ -203,14 +214,30 @@ def analyse_frame(
     labels = labels_df.lazy()
     bdp = topology.interface_bdp(sig.lazy(), labels, members) if members.height else None
     optics = topology.link_optics(members, thresholds) if members.height else None
-    events, tot, smp = pl.collect_all(
+    events, tot, smp, phys, ends, rtt = pl.collect_all(
         [
-            detect_events(sig.lazy(), thresholds, labels, bdp, optics),
+            detect_events(sig.lazy(), thresholds, labels, bdp, optics, job_class),
             totals(sig.lazy(), labels),
             samples(sig.lazy(), labels),
+            physics.readings(sig.lazy(), labels, job_class),
+            physics.members(sig.lazy(), labels),
+            physics.round_trips(sig.lazy(), labels),
         ]
     )
-    return events, tot, smp, sig.height
+    return Batch(events, tot, smp, sig.height, phys, ends, rtt)
+
+
+@dataclass
+class Batch:
+    """What one batch of devices gave (see ``NetworkResult``)."""
+
+    events: pl.DataFrame
+    totals: pl.DataFrame
+    samples: pl.DataFrame
+    rows: int
+    physics: pl.DataFrame
+    ends: pl.DataFrame
+    round_trips: pl.DataFrame
 
 
 def empty_result() -> NetworkResult:
@@ -231,19 +258,22 @@ def empty_result() -> NetworkResult:
     return NetworkResult(pl.DataFrame(schema=schemas.EVENTS), empty_totals, empty_samples, 0, [])
 
 
-def _combine(
-    parts: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int]], devices: list[str]
-) -> NetworkResult:
+def _combine(parts: list[Batch], devices: list[str]) -> NetworkResult:
     if not parts:
         return empty_result()
-    events = pl.concat([p[0] for p in parts]).sort("start_time", "kind", "link", "device", "interface")
+    events = pl.concat([p.events for p in parts]).sort("start_time", "kind", "link", "device", "interface")
     events = events.with_columns(event_id=pl.int_range(pl.len(), dtype=pl.Int64()))
+    # A link's probes come from its two sites' collectors, which may fall in different batches.
+    probes = pl.concat([p.round_trips for p in parts])
     return NetworkResult(
         events,
-        pl.concat([p[1] for p in parts]),
-        pl.concat([p[2] for p in parts]),
-        sum(p[3] for p in parts),
+        pl.concat([p.totals for p in parts]),
+        pl.concat([p.samples for p in parts]),
+        sum(p.rows for p in parts),
         devices,
+        physics=pl.concat([p.physics for p in parts]),
+        ends=pl.concat([p.ends for p in parts]),
+        round_trips=probes.group_by("link").agg(pl.col("rtt_seconds").median(), pl.col("rtt_probes").sum()),
     )
 
 
@@ -256,6 +286,7 @@ def analyse_archive(
     devices: list[str] | None = None,
     max_rows: int = DEFAULT_BATCH_ROWS,
     progress: Callable[[int, int], None] | None = None,
+    job_class: str | None = None,
 ) -> NetworkResult:
     """The telemetry pass over an archive, batch by batch.
 
@@ -268,9 +299,10 @@ def analyse_archive(
         devices: devices to analyse, or None for all.
         max_rows: readings per batch (memory budget).
         progress: called with ``(batches done, batches in all)``.
+        job_class: the job's traffic class (``analyzer.physics``), or None.
 
     Returns:
-        Events, totals and samples of every device.
+        Events, totals, samples and the job queue's physics of every device.
 
     Raises:
         InputError: the archive has no data files.
@@ -283,7 +315,7 @@ def analyse_archive(
         frames = spill.spill_batches(spill.files_in_range(root, start, end), keep, plan, Path(folder))
         parts = []
         for done, (frame, labels) in enumerate(frames, start=1):
-            parts.append(analyse_frame(frame, thresholds, members, labels))
+            parts.append(analyse_frame(frame, thresholds, members, labels, job_class))
             if progress is not None:
                 progress(done, len(plan))
     result = _combine(parts, sorted(counts["device"].drop_nulls().to_list()))
@@ -291,17 +323,20 @@ def analyse_archive(
     return result
 
 
-def analyse_telemetry(frame: pl.LazyFrame, thresholds: Thresholds, members: pl.DataFrame) -> NetworkResult:
+def analyse_telemetry(
+    frame: pl.LazyFrame, thresholds: Thresholds, members: pl.DataFrame, job_class: str | None = None
+) -> NetworkResult:
     """The telemetry pass over readings already in memory (e.g. from Prometheus), as one batch.
 
     Args:
         frame: ``schemas.TELEMETRY`` rows.
         thresholds: detection levels.
         members: ``topology.link_members`` output.
+        job_class: the job's traffic class (``analyzer.physics``), or None.
 
     Returns:
-        Events, totals and samples.
+        Events, totals, samples and the job queue's physics.
     """
     frame = frame.filter(pl.col("metric").is_in(sorted(NEEDED)))
     devices = frame.select(pl.col("device").drop_nulls().unique().sort()).collect()["device"].to_list()
-    return _combine([analyse_frame(frame, thresholds, members)], devices)
+    return _combine([analyse_frame(frame, thresholds, members, job_class=job_class)], devices)

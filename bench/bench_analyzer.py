@@ -7,8 +7,10 @@ Each hour is one file holding every device, time-ordered, as the collector's wri
 Then runs, each in a fresh subprocess (so peak RSS is per engine):
 
 * ``spanwatch``: ``analyzer.network.analyse_archive`` (signals, every event rule, hysteresis, merging,
-  per-series totals and quantile samples, device batches) + ``analyzer.correlate`` (overlap join,
-  baselines, inflation, attribution, per-link exposure);
+  per-series totals and quantile samples, the job queue's physics, device batches) + ``analyzer.correlate``
+  (overlap join, baselines, inflation, attribution, per-link exposure: what the other engines compute too)
+  + ``analyzer.blame`` (the analysis's blame: physics per step window, skew search, reconciliation;
+  timed apart in ``stages``);
 * ``pandas``: the same stages in *vectorised* pandas (whole-frame group-by/shift/ffill, numpy
   ``searchsorted`` for the overlap), reading the archive with pyarrow (``bench_analyzer_pandas``);
 * ``pandas-hta``: the same stages written the way HolisticTraceAnalysis writes its analyses (per-row
@@ -190,7 +192,7 @@ def _overlapping(start: np.ndarray, end: np.ndarray, ep_start: np.ndarray, ep_en
 def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
     from analyzer_levels import GAP_S
 
-    from analyzer import correlate, network
+    from analyzer import blame, correlate, network
     from analyzer.thresholds import Thresholds
 
     thresholds = Thresholds(merge_gap_seconds=GAP_S)
@@ -202,15 +204,33 @@ def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
             "rtt_seconds": pl.Float64(),
         }
     )
-    net = network.analyse_archive(archive, thresholds, members)  # default batch: the memory budget
-    steps = correlate.prepare_steps(
-        pl.read_parquet(steps_path).with_columns(source_file=pl.lit("bench"), interval_average=pl.lit(False))
+    begin = time.perf_counter()
+    # default batch: the memory budget; the job's class is the bench's queue-less readings' (none)
+    net = network.analyse_archive(archive, thresholds, members, job_class="3")
+    telemetry_s = time.perf_counter() - begin
+    parsed = pl.read_parquet(steps_path).with_columns(
+        source_file=pl.lit("bench"), interval_average=pl.lit(False), interval_steps=pl.lit(1, pl.Int64)
     )
+    steps = correlate.prepare_steps(parsed)
     pairs = correlate.overlaps(steps, net.events.lazy(), 0.0)
     table, attribution = correlate.step_table(steps, pairs, thresholds)
     table_df, attribution_df = pl.collect_all([table, attribution])
     links = correlate.link_exposure(attribution_df.lazy(), table_df.lazy(), 64).collect()
-    return {"events": net.events.height, "exposed": float(links["exposed_total_seconds"].sum())}
+    correlate_s = time.perf_counter() - begin - telemetry_s
+    # The analysis's blame stages (analyzer.blame, issue 13): physics windows per step, the skew search,
+    # reconciliation. The engines' agreement stays on the overlap figures above, which all engines compute.
+    blamed = blame.attribute(parsed, net.physics, net.ends, net.round_trips, members, blame.JobFigures())
+    blame_s = time.perf_counter() - begin - telemetry_s - correlate_s
+    return {
+        "events": net.events.height,
+        "exposed": float(links["exposed_total_seconds"].sum()),
+        "stages": {
+            "telemetry_s": round(telemetry_s, 2),
+            "overlap_s": round(correlate_s, 2),
+            "blame_s": round(blame_s, 2),
+            "blamed_rows": blamed.steps.height,
+        },
+    }
 
 
 def run_pandas(archive: Path, steps_path: Path) -> dict[str, float]:

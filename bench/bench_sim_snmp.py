@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+
 from spanwatch.sim import snapshot, snmp_agent, snmp_mib
 from spanwatch.sim.fabric import Fabric
 from spanwatch.sim.layout import Layout

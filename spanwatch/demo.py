@@ -153,6 +153,9 @@ def analyse(out: Path, log: Path | None = None) -> tuple[Path, dict[str, Any]]:
         # The job's cross-site bytes per step, as the simulated job declares them (a real job's come from
         # its config): the sum over the links it spreads them on.
         job_bytes_per_step=sum(link["job_bytes_per_step"] for link in truth["links"].values()),
+        # The queue the job's traffic uses, as the scenario configures it (a real job's from its NCCL_IB_TC
+        # / the fabric's QoS policy).
+        job_traffic_class=str(truth["job"]["traffic_class"]),
     )
     Analysis(inputs).run().write(out)
     report = write_report(out, inputs.config, claims)[0]

@@ -109,7 +109,7 @@ class Analysis:
 
     Attributes:
         attribution: ``step``, ``rank``, ``link``, ``seconds``.
-        events: ``kind``, ``link``, ``interface``, ``queue``, ``start_time``, ``end_time``.
+        events: ``kind``, ``link``, ``device``, ``interface``, ``queue``, ``start_time``, ``end_time``.
         steps: ``step``, ``rank``, ``start_time``, ``duration_seconds``.
         links: the links table as written.
     """
@@ -170,8 +170,10 @@ def _names(values: Any, keys: tuple[str, ...]) -> list[str]:
 
 
 def queue_name(value: str) -> str:
-    """One spelling per queue: ``3``, ``tc3``, ``UC3`` and ``queue-3`` are all ``3``."""
-    m = re.match(_QUEUE, value)
+    """One spelling per queue: ``3``, ``tc3``, ``UC3`` and ``queue-3`` are all ``3``; a queue named by its
+    place (``device/interface/3``, as the simulator's truth writes them) is its last component."""
+    last = value.rsplit("/", 1)[-1]
+    m = re.match(_QUEUE, last)
     return m.group(1) if m else value.strip()
 
 
@@ -393,6 +395,7 @@ def _narrow(
         events=events.select(
             pl.col("kind").cast(pl.String),
             pl.col("link").cast(pl.String),
+            _optional(events, "device", pl.String()),
             pl.coalesce(
                 _optional(events, "interface", pl.String()), _optional(events, "component", pl.String())
             ).alias("interface"),
@@ -576,6 +579,8 @@ def event_matches(episodes: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         "event",
         "link",
         "interface",
+        # The truth may name a place as ``device/interface`` (the simulator does): both spellings match.
+        place=pl.concat_str(pl.col("device"), pl.lit("/"), pl.col("interface")),
         family=pl.col("kind").str.strip_chars().str.to_lowercase().replace_strict(_KIND_FAMILY, default=None),
         event_queues=pl.col("queue")
         .str.split(",")
@@ -590,7 +595,10 @@ def event_matches(episodes: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     ).dt.total_microseconds() / 1e6
     length = (pl.col("e_end") - pl.col("e_start")).dt.total_microseconds() / 1e6
     timed = (overlap >= 0) & (overlap >= EVENT_INSIDE_SHARE * length)
-    wave = pl.col("wave").is_null() | pl.col("places").list.contains(pl.col("interface")).fill_null(False)
+    named = pl.col("places").list.contains(pl.col("interface")) | pl.col("places").list.contains(
+        pl.col("place")
+    )
+    wave = pl.col("wave").is_null() | named.fill_null(False)
     queue = (pl.col("queues").list.len() == 0) | (
         pl.col("event_queues").list.set_intersection("queues").list.len() > 0
     )
@@ -672,7 +680,7 @@ def steady_error(truth: Truth, links: pl.DataFrame) -> tuple[float | None, dict[
                 }
                 worst = None
                 continue
-            error = abs(float(ours) - true_value) / true_value if true_value > 0 else None
+            error = _steady_error(float(ours), true_value)
             detail[key] = {"truth": true_value, "measured": float(ours), "error": error}
             worst = None if worst is None or error is None else max(worst, error)
     if not detail:
@@ -681,6 +689,16 @@ def steady_error(truth: Truth, links: pl.DataFrame) -> tuple[float | None, dict[
 
 
 # -- the score -------------------------------------------------------------------------------------------
+
+
+def _steady_error(measured: float, true_value: float) -> float | None:
+    """Relative error; a truth of zero (a link the job does not use carries none of its bytes) is met only
+    by a measure of zero (error 0), anything else is wholly wrong (error 1)."""
+    if true_value > 0:
+        return abs(measured - true_value) / true_value
+    if true_value == 0:
+        return 0.0 if abs(measured) <= ZERO_SECONDS else 1.0
+    return None
 
 
 def met(figure: str, value: float | None) -> bool:

@@ -3,7 +3,8 @@
     {"step": 12, "start": "2026-11-30T10:00:01.250Z", "end": "2026-11-30T10:00:01.870Z", "rank": 0}
 
 Times are RFC 3339 strings or epoch seconds (int or float); ``rank`` is optional (null when absent); a
-``loss`` number is kept when present. Each row is one measured step (``interval_average`` false).
+``loss`` number is kept when present. A row is one measured step, or, with ``interval_steps`` N > 1, the
+N steps ending at ``step`` between ``start`` and ``end`` (``interval_average``: their mean per step).
 """
 
 from __future__ import annotations
@@ -64,14 +65,17 @@ def _row(record: Any) -> dict[str, Any]:
     if end < start:
         raise ValueError("'end' is before 'start'")
     loss = record.get("loss")
+    n = record.get("interval_steps", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError("'interval_steps' is not a positive integer")
     return {
         "rank": rank,
         "step": step,
         "start_time": start,
         "end_time": end,
-        "duration_seconds": (end - start).total_seconds(),
-        "interval_average": False,
-        "interval_steps": 1,
+        "duration_seconds": (end - start).total_seconds() / n,
+        "interval_average": n > 1,
+        "interval_steps": n,
         "loss": float(loss) if isinstance(loss, int | float) and not isinstance(loss, bool) else None,
     }
 

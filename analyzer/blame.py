@@ -1,0 +1,728 @@
+"""Blame from evidence: what each link cost each step, from the steps' measured excess and the physics of
+the job's queue (``../shared/design/measurement.md``).
+
+1. Split each step: with step durations only (the strongest evidence the shipped logs carry), a step's
+   *excess* is its duration above the clean baseline of its rank (clean: no physical cause on any link),
+   compared within the job's communication cycle (DiLoCo syncs every N steps); a log line that averages N
+   iterations is one interval of N steps, weighted by N, never read as one step.
+2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
+   job's bytes per step at the link's capacity, reported as their own figures.
+3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
+   in the class takes capacity (queueing), a wave down shrinks it (lost capacity), PFC pauses stop it, lost
+   bytes (drops, FCS errors) are sent again after a round trip. ``reconcile`` then blames each link in
+   proportion to its physical estimate (Shapley over parallel links: a phase ends with its slowest link),
+   up to the measured excess; what physics cannot explain stays ``unexplained``.
+4. Time: the host-vs-switch clock skew is estimated by cross-correlating the steps' excess with the
+   physics (``estimate_skew``) and applied; logs without a wall clock are not placed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analyzer import physics
+
+_STEP = ["step", "rank"]
+MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its standard deviation
+# Counters are read about once a second and a reading is stamped up to a poll after the device sampled
+# it (see network.windowed_rates): a rate over less than about two polls is mostly stamp error, so each
+# step's physics is read over the step widened by one poll on each side.
+WIDEN_SECONDS = 1.0
+# Past saturation the job's share of its queue is set by its congestion control, not by the counters: a
+# floor of 5% of the capacity keeps the estimate finite; the measured excess then sets the amount.
+MIN_SHARE = 0.05
+FRAME_BYTES = 4096.0
+OTHER_SHARE = 0.01  # other traffic in the job's class under this share of the capacity is no cause  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
+# A job link carries at least this share of the job's cross-site bytes (ECMP over its links); below it a
+# link's job-class traffic is someone else's.
+JOB_LINK_SHARE = 0.01
+# A physical estimate under a millisecond per step is no cause: step times resolve no less (their noise is
+# milliseconds), and the scorer calls a step with less than that clean.
+PHYSICS_FLOOR_SECONDS = 1e-3
+SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
+ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
+# Clock skew searched over +-MAX_SKEW: NTP keeps hosts within milliseconds; a misconfigured host may be off
+# by seconds. Beyond this the log is not placed by the search (the control run's shift is never "found").
+MAX_SKEW_SECONDS = 2.5
+SKEW_RESOLUTION_SECONDS = 0.1
+SKEW_MIN_CORRELATION = 0.3  # below it the cross-correlation found nothing: the skew stays 0
+CYCLES = (2, 3, 4, 5, 6, 8, 10, 12, 16)  # communication cycles tried (DiLoCo sync_every, accumulation)
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """What the analysis knows of the job.
+
+    Attributes:
+        bytes_per_step: the job's cross-site bytes per step and direction, all links (None: measured).
+        traffic_class: the job's traffic class (None: no queue can be read).
+    """
+
+    bytes_per_step: float | None = None
+    traffic_class: str | None = None
+
+
+def intervals(steps: pl.DataFrame) -> pl.LazyFrame:
+    """One row per logged line (a step, or an interval of N steps), timed, deduplicated per (step, rank).
+
+    Args:
+        steps: ``schemas.STEPS`` rows.
+
+    Returns:
+        ``rank``, ``step`` (the last of the interval), ``n``, ``lo``, ``hi`` (host clock, null when the log
+        has no wall clock), ``per_step`` (seconds per step), ``source_file``.
+    """
+    n = (
+        pl.when(pl.col("interval_average").fill_null(False))
+        .then(pl.col("interval_steps").fill_null(1))
+        .otherwise(1)
+        .clip(lower_bound=1)
+    )
+    span_s = pl.coalesce(
+        (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9,
+        pl.col("duration_seconds") * pl.col("n"),
+    )
+    span = pl.duration(microseconds=(pl.col("span") * 1e6).round().cast(pl.Int64))
+    rows = steps.lazy().with_columns(pl.col("rank").fill_null(0), n=n)
+    rows = rows.with_columns(span=span_s).filter(pl.col("step").is_not_null() & pl.col("span").is_not_null())
+    rows = rows.with_columns(
+        lo=pl.coalesce(pl.col("start_time"), pl.col("end_time") - span),
+        hi=pl.coalesce(pl.col("end_time"), pl.col("start_time") + span),
+    )
+    unique = rows.unique(_STEP, keep="first", maintain_order=True)
+    return unique.select(
+        "rank", "step", "n", "lo", "hi", per_step=pl.col("span") / pl.col("n"), source_file="source_file"
+    )
+
+
+def expand(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Every step of every interval, its window spaced evenly inside the interval (host clock).
+
+    Returns:
+        ``rank``, ``line`` (the interval's last step), ``step``, ``lo``, ``hi``, ``per_step``.
+    """
+    per = pl.duration(microseconds=(pl.col("per_step") * 1e6).round().cast(pl.Int64))
+    steps = lines.with_columns(i=pl.int_ranges(0, pl.col("n"))).explode("i")
+    return steps.select(
+        "rank",
+        line="step",
+        step=pl.col("step") - pl.col("n") + 1 + pl.col("i"),
+        lo=pl.col("lo") + per * pl.col("i"),
+        hi=pl.col("lo") + per * (pl.col("i") + 1),
+        per_step="per_step",
+    )
+
+
+def steady(
+    members: pl.DataFrame,
+    ends: pl.DataFrame,
+    round_trips: pl.DataFrame,
+    bytes_per_step: pl.DataFrame,
+) -> pl.DataFrame:
+    """Per link the clean network's cost: round trip (probes, else fibre) and serialization of the job's
+    bytes per step at the link's capacity (the smaller end's summed member speeds).
+
+    Args:
+        members: ``topology.link_members`` output (``rtt_seconds`` from the fibre).
+        ends: ``physics.MEMBERS`` rows.
+        round_trips: ``link``, ``rtt_seconds`` from the probes.
+        bytes_per_step: ``link``, ``bytes`` (the job's bytes per step and direction on the link).
+
+    Returns:
+        ``link``, ``round_trip_seconds``, ``serialization_seconds``, ``capacity``, ``bytes``.
+    """
+    fibre = members.group_by("link").agg(fibre=pl.col("rtt_seconds").first())
+    capacity = ends.group_by("link").agg(capacity=pl.col("capacity").min())
+    probes = round_trips.select("link", probe="rtt_seconds")
+    links = pl.concat([fibre.select("link"), capacity.select("link")]).unique()
+    table = (
+        links.join(fibre, on="link", how="left")
+        .join(probes, on="link", how="left")
+        .join(capacity, on="link", how="left")
+        .join(bytes_per_step, on="link", how="left")
+    )
+    # No job-class counters anywhere and no declared bytes: the job's bytes per link are unknown (null),
+    # and every link may be the job's; with some known, a link without any carries none of them.
+    known = bytes_per_step.height > 0
+    amount = pl.col("bytes").fill_null(0.0) if known else pl.col("bytes")
+    serialization = pl.when(pl.col("capacity") > 0).then(amount / pl.col("capacity"))
+    return table.select(
+        "link",
+        round_trip_seconds=pl.coalesce("probe", "fibre"),
+        serialization_seconds=serialization,
+        capacity="capacity",
+        bytes=amount,
+    ).sort("link")
+
+
+def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
+    """Per link end the job class's typical transmit rate (median over the steps' windows): the job's own
+    traffic, since other traffic in its class comes in episodes."""
+    rate = pl.col("sent") / pl.col("seconds")
+    return amounts.group_by("link", "device").agg(base_rate=rate.median())
+
+
+def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
+    """The job's bytes per step and direction per link: its total spread as the job class's typical rates
+    spread (ECMP by flow), or, without a declared total, the rate times the median step."""
+    per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean())
+    if not float(per_link["rate"].sum()) > 0:  # no job-class counters: the spread is unknown
+        return per_link.clear().select("link", bytes=pl.col("rate"))
+    share = pl.col("rate") / pl.col("rate").sum()
+    total = pl.lit(job.bytes_per_step) * share if job.bytes_per_step else pl.col("rate") * step_seconds
+    out = per_link.with_columns(share=share).select(
+        "link", bytes=pl.when(share >= JOB_LINK_SHARE).then(total)
+    )
+    return out.with_columns(pl.col("bytes").fill_null(0.0))
+
+
+def step_physics(
+    windows: pl.DataFrame, amounts: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame
+) -> pl.DataFrame:
+    """The physical estimate of what each link added to each step window, by cause.
+
+    Args:
+        windows: ``window``, ``seconds_step`` (the step's own length).
+        amounts: ``physics.window_amounts`` over the widened windows, with ``base_rate`` joined.
+        ends: ``physics.MEMBERS`` rows.
+        links: ``steady`` output (``bytes``, null when unknown; ``round_trip_seconds``).
+
+    Returns:
+        ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
+    """
+    # Most windows of most ends hold nothing: only those with a cause go on (other traffic past 1 % of
+    # the capacity adds under 1 % of the serialization, below any step's noise).
+    with_capacity = amounts.join(ends.select("link", "device", "capacity"), on=["link", "device"])
+    other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
+    active = (
+        (other_rate > OTHER_SHARE * pl.col("capacity"))
+        | (pl.col("down") > 0)
+        | (
+            pl.col("paused")
+            + pl.col("pausing")
+            + pl.col("dropped")
+            + pl.col("dropped_frames")
+            + pl.col("fcs")
+            > 0
+        )
+    )
+    amounts = with_capacity.filter(active.fill_null(False)).drop("capacity")
+    # Pauses this end sent are to its own hosts (they hold the job's bytes back) and over the wave (the
+    # far end's "paused"): what it sent less what the far end received is what its hosts were held.
+    far = pl.col("paused").sum().over("window", "link") - pl.col("paused")
+    amounts = amounts.with_columns(held=(pl.col("pausing") - far).clip(lower_bound=0.0))
+    rows = (
+        amounts.join(ends, on=["link", "device"], how="inner")
+        .join(links.select("link", "bytes", rtt="round_trip_seconds"), on="link")
+        .join(windows.select("window", "seconds_step"), on="window")
+        .filter(pl.col("bytes").is_null() | (pl.col("bytes") > 0))
+        .with_columns(known=pl.col("bytes").is_not_null(), bytes=pl.col("bytes").fill_null(0.0))
+    )
+    slots = pl.col("interfaces") * pl.col("seconds")
+    observed = pl.col("interfaces") * pl.col("covered")
+    up = pl.when(observed > 0).then((1 - pl.col("down") / observed).clip(0.0, 1.0)).otherwise(1.0)
+    cap_up = (pl.col("capacity") * up).clip(lower_bound=pl.col("capacity") * MIN_SHARE)
+    other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
+    avail = pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)
+    # Dropped bytes where counted, else dropped packets as frames (never both: the same drops).
+    dropped = pl.max_horizontal(pl.col("dropped"), pl.col("dropped_frames") * FRAME_BYTES)
+    lost = (dropped + pl.col("fcs") * FRAME_BYTES) / pl.col("seconds") * pl.col("seconds_step")
+    causes = rows.with_columns(cap_up=cap_up).with_columns(
+        # With the job's bytes unknown, a wave down is read as the share of the step its waves carried.
+        lost_capacity=pl.when(pl.col("known"))
+        .then(pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")))
+        .otherwise((1 - pl.col("cap_up") / pl.col("capacity")) * pl.col("seconds_step")),
+        queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")),
+        pause=(pl.col("paused") + pl.col("held")) / slots * pl.col("seconds_step"),
+        # About one round trip per loss event (the retransmission request and the resent bytes), plus
+        # sending the lost bytes again.
+        loss_recovery=pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0) + lost / avail).otherwise(0.0),
+    )
+    names = ["lost_capacity", "queueing", "pause", "loss_recovery"]
+    total = pl.sum_horizontal(names)
+    cause = pl.concat_list(names).list.arg_max()
+    # Per step (the job's bytes of one step, one round trip per loss event) and per second of the step
+    # (pause time, resending lost bytes): a step's estimate is the first plus the second x its length.
+    per_step = (
+        pl.col("lost_capacity") + pl.col("queueing") + pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0))
+    )
+    per_end = causes.select(
+        "window",
+        "link",
+        "device",
+        physics=total,
+        per_step=per_step.fill_null(0.0),
+        per_second=((total - per_step.fill_null(0.0)) / pl.col("seconds_step")).fill_nan(0.0),
+        cause=pl.when(total > 0).then(cause.replace_strict(dict(enumerate(names)), return_dtype=pl.String)),
+    )
+    # The two directions of a link run in parallel: the slower one decides.
+    return (
+        per_end.sort("physics", descending=True)
+        .group_by("window", "link")
+        .agg(pl.all().exclude("window", "link").first())
+    )
+
+
+def floor(per_link: pl.DataFrame) -> pl.DataFrame:
+    """Estimates under ``PHYSICS_FLOOR_SECONDS`` are no cause."""
+    real = pl.col("physics") >= PHYSICS_FLOOR_SECONDS
+    return per_link.with_columns(
+        physics=pl.when(real).then(pl.col("physics")).otherwise(0.0),
+        cause=pl.when(real).then(pl.col("cause")),
+    )
+
+
+def on_steps(cells: pl.DataFrame, grid: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Each step window's estimate per link from the grid's cells it covers: the mean per-step part plus
+    the mean per-second part times the step's length (cumulative sums: two lookups per step and link).
+
+    Args:
+        cells: ``step_physics`` over the grid (``window`` is the cell).
+        grid: ``window``, ``time`` (the cells' centres, regular).
+        windows: ``window``, ``lo``, ``hi`` (switch clock), ``seconds_step``.
+
+    Returns:
+        ``window``, ``link``, ``device``, ``physics``, ``cause``.
+    """
+    if cells.is_empty() or grid.height < 2:
+        return pl.DataFrame(
+            schema={
+                "window": pl.Int64(),
+                "link": pl.String(),
+                "device": pl.String(),
+                "physics": pl.Float64(),
+                "cause": pl.String(),
+            }
+        )
+    first = grid["time"].dt.epoch("us").min()
+    width = grid["time"].dt.epoch("us").diff().median()
+    last = grid.height - 1
+    index = [
+        ((pl.col(c).dt.epoch("us") - first) / width).round().clip(0, last).cast(pl.Int64)
+        for c in ("lo", "hi")
+    ]
+    spans = windows.select("window", "seconds_step", i0=index[0], i1=index[1])
+    links = cells.select("link").unique()
+    full = grid.select(cell="window").join(links, how="cross")
+    summed = (
+        full.join(cells.rename({"window": "cell"}), on=["cell", "link"], how="left")
+        .sort("link", "cell")
+        .with_columns(
+            a=pl.col("per_step").fill_null(0.0).cum_sum().over("link"),
+            b=pl.col("per_second").fill_null(0.0).cum_sum().over("link"),
+        )
+    )
+    high = summed.select("link", "device", "cause", i1="cell", a1="a", b1="b")
+    low = summed.select("link", i0=pl.col("cell") + 1, a0="a", b0="b", device0="device", cause0="cause")
+    joined = (
+        spans.join(links, how="cross")
+        .join(high, on=["link", "i1"], how="left")
+        .join(low, on=["link", "i0"], how="left")
+        .with_columns(pl.col("a0", "b0").fill_null(0.0), n=pl.col("i1") - pl.col("i0") + 1)
+    )
+    estimate = (
+        pl.col("a1") - pl.col("a0") + (pl.col("b1") - pl.col("b0")) * pl.col("seconds_step")
+    ) / pl.col("n")
+    # The place and cause of the step's last cell, else of the cell before its first.
+    out = joined.select(
+        "window",
+        "link",
+        device=pl.coalesce("device", "device0"),
+        physics=estimate.clip(lower_bound=0.0),
+        cause=pl.coalesce("cause", "cause0", pl.lit("unclassified")),
+    )
+    return floor(out)
+
+
+def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """Split a step's physical extra time (the largest link's: a phase ends with its slowest link) over its
+    links: each increment of lateness equally among the links at least that late (the airport game).
+
+    Args:
+        per_link: ``keys``, ``link``, ``physics``.
+        keys: the columns naming one step.
+
+    Returns:
+        ``per_link`` with ``share`` (summing to the largest ``physics`` of the step).
+    """
+    ordered = per_link.sort([*keys, "physics"])
+    k = pl.int_range(pl.len()).over(keys)
+    n = pl.len().over(keys)
+    layer = (pl.col("physics") - pl.col("physics").shift(1).over(keys).fill_null(0.0)) / (n - k)
+    return ordered.with_columns(share=layer.cum_sum().over(keys))
+
+
+def cycle(durations: pl.DataFrame) -> int:
+    """The job's communication cycle: the smallest N whose step positions (step mod N) separate the clean
+    steps' durations by more than their noise (DiLoCo syncs every N steps), else 1.
+
+    Args:
+        durations: ``step``, ``seconds`` of clean single steps.
+    """
+    if durations.height < 4 * max(CYCLES):
+        return 1
+    for size in CYCLES:
+        groups = durations.group_by(position=pl.col("step") % size).agg(
+            median=pl.col("seconds").median(),
+            mad=(pl.col("seconds") - pl.col("seconds").median()).abs().median(),
+        )
+        figures = groups.select(
+            spread=pl.col("median").max() - pl.col("median").min(),
+            noise=pl.col("mad").median().fill_null(0.0),
+        ).row(0)
+        spread, noise = float(figures[0]), float(figures[1]) * MAD_TO_SIGMA
+        if spread > 2 * SIGNIFICANT_SIGMAS * max(noise, 1e-6):
+            return size
+    return 1
+
+
+def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
+    """Per rank (and position in the cycle, for single steps): the median and noise of clean lines' seconds
+    per step (clean: no physical cause); all lines when none is clean.
+
+    Args:
+        lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate).
+        size: the communication cycle (``cycle``).
+    """
+    position = pl.when(pl.col("n") == 1).then(pl.col("step") % size).otherwise(-1)
+    keyed = lines.with_columns(position=position)
+    clean = pl.col("physics") <= 0
+    med = pl.coalesce(pl.col("per_step").filter(clean).median(), pl.col("per_step").median())
+    base = keyed.group_by("rank", "position").agg(baseline=med)
+    deviation = (pl.col("per_step") - pl.col("baseline")).abs()
+    noise = (
+        keyed.join(base, on=["rank", "position"])
+        .group_by("rank")
+        .agg(sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA)
+    )
+    return keyed.join(base, on=["rank", "position"]).join(noise, on="rank").drop("position")
+
+
+def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Each line's network time: its measured excess, up to what physics can explain.
+
+    Within a block of consecutive lines with a physical cause, the measured excess per unit of physics
+    (the median over lines whose excess is past the noise) scales the physics: loss recovery and
+    congestion-control cuts have no magnitude in 1 s counters, but their timing and their link do. A line
+    is then blamed its excess, never more than its scaled physics plus the step-time noise: a checkpoint
+    or a stall inside a congestion episode keeps its compute time as compute.
+
+    Args:
+        lines: ``baselines`` output.
+
+    Returns:
+        ``lines`` with ``excess``, ``network`` and ``unexplained`` (seconds over the line's steps).
+    """
+    excess = ((pl.col("per_step") - pl.col("baseline")) * pl.col("n")).alias("excess")
+    caused = pl.col("physics") > 0
+    ordered = lines.with_columns(excess).sort("rank", "step")
+    block = (caused != caused.shift(1).over("rank")).fill_null(True).cum_sum().over("rank")
+    noise = pl.col("sigma") * pl.col("n").sqrt()
+    significant = caused & (pl.col("excess") > SIGNIFICANT_SIGMAS * noise)
+    ratio = (pl.col("excess") / pl.col("physics")).filter(significant)
+    blocks = ordered.with_columns(block=block).with_columns(
+        gain=ratio.median().over("rank", "block").fill_null(1.0)
+    )
+    cap = pl.when(caused).then(pl.col("gain") * pl.col("physics") + ALLOWANCE_SIGMAS * noise).otherwise(0.0)
+    network = pl.col("excess").clip(lower_bound=0.0).clip(upper_bound=cap)
+    out = blocks.with_columns(network=network)
+    return out.with_columns(unexplained=(pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))).drop(
+        "block"
+    )
+
+
+def estimate_skew(steps: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, float | None]:
+    """The host-minus-switch clock skew that best lines the steps' excess up with the physics.
+
+    The physics is read on its grid (switch clock); each candidate skew reads, at every grid time, the
+    excess of the step then running on the host clock. The candidate within +-``MAX_SKEW_SECONDS`` (every
+    ``SKEW_RESOLUTION_SECONDS``) with the largest Pearson correlation wins if it reaches
+    ``SKEW_MIN_CORRELATION``.
+
+    Args:
+        steps: ``lo``, ``hi`` (host clock), ``excess`` (seconds per step above baseline; outliers clipped).
+        signal: ``time`` (switch clock, a regular grid), ``physics``.
+
+    Returns:
+        (skew seconds, the best correlation, or None when there was nothing to correlate).
+    """
+    if steps.height < 3 or signal.height < 3:
+        return 0.0, None
+    ordered = steps.sort("lo")
+    origin = signal["time"].dt.epoch("ns").min()
+
+    def seconds(times: pl.Series) -> np.ndarray:
+        return np.asarray((times.dt.epoch("ns") - origin).to_numpy() / 1e9, dtype=np.float64)
+
+    los, his, grid = seconds(ordered["lo"]), seconds(ordered["hi"]), seconds(signal["time"])
+    excess = ordered["excess"].to_numpy()
+    z = signal["physics"].to_numpy()
+    shift = round(MAX_SKEW_SECONDS / SKEW_RESOLUTION_SECONDS)
+    best, best_r = 0.0, None
+    for k in range(-shift, shift + 1):
+        skew = k * SKEW_RESOLUTION_SECONDS
+        host = grid + skew  # the host clock reads switch time + skew
+        index = np.searchsorted(los, host, side="right") - 1
+        inside = (index >= 0) & (host < his[np.clip(index, 0, None)])
+        y = np.where(inside, excess[np.clip(index, 0, None)], 0.0)
+        r = _correlation(y[inside], z[inside]) if inside.sum() > 2 else None
+        if r is not None and (best_r is None or r > best_r):
+            best, best_r = skew, r
+    if best_r is None or best_r < SKEW_MIN_CORRELATION:
+        return 0.0, best_r
+    return best, best_r
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float | None:
+    sa, sb = a.std(), b.std()
+    if sa == 0 or sb == 0:
+        return None
+    return float(((a - a.mean()) * (b - b.mean())).mean() / (sa * sb))
+
+
+@dataclass
+class Blame:
+    """The blame of one analysis.
+
+    Attributes:
+        steps: ``schemas.STEP_ANALYSIS`` rows (one per step and rank; interval lines expanded).
+        attribution: ``schemas.ATTRIBUTION`` rows (episode cost per step, rank and link).
+        steady: ``steady`` output.
+        summary: the JSON-ready figures (skew, correlation, cycle, evidence).
+    """
+
+    steps: pl.DataFrame
+    attribution: pl.DataFrame
+    steady: pl.DataFrame
+    summary: dict[str, object]
+
+
+def _grid(totals: pl.DataFrame, points: int = 20_000) -> pl.DataFrame:
+    """Windows centred on a regular grid over the telemetry (for the skew search and the job's rates)."""
+    if totals.is_empty():
+        return pl.DataFrame(
+            schema={
+                "window": pl.Int64(),
+                "time": physics.READINGS["time"],
+                "lo": physics.READINGS["time"],
+                "hi": physics.READINGS["time"],
+            }
+        )
+    first, last = totals.select(
+        first=pl.col("time").dt.epoch("us").min(), last=pl.col("time").dt.epoch("us").max()
+    ).row(0)
+    step_us = max(int(SKEW_RESOLUTION_SECONDS * 1e6), (int(last) - int(first)) // points)
+    centres = pl.int_range(int(first), int(last) + 1, step_us, eager=True)
+    half = pl.duration(microseconds=int(WIDEN_SECONDS * 1e6 + step_us / 2))
+    frame = pl.DataFrame({"time": pl.from_epoch(centres, "us").dt.replace_time_zone("UTC")})
+    return frame.with_row_index("window").select(
+        pl.col("window").cast(pl.Int64), "time", lo=pl.col("time") - half, hi=pl.col("time") + half
+    )
+
+
+def attribute(
+    parsed_steps: pl.DataFrame,
+    readings: pl.DataFrame,
+    ends: pl.DataFrame,
+    round_trips: pl.DataFrame,
+    members: pl.DataFrame,
+    job: JobFigures,
+    skew_seconds: float | None = None,
+    evidence: pl.DataFrame | None = None,
+) -> Blame:
+    """The whole method: steps split, steady figures, physics, skew, reconciliation.
+
+    Args:
+        parsed_steps: ``schemas.STEPS`` rows of every log.
+        readings: ``physics.READINGS`` rows of the telemetry.
+        ends: ``physics.MEMBERS`` rows.
+        round_trips: ``link``, ``rtt_seconds`` (probes).
+        members: ``topology.link_members`` output.
+        job: the job's figures.
+        skew_seconds: a known host-minus-switch skew, or None to estimate it.
+        evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
+            profiler or NCCL timings): the step's measure instead of its duration.
+
+    Returns:
+        The blame.
+    """
+    lines = intervals(parsed_steps).collect()
+    if evidence is not None and evidence.height:
+        lines = (
+            lines.join(evidence, on=_STEP, how="left")
+            .with_columns(
+                per_step=pl.when(pl.col("n") == 1)
+                .then(pl.coalesce("communication", "per_step"))
+                .otherwise("per_step"),
+                evidence=pl.when(pl.col("communication").is_not_null())
+                .then(pl.lit("communication"))
+                .otherwise(pl.lit("step_time")),
+            )
+            .drop("communication")
+        )
+    else:
+        lines = lines.with_columns(evidence=pl.lit("step_time"))
+    steps = expand(lines.lazy()).collect()
+    totals = physics.running_totals(readings.lazy()).collect()
+    median_step = float(lines["per_step"].median() or 0.0)  # type: ignore[arg-type]
+    grid = _grid(totals)
+    amounts = physics.window_amounts(totals.lazy(), grid.lazy()).collect()
+    rates = job_rates(amounts)
+    links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
+    grid = grid.with_columns(seconds_step=pl.lit(median_step))
+    amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
+        pl.col("base_rate").fill_null(0.0)
+    )
+    cells = step_physics(grid, amounts, ends, links)
+    signal = floor(cells).group_by("window").agg(pl.col("physics").max()).join(grid, on="window")
+    correlation = None
+    if skew_seconds is None:
+        placed = steps.filter(pl.col("lo").is_not_null())
+        typical = pl.col("per_step").median().over("rank")
+        proxy = placed.select("lo", "hi", excess=(pl.col("per_step") - typical).clip(lower_bound=0.0))
+        top = proxy["excess"].quantile(0.95) or 0.0
+        proxy = proxy.with_columns(pl.col("excess").clip(upper_bound=top))
+        skew_seconds, correlation = estimate_skew(proxy, signal.select("time", "physics"))
+    skew = pl.duration(microseconds=round(skew_seconds * 1e6))
+    windows = (
+        steps.filter(pl.col("lo").is_not_null())
+        .select("lo", "hi")
+        .unique()
+        .with_row_index("window")
+        .with_columns(pl.col("window").cast(pl.Int64))
+    )
+    switch = windows.select(
+        "window",
+        lo=pl.col("lo") - skew,
+        hi=pl.col("hi") - skew,
+        seconds_step=(pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9,
+    )
+    per_link = on_steps(cells, grid, switch)
+    shares = shapley(per_link.lazy(), ["window"]).collect()
+    step_total = shares.group_by("window").agg(step_physics=pl.col("physics").max())
+    steps = steps.join(windows, on=["lo", "hi"], how="left").join(step_total, on="window", how="left")
+    steps = steps.with_columns(pl.col("step_physics").fill_null(0.0))
+    line_physics = steps.group_by("rank", "line").agg(physics=pl.col("step_physics").sum())
+    lines = lines.join(line_physics.rename({"line": "step"}), on=_STEP, how="left").with_columns(
+        pl.col("physics").fill_null(0.0)
+    )
+    singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
+    size = cycle(singles)
+    judged = reconcile(baselines(lines.lazy(), size)).collect()
+    return _outputs(
+        steps,
+        judged,
+        shares,
+        links,
+        {
+            "skew_seconds": skew_seconds,
+            "skew_correlation": correlation,
+            "skew_estimated": correlation is not None,
+            "communication_cycle_steps": size,
+            "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
+            "interval_lines": int((lines["n"] > 1).sum()),
+            "lines_not_placeable": int(lines["lo"].is_null().sum()),
+        },
+    )
+
+
+def _outputs(
+    steps: pl.DataFrame,
+    judged: pl.DataFrame,
+    shares: pl.DataFrame,
+    links: pl.DataFrame,
+    summary: dict[str, object],
+) -> Blame:
+    """Lines' network time down to steps (in proportion to their physics) and links (Shapley shares)."""
+    from analyzer import schemas
+
+    line = judged.select(
+        "rank",
+        line="step",
+        n="n",
+        line_physics="physics",
+        baseline_seconds="baseline",
+        line_excess="excess",
+        line_network="network",
+        line_unexplained="unexplained",
+        sigma="sigma",
+        source_file="source_file",
+    )
+    rows = steps.join(line, on=["rank", "line"], how="left")
+    weight = (
+        pl.when(pl.col("line_physics") > 0)
+        .then(pl.col("step_physics") / pl.col("line_physics"))
+        .otherwise(1 / pl.col("n"))
+    )
+    rows = rows.with_columns(
+        network=pl.col("line_network") * weight,
+        inflation_seconds=(pl.col("line_excess") / pl.col("n")).clip(lower_bound=0.0),
+        unexplained_seconds=pl.col("line_unexplained") / pl.col("n"),
+    )
+    path = links.select(
+        "link",
+        steady=pl.col("serialization_seconds").fill_null(0.0)
+        + 2 * pl.col("round_trip_seconds").fill_null(0.0),
+    ).filter(pl.col("steady") > 0)
+    steady_s = path["steady"].max() if path.height else None
+    given = shares.join(rows.select("window", "step", "rank", "network", "step_physics"), on="window")
+    given = (
+        given.filter(pl.col("share") > 0)
+        .with_columns(
+            attributed_seconds=pl.col("network") * pl.col("share") / pl.col("step_physics"),
+            share=pl.col("share") / pl.col("step_physics"),
+        )
+        .filter(pl.col("attributed_seconds") > 0)
+    )
+    attribution = given.select(
+        "step",
+        "rank",
+        event_id=pl.lit(None, pl.Int64),
+        link="link",
+        device="device",
+        interface=pl.lit(None, pl.String),
+        kind="cause",
+        overlap_seconds=pl.lit(None, pl.Float64),
+        share="share",
+        attributed_seconds="attributed_seconds",
+    )
+    top = (
+        attribution.sort("attributed_seconds", descending=True)
+        .group_by(_STEP)
+        .agg(
+            top_link=pl.col("link").first(),
+            top_kind=pl.col("kind").first(),
+            top_device=pl.col("device").first(),
+            events=pl.len().cast(pl.Int64),
+        )
+    )
+    table = (
+        rows.join(top, on=_STEP, how="left")
+        .select(
+            "step",
+            "rank",
+            start_time="lo",
+            end_time="hi",
+            duration_seconds="per_step",
+            baseline_seconds="baseline_seconds",
+            inflation_seconds="inflation_seconds",
+            inflated=pl.col("inflation_seconds") > SIGNIFICANT_SIGMAS * pl.col("sigma").fill_null(0.0),
+            events=pl.col("events").fill_null(0),
+            top_link="top_link",
+            top_kind="top_kind",
+            top_device="top_device",
+            steady_seconds=pl.lit(steady_s, pl.Float64),
+            unexplained_seconds="unexplained_seconds",
+            source_file="source_file",
+        )
+        .sort(_STEP)
+    )
+    return Blame(
+        schemas.conform_lazy(schemas.STEP_ANALYSIS, table.lazy()).collect(),
+        schemas.conform_lazy(schemas.ATTRIBUTION, attribution.lazy()).collect(),
+        links,
+        summary,
+    )

@@ -1,0 +1,197 @@
+"""What the job's queue on each link went through, from the telemetry: the physics the blame rests on.
+
+The telemetry pass keeps, per link end (a member device of a link), the running totals of the quantities
+that slow the job's collectives, summed over the end's member interfaces (``readings``):
+
+* ``sent``: bytes the job's traffic class transmitted (the job's own bytes plus any other traffic in its
+  class, which shares the queue with it);
+* ``dropped``: bytes the job's class dropped (``dropped_frames`` where only packets are counted), and
+  ``fcs`` frames received with a bad FCS (lost to the optics): all are sent again;
+* ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
+  pause time the end sent (to its own hosts, and over the wave to the far end);
+* ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link).
+
+Only readings that add something, and their neighbours (the anchors of the interpolation), are kept: a
+quiet counter between two quiet readings adds nothing to any window. Each end's first and last reading
+bound its observation (``window_amounts``' ``covered``).
+
+Only the job's traffic class is read (``--job-traffic-class``): traffic in other classes is served after
+the job's and never slows it, so it is shown as background, never blamed. Running totals make the amount
+over any window a difference of two interpolations (``window_amounts``), whatever the poll times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from analyzer import schemas
+
+SENT = "dci_queue_transmit_bytes_total"
+DROPPED = "dci_queue_dropped_bytes_total"
+DROPPED_PACKETS = "dci_queue_dropped_packets_total"
+PAUSED = "dci_pfc_pause_duration_seconds_total"
+FCS = "dci_interface_receive_fcs_errors_total"
+UP = "dci_interface_oper_up"
+SPEED = "dci_interface_speed_bytes_per_second"
+RTT_MIN = "dci_link_rtt_seconds_min"
+METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, RTT_MIN})
+_US = pl.Datetime("us", "UTC")
+QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down")
+KEYS = ["link", "device", "quantity"]
+
+READINGS: pl.Schema = pl.Schema(
+    {
+        "link": pl.String(),
+        "device": pl.String(),
+        "quantity": pl.String(),
+        "time": schemas.TIME,
+        "amount": pl.Float64(),
+    }
+)
+"""One row per reading: what it adds to its quantity's running total (counters: the interval's increase;
+``up``: the reading x the interval's seconds)."""
+
+MEMBERS: pl.Schema = pl.Schema(
+    {"link": pl.String(), "device": pl.String(), "interfaces": pl.UInt32(), "capacity": pl.Float64()}
+)
+"""Per link end: member interfaces seen and their summed speed (bytes/s)."""
+
+
+def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None) -> pl.LazyFrame:
+    """The physics rows of one batch of signals (``READINGS``).
+
+    Args:
+        signals: ``schemas.SIGNALS`` rows.
+        labels: ``schemas.SERIES`` rows.
+        job_class: the job's traffic class (queue and PFC priority name), or None: then no queue
+            quantity is read (no class can be blamed without knowing which one is the job's).
+
+    Returns:
+        ``READINGS`` rows of link member interfaces.
+    """
+    place = labels.select("series", "link", "device", "queue", "priority", "direction")
+    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP]
+    metric = pl.col("metric").cast(pl.String)
+    # A gauge covers the interval since the previous reading; the first reading of a series covers none.
+    amount = (
+        pl.when(metric == UP).then((1 - pl.col("value")) * pl.col("seconds")).otherwise(pl.col("increase"))
+    )
+    # Signals are grouped by series in time order: neighbours are a shift away.
+    sig = signals.filter(pl.col("metric").is_in(wanted)).with_columns(amount=amount.fill_null(0.0))
+    same_prev = (pl.col("series") == pl.col("series").shift(1)).fill_null(False)
+    same_next = (pl.col("series") == pl.col("series").shift(-1)).fill_null(False)
+    adds = pl.col("amount") > 0
+    keep = (
+        adds
+        | ~same_prev
+        | ~same_next
+        | (same_prev & adds.shift(1).fill_null(False))
+        | (same_next & adds.shift(-1).fill_null(False))
+    )
+    rows = sig.filter(keep).join(place, on="series").filter(pl.col("link").is_not_null())
+    mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
+    job_priority = pl.col("priority") == (job_class or "")
+    paused_here = job_priority & (pl.col("direction").fill_null("rx") == "rx")
+    pausing_here = job_priority & (pl.col("direction") == "tx")
+    quantity = (
+        pl.when((metric == SENT) & mine)
+        .then(pl.lit("sent"))
+        .when((metric == DROPPED) & mine)
+        .then(pl.lit("dropped"))
+        .when((metric == DROPPED_PACKETS) & mine)
+        .then(pl.lit("dropped_frames"))
+        .when((metric == PAUSED) & paused_here)
+        .then(pl.lit("paused"))
+        .when((metric == PAUSED) & pausing_here)
+        .then(pl.lit("pausing"))
+        .when(metric == FCS)
+        .then(pl.lit("fcs"))
+        .when(metric == UP)
+        .then(pl.lit("down"))
+    )
+    out = rows.select("link", "device", "time", quantity=quantity, amount="amount")
+    return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))
+
+
+def members(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
+    """Per link end: member interfaces reporting a speed and their summed speed (``MEMBERS``)."""
+    speed = signals.filter(pl.col("metric") == SPEED).group_by("series").agg(speed=pl.col("value").median())
+    placed = speed.join(labels.select("series", "link", "device", "interface"), on="series")
+    per_port = placed.filter(pl.col("link").is_not_null()).group_by("link", "device", "interface")
+    ends = per_port.agg(pl.col("speed").median()).group_by("link", "device")
+    return schemas.conform_lazy(
+        MEMBERS, ends.agg(interfaces=pl.len().cast(pl.UInt32), capacity=pl.col("speed").sum())
+    )
+
+
+def round_trips(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
+    """Per link: the median of the probes' per-interval minimum round trip (queueing excluded, as a
+    clean network's is), from ``dci_link_rtt_seconds_min``."""
+    rtt = signals.filter(pl.col("metric") == RTT_MIN).join(labels.select("series", "link"), on="series")
+    return (
+        rtt.filter(pl.col("link").is_not_null() & (pl.col("value") > 0))
+        .group_by("link")
+        .agg(rtt_seconds=pl.col("value").median(), rtt_probes=pl.len().cast(pl.Int64))
+    )
+
+
+def running_totals(readings: pl.LazyFrame) -> pl.LazyFrame:
+    """Per (link, device, quantity): the running total at each reading time, members summed.
+
+    Members of one end are polled in one request, so their readings interleave closely; crediting each
+    increase at its reading time and interpolating between readings spreads it over the interval it
+    describes.
+    """
+    summed = (
+        readings.with_columns(pl.col("time").cast(_US))
+        .group_by(*KEYS, "time")
+        .agg(pl.col("amount").fill_null(0.0).sum())
+    )
+    return summed.sort(*KEYS, "time").with_columns(total=pl.col("amount").cum_sum().over(KEYS)).drop("amount")
+
+
+def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
+    """What each quantity of each link end added over each window.
+
+    Each (link end, quantity)'s running total is interpolated linearly at the windows' edges (held flat
+    outside its readings): one ``numpy.interp`` per series over every window at once.
+
+    Args:
+        totals: ``running_totals`` output.
+        windows: ``window``, ``lo``, ``hi`` (switch clock).
+
+    Returns:
+        ``window``, ``link``, ``device``, one Float64 column per quantity (zero where not reported),
+        ``covered`` (seconds of the window inside the end's observation) and ``seconds`` (its length).
+    """
+    frame = windows.with_columns(pl.col("lo", "hi").cast(_US)).collect()
+    lo = frame["lo"].dt.epoch("us").to_numpy().astype(np.float64)
+    hi = frame["hi"].dt.epoch("us").to_numpy().astype(np.float64)
+    parts = []
+    for (link, device), series in totals.collect().partition_by(["link", "device"], as_dict=True).items():
+        times = series["time"].dt.epoch("us").to_numpy().astype(np.float64)
+        first, last = times.min(), times.max()
+        covered = np.clip(np.minimum(hi, last) - np.maximum(lo, first), 0.0, None) / 1e6
+        columns: dict[str, object] = {
+            "window": frame["window"],
+            "link": link,
+            "device": device,
+            "covered": covered,
+        }
+        for quantity in QUANTITIES:
+            rows = series.filter(pl.col("quantity") == quantity)
+            if rows.is_empty():
+                columns[quantity] = 0.0
+                continue
+            t = rows["time"].dt.epoch("us").to_numpy().astype(np.float64)
+            c = rows["total"].to_numpy()
+            columns[quantity] = np.clip(np.interp(hi, t, c) - np.interp(lo, t, c), 0.0, None)
+        parts.append(pl.DataFrame(columns))
+    schema = {"window": frame.schema["window"], "link": pl.String(), "device": pl.String()}
+    empty = pl.DataFrame(
+        schema={**schema, "covered": pl.Float64(), **dict.fromkeys(QUANTITIES, pl.Float64())}
+    )
+    wide = pl.concat(parts, how="vertical_relaxed") if parts else empty
+    seconds = (pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9
+    return wide.lazy().join(frame.lazy().select("window", seconds=seconds), on="window")

@@ -1,0 +1,142 @@
+"""Blame from evidence (``analyzer.blame``, ``analyzer.physics``) on small synthetic frames."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+from synthetic_fabric import T0
+
+from analyzer import blame, physics
+from spanwatch import score
+
+
+def _lines(per_step: list[float], physics_s: list[float], n: int = 1) -> pl.LazyFrame:
+    return pl.LazyFrame(
+        {
+            "rank": [0] * len(per_step),
+            "step": [(i + 1) * n for i in range(len(per_step))],
+            "n": [n] * len(per_step),
+            "per_step": per_step,
+            "physics": physics_s,
+            "source_file": ["x"] * len(per_step),
+        }
+    )
+
+
+def test_shapley_splits_the_slowest_links_lateness() -> None:
+    # Lateness 10 ms and 30 ms: the first 10 ms shared, the next 20 ms the slower link's alone.
+    frame = pl.LazyFrame({"window": [0, 0], "link": ["a", "b"], "physics": [0.010, 0.030]})
+    shares = dict(blame.shapley(frame, ["window"]).collect().select("link", "share").iter_rows())
+    assert shares == pytest.approx({"a": 0.005, "b": 0.025})
+
+
+def test_a_checkpoint_inside_an_episode_keeps_its_compute() -> None:
+    # Clean steps of 1.0 s (a little noise), an episode adding 0.1 s for 10 steps, one of which also
+    # checkpoints for 2 s: the checkpoint is capped at the episode's measured rate, not blamed.
+    rng = np.random.default_rng(1)
+    clean = list(1.0 + 0.002 * rng.standard_normal(40))
+    episode = [1.1 + 0.002 * x for x in rng.standard_normal(10)]
+    episode[5] += 2.0
+    per_step = clean[:20] + episode + clean[20:]
+    phys = [0.0] * 20 + [0.05] * 10 + [0.0] * 20
+    judged = blame.reconcile(blame.baselines(_lines(per_step, phys), 1)).collect().sort("step")
+    network = judged["network"].to_list()
+    assert sum(network[:20]) + sum(network[30:]) == 0.0
+    assert network[25] == pytest.approx(0.1, abs=0.01)
+    assert judged["unexplained"][25] == pytest.approx(2.0, abs=0.01)
+    assert sum(network[20:30]) == pytest.approx(1.0, rel=0.03)
+
+
+def test_no_physical_cause_no_blame() -> None:
+    # A straggler: step times grow, the job's queue saw nothing.
+    per_step = [1.0] * 20 + [3.0] * 3 + [1.0] * 20
+    judged = blame.reconcile(blame.baselines(_lines(per_step, [0.0] * 43), 1)).collect()
+    assert judged["network"].sum() == 0.0
+    assert judged["unexplained"].sum() == pytest.approx(6.0)  # the excess stays unexplained, no link's
+
+
+def test_interval_lines_are_weighted_by_their_steps() -> None:
+    # Three Megatron-style lines of 10 iterations each: 1.0 s per step, then 1.05 s, then 1.0 s.
+    frame = pl.DataFrame(
+        {
+            "rank": [None] * 3,
+            "step": [10, 20, 30],
+            "start_time": [None] * 3,
+            "end_time": [T0 + timedelta(seconds=s) for s in (10.0, 20.5, 30.5)],
+            "duration_seconds": [1.0, 1.05, 1.0],
+            "interval_average": [True] * 3,
+            "interval_steps": [10] * 3,
+            "source_file": ["m.log"] * 3,
+        },
+        schema_overrides={"rank": pl.Int64, "start_time": pl.Datetime("us", "UTC")},
+    )
+    lines = blame.intervals(frame).collect()
+    assert lines["n"].to_list() == [10, 10, 10]
+    steps = blame.expand(lines.lazy()).collect()
+    assert steps.height == 30
+    assert steps["step"].to_list() == list(range(1, 31))
+    middle = steps.filter(pl.col("line") == 20)
+    assert middle["lo"][0] == T0 + timedelta(seconds=10)
+    assert middle["hi"][-1] == T0 + timedelta(seconds=20.5)
+
+
+def test_cycle_finds_a_sync_every_four_steps() -> None:
+    steps = list(range(1, 201))
+    seconds = [1.03 if s % 4 == 0 else 1.0 for s in steps]
+    noisy = [x + 0.001 * ((s * 7919) % 5 - 2) / 2 for s, x in zip(steps, seconds, strict=True)]
+    assert blame.cycle(pl.DataFrame({"step": steps, "seconds": noisy})) == 4
+    assert blame.cycle(pl.DataFrame({"step": steps, "seconds": [1.0] * 200})) == 1
+
+
+def test_skew_is_found_by_cross_correlation() -> None:
+    # Physics on the switch clock; the same pattern 2 s later on the host clock.
+    grid = [T0 + timedelta(seconds=0.1 * i) for i in range(600)]
+    level = [1.0 if 20 <= 0.1 * i < 30 else 0.0 for i in range(600)]
+    signal = pl.DataFrame({"time": grid, "physics": level})
+    lo = [T0 + timedelta(seconds=0.5 * i) for i in range(120)]
+    excess = [0.1 if 22 <= 0.5 * i < 32 else 0.0 for i in range(120)]
+    steps = pl.DataFrame({"lo": lo, "hi": [t + timedelta(seconds=0.5) for t in lo], "excess": excess})
+    skew, r = blame.estimate_skew(steps, signal)
+    assert skew == pytest.approx(2.0, abs=0.11)
+    assert r is not None and r > 0.9
+
+
+def test_steady_figures_from_probes_capacity_and_bytes() -> None:
+    members = pl.DataFrame({"link": ["l1", "l1"], "device": ["a", "b"], "rtt_seconds": [0.00098, 0.00098]})
+    ends = pl.DataFrame(
+        {"link": ["l1", "l1"], "device": ["a", "b"], "interfaces": [4, 4], "capacity": [4e11, 4e11]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    probes = pl.DataFrame({"link": ["l1"], "rtt_seconds": [0.001]})
+    table = blame.steady(members, ends, probes, pl.DataFrame({"link": ["l1"], "bytes": [1.4e10]}))
+    row = table.row(0, named=True)
+    assert row["round_trip_seconds"] == 0.001  # measured, over the fibre's
+    assert row["serialization_seconds"] == pytest.approx(0.035)
+
+
+def test_window_amounts_interpolate_running_totals() -> None:
+    readings = pl.LazyFrame(
+        {
+            "link": ["l1"] * 3,
+            "device": ["a"] * 3,
+            "quantity": ["paused"] * 3,
+            "time": [T0 + timedelta(seconds=s) for s in (0, 1, 2)],
+            "amount": [0.0, 0.5, 0.5],
+        },
+        schema=physics.READINGS,
+    )
+    totals = physics.running_totals(readings)
+    windows = pl.LazyFrame(
+        {"window": [0], "lo": [T0 + timedelta(seconds=0.5)], "hi": [T0 + timedelta(seconds=1.5)]}
+    )
+    out = physics.window_amounts(totals, windows).collect()
+    assert out["paused"].item() == pytest.approx(0.5)
+    assert out["seconds"].item() == pytest.approx(1.0)
+
+
+def test_scorer_reads_places_and_queues_as_the_simulator_names_them() -> None:
+    assert score.queue_name("dci-ab-a/Ethernet1/1/3") == "3"
+    assert score.queue_name("tc3") == "3"
