@@ -320,7 +320,7 @@ async def serve_hostile(recording: str, period: float) -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     servicers = {
         "stall": GnmiServer(good, stall_after=1, sync=False),
-        "reset": GnmiServer(good, close_after=2),
+        "reset": GnmiServer(good, close_after=2, repeat=3),  # UNAVAILABLE after 2 responses, each dial
         "nan": periodic([*good, _counter("in-octets", double_val=math.nan)], period),
         "negative": periodic([*good, _counter("in-octets", int_val=-5)], period),
         "deep_json": periodic([*good, _counter("in-octets", json_val=deep)], period),
