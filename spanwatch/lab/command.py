@@ -354,16 +354,18 @@ def summarise(truth: dict[str, Any], out: Path) -> None:
 
 
 def analyse(out: Path) -> None:
-    """``spanwatch analyze`` on the lab's archive and step log into ``out`` (scored where this build has
-    ``spanwatch score``), then the report."""
+    """``spanwatch analyze`` on the lab's archive and step log into ``out``, scored against the lab's truth
+    (with its control), then the report. The job's class and bytes per step are what the lab configured
+    and measured in the control run, as a real job's operator would give them."""
+    truth = json.loads((out / "truth.json").read_text())
+    job_bytes = sum(link["job_bytes_per_step"] for link in truth["links"].values())
     argv = [
         sys.executable, "-m", "spanwatch", "analyze", "--archive", str(out / "archive"),
         "--logs", str(out / "steps.jsonl"), "--config", str(out / "config.yaml"), "--out", str(out),
+        "--truth", str(out / "truth.json"), "--job-traffic-class", str(truth["job"]["traffic_class"]),
+        "--job-bytes-per-step", str(job_bytes),
     ]  # fmt: skip
-    scorer = importlib.util.find_spec("spanwatch.score") is not None
-    if scorer:
-        argv += ["--truth", str(out / "truth.json")]
-    log.info("lab: analysing%s", " and scoring" if scorer else " (this build has no spanwatch score)")
+    log.info("lab: analysing and scoring")
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     (out / "analyze.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -374,4 +376,4 @@ def analyse(out: Path) -> None:
     (out / "report.log").write_text(report.stdout + report.stderr)
     if report.returncode != 0:
         log.warning("lab: the report failed: see %s", out / "report.log")
-    print(f"lab: analysis in {out}" + (f", score in {out / 'score.json'}" if scorer else ""))
+    print(f"lab: analysis in {out}, score in {out / 'score.json'}")

