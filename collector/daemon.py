@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +22,7 @@ from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import SpanwatchError
 from collector.exporters.http import ExporterServer, serve
+from collector.lifecycle import Signals
 from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
 from collector.probes.twamp import Reflector
@@ -64,12 +63,11 @@ class Daemon:
         self._targets: dict[str, tuple[Target, list[asyncio.Task[None]], list[PolledSource]]] = {}
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._flush_task: asyncio.Task[None] | None = None
-        self._reloads: set[asyncio.Task[bool]] = set()
         self.mappings: Mappings | None = None
         self._signatures: dict[str, tuple[str, ...]] = {}  # the user mapping files each target uses
         self._targets_files: dict[Path, float] = {}  # targets files and their mtimes at the last load
         self._stop = asyncio.Event()
-        self._signals = 0
+        self.signals = Signals(self.stop, self.reload)
         self.probes = Probes(self.store, self.clock)
         self.reflector: Reflector | None = None
 
@@ -84,7 +82,7 @@ class Daemon:
         config, mappings = await self._load()
         config = sharding.select_worker(config, self.shard, self.worker)
         await self._apply(config, mappings)
-        self._install_signals()
+        self.signals.install()
         self._housekeeping_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
         log.info("collecting from %d targets, serving %s", len(config.targets), config.collector.listen)
         await self._stop.wait()
@@ -270,7 +268,7 @@ class Daemon:
         if now != self._targets_files:
             self._targets_files = now  # one reload per change, also when the new file is rejected
             log.info("targets files changed: reloading")
-            self._reload_task()
+            self.signals.reload_soon()
 
     async def _flush_loop(self, interval: float) -> None:
         while True:
@@ -300,7 +298,9 @@ class Daemon:
 
     async def _shutdown(self) -> None:
         log.info("stopping: cancelling sources, flushing the archive")
-        background = [t for t in (self._housekeeping_task, self._flush_task, *self._reloads) if t is not None]
+        background = [
+            t for t in (self._housekeeping_task, self._flush_task, *self.signals.reloads) if t is not None
+        ]
         for task in background:
             task.cancel()
         for name in list(self._targets):
@@ -321,32 +321,6 @@ class Daemon:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
-
-    # -- signals ------------------------------------------------------------------------------------
-    def _install_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        handlers: dict[signal.Signals, Callable[[], None]] = {
-            signal.SIGTERM: self._on_stop_signal,
-            signal.SIGINT: self._on_stop_signal,
-            signal.SIGHUP: lambda: self._reload_task(),
-        }
-        for sig, handler in handlers.items():
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
-                loop.add_signal_handler(sig, handler)
-
-    def _reload_task(self) -> None:
-        task = asyncio.create_task(self.reload())
-        self._reloads.add(task)
-        task.add_done_callback(self._reloads.discard)
-
-    def _on_stop_signal(self) -> None:
-        self._signals += 1
-        if self._signals == 1:
-            log.info("stop requested; send the signal again to force")
-            self.stop()
-        else:
-            log.warning("second stop signal: exiting without the final flush")
-            os._exit(1)
 
 
 def _archive_class() -> type[Archive]:

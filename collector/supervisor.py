@@ -25,7 +25,6 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from collector import config as configuration
@@ -35,6 +34,7 @@ from collector.clock import Clock, SystemClock
 from collector.config import Config
 from collector.errors import SpanwatchError
 from collector.exporters.http import ExporterServer, serve
+from collector.lifecycle import Signals
 from collector.process import raise_descriptor_limit
 from collector.relay import Mirror, read_frame
 from collector.shard import Shard
@@ -74,9 +74,8 @@ class Supervisor:
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.exit_codes: dict[int, int] = {}
         self._keepers: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[object]] = set()
         self._stop = asyncio.Event()
-        self._signals = 0
+        self.signals = Signals(self.stop, self.reload, self._kill_workers)
 
     async def run(self) -> None:
         """Run until stopped by a signal or ``stop()``.
@@ -90,7 +89,7 @@ class Supervisor:
         self.config = config
         links.update(self.store, config)
         self._keepers = [asyncio.create_task(self._keep(i), name=f"worker {i}") for i in range(self.workers)]
-        self._install_signals()
+        self.signals.install()
         housekeeping = asyncio.create_task(self._housekeeping())
         log.info(
             "collecting from %d targets with %d worker processes, serving %s",
@@ -252,31 +251,8 @@ class Supervisor:
             self.server.close()
             await self.server.wait_closed()
 
-    # -- signals ----------------------------------------------------------------------------------
-    def _install_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        handlers: dict[signal.Signals, Callable[[], None]] = {
-            signal.SIGTERM: self._on_stop_signal,
-            signal.SIGINT: self._on_stop_signal,
-            signal.SIGHUP: self._reload_task,
-        }
-        for sig, handler in handlers.items():
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
-                loop.add_signal_handler(sig, handler)
-
-    def _reload_task(self) -> None:
-        task: asyncio.Task[object] = asyncio.create_task(self.reload())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _on_stop_signal(self) -> None:
-        self._signals += 1
-        if self._signals == 1:
-            log.info("stop requested; send the signal again to force")
-            self.stop()
-            return
-        log.warning("second stop signal: killing the workers, exiting without the final flush")
+    def _kill_workers(self) -> None:
+        """A forced exit: the workers go at once, without their final flush."""
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        os._exit(1)
