@@ -21,7 +21,7 @@ from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import SpanwatchError
-from collector.exporters.http import ExporterServer, serve
+from collector.exporters.http import Exporter
 from collector.lifecycle import Signals
 from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
@@ -59,7 +59,7 @@ class Daemon:
         self.config: Config | None = None
         self.store = Store(self.clock)
         self.archive: Archive | None = None
-        self.server: ExporterServer | None = None
+        self.exporter = Exporter(self.store)
         self._targets: dict[str, tuple[Target, list[asyncio.Task[None]], list[PolledSource]]] = {}
         self._housekeeping_task: asyncio.Task[None] | None = None
         self._flush_task: asyncio.Task[None] | None = None
@@ -172,23 +172,8 @@ class Daemon:
             self.reflector.start()
 
     async def _restart_server(self, config: Config, old: Config | None) -> None:
-        """Serve ``/metrics`` as ``config`` says, re-reading web.yml (certificates may have rotated).
-
-        The old server is closed first, so the same address can be bound again; if the new one cannot
-        start, the old one is started again and the error propagates (the reload is rejected).
-        """
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-            self.server = None
-        try:
-            self.server = await serve(self.store, config.collector.listen, config.collector.web_config)
-        except (OSError, SpanwatchError) as e:
-            if old is not None:
-                self.server = await serve(self.store, old.collector.listen, old.collector.web_config)
-            elif isinstance(e, OSError):  # at start-up: a user error (port taken), not a traceback
-                raise SpanwatchError(f"cannot listen on {config.collector.listen}: {e.strerror}") from None
-            raise
+        previous = (old.collector.listen, old.collector.web_config) if old is not None else None
+        await self.exporter.apply(config.collector.listen, config.collector.web_config, previous)
 
     async def _restart_archive(self, config: Config) -> None:
         """Flush the old archive and start writing where ``config`` says."""
@@ -318,9 +303,7 @@ class Daemon:
                 self.archive.pending,
                 sum(self.archive.rows_dropped.values()),
             )
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
+        await self.exporter.close()
 
 
 def _archive_class() -> type[Archive]:

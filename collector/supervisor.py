@@ -33,7 +33,7 @@ from collector import shard as sharding
 from collector.clock import Clock, SystemClock
 from collector.config import Config
 from collector.errors import SpanwatchError
-from collector.exporters.http import ExporterServer, serve
+from collector.exporters.http import Exporter
 from collector.lifecycle import Signals
 from collector.process import raise_descriptor_limit
 from collector.relay import Mirror, read_frame
@@ -70,7 +70,7 @@ class Supervisor:
         self.store = Store(self.clock)
         self.mirror = Mirror(self.store)
         self.config: Config | None = None
-        self.server: ExporterServer | None = None
+        self.exporter = Exporter(self.store)
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.exit_codes: dict[int, int] = {}
         self._keepers: list[asyncio.Task[None]] = []
@@ -135,20 +135,8 @@ class Supervisor:
         return True
 
     async def _restart_server(self, config: Config, old: Config | None) -> None:
-        """Serve ``/metrics`` as ``config`` says (as ``Daemon._restart_server``: on failure the old
-        settings are served again and the error propagates)."""
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-            self.server = None
-        try:
-            self.server = await serve(self.store, config.collector.listen, config.collector.web_config)
-        except (OSError, SpanwatchError) as e:
-            if old is not None:
-                self.server = await serve(self.store, old.collector.listen, old.collector.web_config)
-            elif isinstance(e, OSError):
-                raise SpanwatchError(f"cannot listen on {config.collector.listen}: {e.strerror}") from None
-            raise
+        previous = (old.collector.listen, old.collector.web_config) if old is not None else None
+        await self.exporter.apply(config.collector.listen, config.collector.web_config, previous)
 
     # -- workers ----------------------------------------------------------------------------------
     async def _keep(self, index: int) -> None:
@@ -247,9 +235,7 @@ class Supervisor:
         for task in pending:
             task.cancel()
         await asyncio.gather(*done, *pending, return_exceptions=True)
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
+        await self.exporter.close()
 
     def _kill_workers(self) -> None:
         """A forced exit: the workers go at once, without their final flush."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collector.errors import ConfigError
+from collector.errors import ConfigError, SpanwatchError
 from collector.exporters.auth import CHALLENGE, BasicAuth
 from collector.exporters.prometheus import CONTENT_TYPE, render
 from collector.exporters.webconfig import WebConfig, load_web_config, peer_allowed, ssl_context
@@ -463,3 +463,42 @@ async def serve(
     scheme = "https" if web is not None and web.tls_server_config is not None else "http"
     log.info("serving metrics on %s://%s/metrics", scheme, listen)
     return server
+
+
+class Exporter:
+    """The ``/metrics`` server of one process, replaced as the config changes.
+
+    Args:
+        store: what it serves.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.server: ExporterServer | None = None
+
+    async def apply(self, listen: str, web_config: Path | None, old: tuple[str, Path | None] | None) -> None:
+        """Serve on ``listen`` with ``web_config``, re-reading web.yml (certificates may have rotated).
+
+        The running server is closed first, so the same address can be bound again; if the new one cannot
+        start, the ``old`` settings are served again and the error propagates (the reload is rejected).
+
+        Raises:
+            SpanwatchError: at start-up (no ``old``), the address cannot be bound; or web.yml is invalid.
+            OSError: on a reload, the new address cannot be bound.
+        """
+        await self.close()
+        try:
+            self.server = await serve(self.store, listen, web_config)
+        except (OSError, SpanwatchError) as e:
+            if old is not None:
+                self.server = await serve(self.store, *old)
+            elif isinstance(e, OSError):  # at start-up: a user error (port taken), not a traceback
+                raise SpanwatchError(f"cannot listen on {listen}: {e.strerror}") from None
+            raise
+
+    async def close(self) -> None:
+        """Stop serving."""
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+            self.server = None
