@@ -13,8 +13,8 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from collector.errors import ConfigError
-from collector.exporters.http import ExporterServer, Limits, accepts_gzip, parse_listen, serve
+from collector.errors import ConfigError, SpanwatchError
+from collector.exporters.http import Exporter, ExporterServer, Limits, accepts_gzip, parse_listen, serve
 from collector.model import counter, labels
 from collector.store import Store
 
@@ -228,3 +228,32 @@ async def test_rate_limit(store: Store, tmp_path: Path) -> None:
     writer.close()
     srv.close()
     await srv.wait_closed()
+
+
+async def test_an_address_taken_at_start_up_is_a_user_error() -> None:
+    exporter = Exporter(Store())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SpanwatchError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await exporter.apply(f"127.0.0.1:{port}", None, None)
+    assert exporter.server is None
+
+
+async def test_a_reload_to_a_taken_address_serves_the_old_one_again() -> None:
+    exporter = Exporter(Store())
+    await exporter.apply("127.0.0.1:0", None, None)
+    assert exporter.server is not None
+    old_port = exporter.server.address[1]
+    try:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            with pytest.raises(OSError):
+                await exporter.apply(
+                    f"127.0.0.1:{taken.getsockname()[1]}", None, (f"127.0.0.1:{old_port}", None)
+                )
+        assert exporter.server is not None and exporter.server.address[1] == old_port
+    finally:
+        await exporter.close()
