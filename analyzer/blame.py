@@ -30,7 +30,7 @@ MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its stan
 # Counters are read about once a second and a reading is stamped up to a poll after the device sampled
 # it (see network.windowed_rates): a rate over less than about two polls is mostly stamp error, so each
 # step's physics is read over the step widened by one poll on each side.
-WIDEN_SECONDS = 1.0
+WIDEN_SECONDS = 0.0
 # Past saturation the job's share of its queue is set by its congestion control, not by the counters: a
 # floor of 5% of the capacity keeps the estimate finite; the measured excess then sets the amount.
 MIN_SHARE = 0.05
@@ -43,6 +43,7 @@ JOB_LINK_SHARE = 0.01
 # milliseconds), and the scorer calls a step with less than that clean.
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
+GATE_SIGMAS = 2.0
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
 # Clock skew searched over +-MAX_SKEW: NTP keeps hosts within milliseconds; a misconfigured host may be off
 # by seconds. Beyond this the log is not placed by the search (the control run's shift is never "found").
@@ -426,8 +427,10 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     blocks = ordered.with_columns(block=block).with_columns(
         gain=ratio.median().over("rank", "block").fill_null(1.0)
     )
-    cap = pl.when(caused).then(pl.col("gain") * pl.col("physics") + ALLOWANCE_SIGMAS * noise).otherwise(0.0)
-    network = pl.col("excess").clip(lower_bound=0.0).clip(upper_bound=cap)
+    scaled = pl.when(caused).then(pl.col("gain") * pl.col("physics")).otherwise(0.0)
+    measured = pl.col("excess") > GATE_SIGMAS * noise
+    cap = pl.when(measured).then(pl.col("excess") + ALLOWANCE_SIGMAS * noise).otherwise(pl.col("excess"))
+    network = scaled.clip(upper_bound=cap.clip(lower_bound=0.0))
     out = blocks.with_columns(network=network)
     return out.with_columns(unexplained=(pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))).drop(
         "block"
@@ -594,11 +597,15 @@ def attribute(
         .with_row_index("window")
         .with_columns(pl.col("window").cast(pl.Int64))
     )
+    # A step longer than the typical one (a checkpoint, a stall) spent the extra on compute: its
+    # collectives ran in its last typical step's worth of time, and only that is read for physics.
+    typical = pl.duration(microseconds=round(median_step * 1e6))
+    comm_lo = pl.max_horizontal(pl.col("lo"), pl.col("hi") - typical)
     switch = windows.select(
         "window",
-        lo=pl.col("lo") - skew,
+        lo=comm_lo - skew,
         hi=pl.col("hi") - skew,
-        seconds_step=(pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9,
+        seconds_step=(pl.col("hi") - comm_lo).dt.total_nanoseconds() / 1e9,
     )
     per_link = on_steps(cells, grid, switch)
     shares = shapley(per_link.lazy(), ["window"]).collect()
