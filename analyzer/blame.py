@@ -50,6 +50,7 @@ ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the phys
 MAX_SKEW_SECONDS = 2.5
 SKEW_RESOLUTION_SECONDS = 0.1
 SKEW_MIN_CORRELATION = 0.3  # below it the cross-correlation found nothing: the skew stays 0
+SKEW_MIN_GAIN = 0.05  # ... and a skew must correlate this much better than none to be believed
 CYCLES = (2, 3, 4, 5, 6, 8, 10, 12, 16)  # communication cycles tried (DiLoCo sync_every, accumulation)
 
 
@@ -437,45 +438,56 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def estimate_skew(steps: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, float | None]:
-    """The host-minus-switch clock skew that best lines the steps' excess up with the physics.
+def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, float | None]:
+    """The host-minus-switch clock skew that best lines the logged lines' excess up with the physics.
 
-    The physics is read on its grid (switch clock); each candidate skew reads, at every grid time, the
-    excess of the step then running on the host clock. The candidate within +-``MAX_SKEW_SECONDS`` (every
-    ``SKEW_RESOLUTION_SECONDS``) with the largest Pearson correlation wins if it reaches
-    ``SKEW_MIN_CORRELATION``.
+    Each candidate skew within +-``MAX_SKEW_SECONDS`` (every ``SKEW_RESOLUTION_SECONDS``) places every
+    line's window on the switch clock and integrates the physics over it (a line of N steps sums N steps'
+    worth, so interval averages are read over their whole interval, never as a point); the candidate with
+    the largest Pearson correlation between the lines' excess and their integrated physics wins if it
+    reaches ``SKEW_MIN_CORRELATION``. A line's edges cut through an episode differently for each skew,
+    which resolves the skew finer than the lines are long.
 
     Args:
-        steps: ``lo``, ``hi`` (host clock), ``excess`` (seconds per step above baseline; outliers clipped).
-        signal: ``time`` (switch clock, a regular grid), ``physics``.
+        lines: ``lo``, ``hi`` (host clock), ``excess`` (seconds over the line above baseline; outliers
+            clipped).
+        signal: ``time`` (switch clock, a regular grid), ``physics`` (per typical step).
 
     Returns:
         (skew seconds, the best correlation, or None when there was nothing to correlate).
     """
-    if steps.height < 3 or signal.height < 3:
+    if lines.height < 3 or signal.height < 3:
         return 0.0, None
-    ordered = steps.sort("lo")
     origin = signal["time"].dt.epoch("ns").min()
 
     def seconds(times: pl.Series) -> np.ndarray:
         return np.asarray((times.dt.epoch("ns") - origin).to_numpy() / 1e9, dtype=np.float64)
 
-    los, his, grid = seconds(ordered["lo"]), seconds(ordered["hi"]), seconds(signal["time"])
-    excess = ordered["excess"].to_numpy()
-    z = signal["physics"].to_numpy()
+    grid = seconds(signal["time"])
+    cell = float(np.median(np.diff(grid)))
+    # The running integral of the physics density (per second of time) at each cell's end.
+    integral = np.concatenate([[0.0], np.cumsum(signal["physics"].to_numpy() * cell)])
+    edges = np.concatenate([[grid[0] - cell / 2], grid + cell / 2])
+    los, his = seconds(lines["lo"]), seconds(lines["hi"])
+    excess = lines["excess"].to_numpy()
     shift = round(MAX_SKEW_SECONDS / SKEW_RESOLUTION_SECONDS)
-    best, best_r = 0.0, None
+    best, best_r, at_zero = 0.0, None, None
     for k in range(-shift, shift + 1):
         skew = k * SKEW_RESOLUTION_SECONDS
-        host = grid + skew  # the host clock reads switch time + skew
-        index = np.searchsorted(los, host, side="right") - 1
-        inside = (index >= 0) & (host < his[np.clip(index, 0, None)])
-        y = np.where(inside, excess[np.clip(index, 0, None)], 0.0)
-        r = _correlation(y[inside], z[inside]) if inside.sum() > 2 else None
+        lo, hi = los - skew, his - skew  # the switch clock reads host time - skew
+        inside = (lo >= edges[0]) & (hi <= edges[-1])
+        if inside.sum() < 3:
+            continue
+        physics = np.interp(hi[inside], edges, integral) - np.interp(lo[inside], edges, integral)
+        r = _correlation(excess[inside], physics)
+        if k == 0:
+            at_zero = r
         if r is not None and (best_r is None or r > best_r):
             best, best_r = skew, r
     if best_r is None or best_r < SKEW_MIN_CORRELATION:
         return 0.0, best_r
+    if at_zero is not None and best_r - at_zero < SKEW_MIN_GAIN:
+        return 0.0, at_zero  # a flat correlation is no evidence against synchronised clocks
     return best, best_r
 
 
@@ -580,12 +592,14 @@ def attribute(
         pl.col("base_rate").fill_null(0.0)
     )
     cells = step_physics(grid, amounts, ends, links)
-    signal = floor(cells).group_by("window").agg(pl.col("physics").max()).join(grid, on="window")
+    strongest = floor(cells).group_by("window").agg(pl.col("physics").max())
+    signal = grid.join(strongest, on="window", how="left").with_columns(pl.col("physics").fill_null(0.0))
     correlation = None
     if skew_seconds is None:
-        placed = steps.filter(pl.col("lo").is_not_null())
+        placed = lines.filter(pl.col("lo").is_not_null())
         typical = pl.col("per_step").median().over("rank")
-        proxy = placed.select("lo", "hi", excess=(pl.col("per_step") - typical).clip(lower_bound=0.0))
+        over = ((pl.col("per_step") - typical) * pl.col("n")).clip(lower_bound=0.0)
+        proxy = placed.select("lo", "hi", excess=over)
         top = proxy["excess"].quantile(0.95) or 0.0
         proxy = proxy.with_columns(pl.col("excess").clip(upper_bound=top))
         skew_seconds, correlation = estimate_skew(proxy, signal.select("time", "physics"))
