@@ -43,7 +43,8 @@ JOB_LINK_SHARE = 0.01
 # milliseconds), and the scorer calls a step with less than that clean.
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
-GATE_SIGMAS = 2.0
+GATE_SIGMAS = 2.0  # a line's excess past this many noise deviations lets its scaled physics stand
+ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
 # Clock skew searched over +-MAX_SKEW: NTP keeps hosts within milliseconds; a misconfigured host may be off
 # by seconds. Beyond this the log is not placed by the search (the control run's shift is never "found").
@@ -403,39 +404,84 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     return keyed.join(base, on=["rank", "position"]).join(noise, on="rank").drop("position")
 
 
-def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
-    """Each line's network time: its measured excess, up to what physics can explain.
+def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Each line's measured excess over its baseline, its noise, and the joint gain of its block.
 
-    Within a block of consecutive lines with a physical cause, the measured excess per unit of physics
-    (the median over lines whose excess is past the noise) scales the physics: loss recovery and
-    congestion-control cuts have no magnitude in 1 s counters, but their timing and their link do. A line
-    is then blamed its excess, never more than its scaled physics plus the step-time noise: a checkpoint
-    or a stall inside a congestion episode keeps its compute time as compute.
+    A block is a run of consecutive lines with a physical cause on any link; its joint gain is the measured
+    excess per unit of (unscaled) physics over its lines whose excess is past the noise: the fallback for a
+    link that is never the only cause in its own block.
 
     Args:
         lines: ``baselines`` output.
 
     Returns:
-        ``lines`` with ``excess``, ``network`` and ``unexplained`` (seconds over the line's steps).
+        ``lines`` with ``excess`` (seconds over the line's steps), ``noise`` and ``joint_gain``.
     """
     excess = ((pl.col("per_step") - pl.col("baseline")) * pl.col("n")).alias("excess")
     caused = pl.col("physics") > 0
-    ordered = lines.with_columns(excess).sort("rank", "step")
+    ordered = lines.with_columns(excess, noise=pl.col("sigma") * pl.col("n").sqrt()).sort("rank", "step")
     block = (caused != caused.shift(1).over("rank")).fill_null(True).cum_sum().over("rank")
-    noise = pl.col("sigma") * pl.col("n").sqrt()
-    significant = caused & (pl.col("excess") > SIGNIFICANT_SIGMAS * noise)
+    significant = caused & (pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise"))
     ratio = (pl.col("excess") / pl.col("physics")).filter(significant)
-    blocks = ordered.with_columns(block=block).with_columns(
-        gain=ratio.median().over("rank", "block").fill_null(1.0)
+    return (
+        ordered.with_columns(block=block)
+        .with_columns(joint_gain=ratio.median().over("rank", "block"))
+        .drop("block")
     )
-    scaled = pl.when(caused).then(pl.col("gain") * pl.col("physics")).otherwise(0.0)
-    measured = pl.col("excess") > GATE_SIGMAS * noise
-    cap = pl.when(measured).then(pl.col("excess") + ALLOWANCE_SIGMAS * noise).otherwise(pl.col("excess"))
-    network = scaled.clip(upper_bound=cap.clip(lower_bound=0.0))
-    out = blocks.with_columns(network=network)
-    return out.with_columns(unexplained=(pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))).drop(
-        "block"
+
+
+def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, line, link): the measured excess per unit of the link's own physics.
+
+    Loss recovery and congestion-control cuts have no magnitude in 1 s counters, but their timing and their
+    link do, and each cause on each link is off by its own factor: the gain is read per link, over each run
+    of consecutive lines where the link has a cause (its block), from the lines where it is the only cause
+    (``ALONE_SHARE`` of the line's physics) and the excess is past the noise. A link never alone takes its
+    line's joint gain (``measured``), else 1.
+
+    Args:
+        lines: ``measured`` output.
+        cells: ``rank``, ``line``, ``link``, ``physics`` (unscaled, per step of the line).
+
+    Returns:
+        ``rank``, ``line``, ``link``, ``gain``.
+    """
+    per_line = cells.group_by("rank", "line", "link").agg(pl.col("physics").sum())
+    order = (
+        lines.select("rank", "excess", "noise", "joint_gain", line="step")
+        .sort("rank", "line")
+        .with_columns(no=pl.int_range(pl.len()).over("rank"))
     )
+    rows = per_line.join(order, on=["rank", "line"]).sort("rank", "link", "no")
+    block = ((pl.col("no") - pl.col("no").shift(1).over("rank", "link")) != 1).fill_null(True)
+    # Columns first: a window inside another window's group would see only that group.
+    readable = (pl.col("physics") >= ALONE_SHARE * pl.col("physics").sum().over("rank", "line")) & (
+        pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise")
+    )
+    rows = rows.with_columns(block=block.cum_sum().over("rank", "link"), readable=readable)
+    own = (pl.col("excess") / pl.col("physics")).filter("readable").median().over("rank", "link", "block")
+    return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
+
+
+def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Each line's network time: its scaled physics, never more than the measured excess allows.
+
+    A line whose excess is past ``GATE_SIGMAS`` of its noise may be blamed its scaled physics up to the
+    excess plus ``ALLOWANCE_SIGMAS`` of noise (the physics is steadier than one line's timing); any other
+    line at most its excess. A checkpoint or a stall inside an episode keeps its compute time as compute
+    (``unexplained``), and a clean line next to an episode takes none of its smeared physics.
+
+    Args:
+        lines: ``measured`` output with ``scaled`` (the line's physics, each link's scaled by its gain).
+
+    Returns:
+        ``lines`` with ``network`` and ``unexplained`` (seconds over the line's steps).
+    """
+    above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
+    cap = pl.when(above).then(pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise")).otherwise(pl.col("excess"))
+    network = pl.col("scaled").clip(upper_bound=cap.clip(lower_bound=0.0))
+    out = lines.with_columns(network=network)
+    return out.with_columns(unexplained=pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))
 
 
 def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, float | None]:
@@ -621,18 +667,32 @@ def attribute(
         hi=pl.col("hi") - skew,
         seconds_step=(pl.col("hi") - comm_lo).dt.total_nanoseconds() / 1e9,
     )
-    per_link = on_steps(cells, grid, switch)
-    shares = shapley(per_link.lazy(), ["window"]).collect()
-    step_total = shares.group_by("window").agg(step_physics=pl.col("physics").max())
-    steps = steps.join(windows, on=["lo", "hi"], how="left").join(step_total, on="window", how="left")
-    steps = steps.with_columns(pl.col("step_physics").fill_null(0.0))
-    line_physics = steps.group_by("rank", "line").agg(physics=pl.col("step_physics").sum())
-    lines = lines.join(line_physics.rename({"line": "step"}), on=_STEP, how="left").with_columns(
+    per_link = on_steps(cells, grid, switch).filter(pl.col("physics") > 0)
+    steps = steps.join(windows, on=["lo", "hi"], how="left")
+    caused = steps.select("rank", "line", "step", "window").join(per_link, on="window")
+    raw = caused.group_by("rank", "step").agg(raw=pl.col("physics").max())
+    line_raw = (
+        steps.join(raw, on=_STEP, how="left").group_by("rank", "line").agg(physics=pl.col("raw").sum())
+    )
+    lines = lines.join(line_raw.rename({"line": "step"}), on=_STEP, how="left").with_columns(
         pl.col("physics").fill_null(0.0)
     )
     singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
     size = cycle(singles)
-    judged = reconcile(baselines(lines.lazy(), size)).collect()
+    judged = measured(baselines(lines.lazy(), size)).collect()
+    gains = link_gains(judged, caused)
+    scaled = caused.join(gains, on=["rank", "line", "link"]).with_columns(
+        physics=pl.col("physics") * pl.col("gain")
+    )
+    shares = shapley(scaled.lazy(), _STEP).collect()
+    step_total = shares.group_by(_STEP).agg(step_physics=pl.col("physics").max())
+    steps = steps.join(step_total, on=_STEP, how="left").with_columns(pl.col("step_physics").fill_null(0.0))
+    line_scaled = steps.group_by("rank", "line").agg(scaled=pl.col("step_physics").sum())
+    judged = reconcile(
+        judged.lazy().join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left").with_columns(
+            pl.col("scaled").fill_null(0.0)
+        )
+    ).collect()
     return _outputs(
         steps,
         judged,
@@ -664,7 +724,7 @@ def _outputs(
         "rank",
         line="step",
         n="n",
-        line_physics="physics",
+        line_physics="scaled",
         baseline_seconds="baseline",
         line_excess="excess",
         line_network="network",
@@ -689,7 +749,7 @@ def _outputs(
         + 2 * pl.col("round_trip_seconds").fill_null(0.0),
     ).filter(pl.col("steady") > 0)
     steady_s = path["steady"].max() if path.height else None
-    given = shares.join(rows.select("window", "step", "rank", "network", "step_physics"), on="window")
+    given = shares.join(rows.select("step", "rank", "network", "step_physics"), on=_STEP)
     given = (
         given.filter(pl.col("share") > 0)
         .with_columns(
