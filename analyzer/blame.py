@@ -44,6 +44,8 @@ JOB_LINK_SHARE = 0.01
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
 GATE_SIGMAS = 2.0  # a line's excess past this many noise deviations lets its scaled physics stand
+PHYSICS_ERROR = 0.25  # the relative error of a line's scaled physics (1 s counters against step timing)
+AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
 # Clock skew searched over +-MAX_SKEW: NTP keeps hosts within milliseconds; a misconfigured host may be off
@@ -233,13 +235,18 @@ def step_physics(
     # Dropped bytes where counted, else dropped packets as frames (never both: the same drops).
     dropped = pl.max_horizontal(pl.col("dropped"), pl.col("dropped_frames") * FRAME_BYTES)
     lost = (dropped + pl.col("fcs") * FRAME_BYTES) / pl.col("seconds") * pl.col("seconds_step")
+    paused_share = ((pl.col("paused") + pl.col("held")) / slots).clip(0.0, 1 - MIN_SHARE)
     causes = rows.with_columns(cap_up=cap_up).with_columns(
         # With the job's bytes unknown, a wave down is read as the share of the step its waves carried.
         lost_capacity=pl.when(pl.col("known"))
         .then(pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")))
         .otherwise((1 - pl.col("cap_up") / pl.col("capacity")) * pl.col("seconds_step")),
         queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")),
-        pause=(pl.col("paused") + pl.col("held")) / slots * pl.col("seconds_step"),
+        # Paused a share f of the time, the job's bytes go at (1 - f) of what is available: the cost is
+        # per step (the step's bytes), whatever the step's length. Unknown bytes: f of the step.
+        pause=pl.when(pl.col("known"))
+        .then(pl.col("bytes") * (1 / (avail * (1 - paused_share)) - 1 / avail))
+        .otherwise(paused_share * pl.col("seconds_step")),
         # About one round trip per loss event (the retransmission request and the resent bytes), plus
         # sending the lost bytes again.
         loss_recovery=pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0) + lost / avail).otherwise(0.0),
@@ -248,9 +255,12 @@ def step_physics(
     total = pl.sum_horizontal(names)
     cause = pl.concat_list(names).list.arg_max()
     # Per step (the job's bytes of one step, one round trip per loss event) and per second of the step
-    # (pause time, resending lost bytes): a step's estimate is the first plus the second x its length.
+    # (resending lost bytes): a step's estimate is the first plus the second x its length.
     per_step = (
-        pl.col("lost_capacity") + pl.col("queueing") + pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0))
+        pl.col("lost_capacity")
+        + pl.col("queueing")
+        + pl.when(pl.col("known")).then(pl.col("pause")).otherwise(0.0)
+        + pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0))
     )
     per_end = causes.select(
         "window",
@@ -479,7 +489,17 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     """
     above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
     cap = pl.when(above).then(pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise")).otherwise(pl.col("excess"))
-    network = pl.col("scaled").clip(upper_bound=cap.clip(lower_bound=0.0))
+    capped = pl.col("scaled").clip(upper_bound=cap.clip(lower_bound=0.0))
+    # Two measures of one quantity: the line's excess (off by its timing noise) and its scaled physics
+    # (off by about PHYSICS_ERROR of itself). Where they agree within their errors, the estimate weighs
+    # each by the inverse of its variance; an excess far above the physics is compute (a checkpoint, a
+    # stall) and an insignificant one is noise: there the capped physics stands.
+    physics_var = (PHYSICS_ERROR * pl.col("scaled")) ** 2
+    noise_var = pl.col("noise") ** 2
+    weight = physics_var / (physics_var + noise_var)
+    agree = (pl.col("excess") - pl.col("scaled")).abs() <= AGREE_SIGMAS * (physics_var + noise_var).sqrt()
+    blended = weight * pl.col("excess") + (1 - weight) * pl.col("scaled")
+    network = pl.when(above & agree & (pl.col("scaled") > 0)).then(blended.clip(lower_bound=0.0)).otherwise(capped)
     out = lines.with_columns(network=network)
     return out.with_columns(unexplained=pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))
 
