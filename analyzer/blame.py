@@ -27,10 +27,6 @@ from analyzer import physics
 
 _STEP = ["step", "rank"]
 MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its standard deviation
-# Counters are read about once a second and a reading is stamped up to a poll after the device sampled
-# it (see network.windowed_rates): a rate over less than about two polls is mostly stamp error, so each
-# step's physics is read over the step widened by one poll on each side.
-WIDEN_SECONDS = 0.0
 # Past saturation the job's share of its queue is set by its congestion control, not by the counters: a
 # floor of 5% of the capacity keeps the estimate finite; the measured excess then sets the amount.
 MIN_SHARE = 0.05
@@ -597,7 +593,7 @@ def _grid(totals: pl.DataFrame, points: int = 20_000) -> pl.DataFrame:
     ).row(0)
     step_us = max(int(SKEW_RESOLUTION_SECONDS * 1e6), (int(last) - int(first)) // points)
     centres = pl.int_range(int(first), int(last) + 1, step_us, eager=True)
-    half = pl.duration(microseconds=int(WIDEN_SECONDS * 1e6 + step_us / 2))
+    half = pl.duration(microseconds=int(step_us / 2))
     frame = pl.DataFrame({"time": pl.from_epoch(centres, "us").dt.replace_time_zone("UTC")})
     return frame.with_row_index("window").select(
         pl.col("window").cast(pl.Int64), "time", lo=pl.col("time") - half, hi=pl.col("time") + half
