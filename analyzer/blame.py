@@ -365,8 +365,9 @@ def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
 
 
 def cycle(durations: pl.DataFrame) -> int:
-    """The job's communication cycle: the smallest N whose step positions (step mod N) separate the clean
-    steps' durations by more than their noise (DiLoCo syncs every N steps), else 1.
+    """The job's communication cycle: the smallest N for which exactly one position (step mod N) is slower
+    than all the others by more than the clean steps' noise while the others agree within it (DiLoCo
+    syncs once every N steps), else 1.
 
     Args:
         durations: ``step``, ``seconds`` of clean single steps.
@@ -378,12 +379,11 @@ def cycle(durations: pl.DataFrame) -> int:
             median=pl.col("seconds").median(),
             mad=(pl.col("seconds") - pl.col("seconds").median()).abs().median(),
         )
-        figures = groups.select(
-            spread=pl.col("median").max() - pl.col("median").min(),
-            noise=pl.col("mad").median().fill_null(0.0),
-        ).row(0)
-        spread, noise = float(figures[0]), float(figures[1]) * MAD_TO_SIGMA
-        if spread > 2 * SIGNIFICANT_SIGMAS * max(noise, 1e-6):
+        medians = groups.sort("median", descending=True)["median"].to_list()
+        noise = float(groups["mad"].median() or 0.0) * MAD_TO_SIGMA  # type: ignore[arg-type]
+        level = SIGNIFICANT_SIGMAS * max(noise, 1e-6)
+        rest = medians[1:]
+        if medians[0] - rest[0] > 2 * level and rest[0] - rest[-1] <= level:
             return size
     return 1
 
@@ -407,7 +407,13 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
         .group_by("rank")
         .agg(sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA)
     )
-    return keyed.join(base, on=["rank", "position"]).join(noise, on="rank").drop("position")
+    # In a cycle (DiLoCo's outer sync every N steps) the positions far quicker than the slowest carry no
+    # communication: no network time can be theirs.
+    quiet = (pl.col("position") >= 0) & (
+        pl.col("baseline") < pl.col("baseline").max().over("rank") - SIGNIFICANT_SIGMAS * pl.col("sigma")
+    )
+    joined = keyed.join(base, on=["rank", "position"]).join(noise, on="rank")
+    return joined.with_columns(communicates=~quiet).drop("position")
 
 
 def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
@@ -484,7 +490,9 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
         ``lines`` with ``network`` and ``unexplained`` (seconds over the line's steps).
     """
     above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
-    cap = pl.when(above).then(pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise")).otherwise(pl.col("excess"))
+    cap = (
+        pl.when(above).then(pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise")).otherwise(pl.col("excess"))
+    )
     capped = pl.col("scaled").clip(upper_bound=cap.clip(lower_bound=0.0))
     # Two measures of one quantity: the line's excess (off by its timing noise) and its scaled physics
     # (off by about PHYSICS_ERROR of itself). Where they agree within their errors, the estimate weighs
@@ -495,7 +503,13 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     weight = physics_var / (physics_var + noise_var)
     agree = (pl.col("excess") - pl.col("scaled")).abs() <= AGREE_SIGMAS * (physics_var + noise_var).sqrt()
     blended = weight * pl.col("excess") + (1 - weight) * pl.col("scaled")
-    network = pl.when(above & agree & (pl.col("scaled") > 0)).then(blended.clip(lower_bound=0.0)).otherwise(capped)
+    network = (
+        pl.when(~pl.col("communicates"))
+        .then(0.0)
+        .when(above & agree & (pl.col("scaled") > 0))
+        .then(blended.clip(lower_bound=0.0))
+        .otherwise(capped)
+    )
     out = lines.with_columns(network=network)
     return out.with_columns(unexplained=pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))
 
@@ -687,9 +701,7 @@ def attribute(
     steps = steps.join(windows, on=["lo", "hi"], how="left")
     caused = steps.select("rank", "line", "step", "window").join(per_link, on="window")
     raw = caused.group_by("rank", "step").agg(raw=pl.col("physics").max())
-    line_raw = (
-        steps.join(raw, on=_STEP, how="left").group_by("rank", "line").agg(physics=pl.col("raw").sum())
-    )
+    line_raw = steps.join(raw, on=_STEP, how="left").group_by("rank", "line").agg(physics=pl.col("raw").sum())
     lines = lines.join(line_raw.rename({"line": "step"}), on=_STEP, how="left").with_columns(
         pl.col("physics").fill_null(0.0)
     )
@@ -705,9 +717,9 @@ def attribute(
     steps = steps.join(step_total, on=_STEP, how="left").with_columns(pl.col("step_physics").fill_null(0.0))
     line_scaled = steps.group_by("rank", "line").agg(scaled=pl.col("step_physics").sum())
     judged = reconcile(
-        judged.lazy().join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left").with_columns(
-            pl.col("scaled").fill_null(0.0)
-        )
+        judged.lazy()
+        .join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
+        .with_columns(pl.col("scaled").fill_null(0.0))
     ).collect()
     return _outputs(
         steps,

@@ -26,6 +26,20 @@ def _lines(per_step: list[float], physics_s: list[float], n: int = 1) -> pl.Lazy
     )
 
 
+def _judge(lines: pl.LazyFrame) -> pl.DataFrame:
+    """The reconciliation of one-link lines: each line's physics scaled by the link's gain."""
+    judged = blame.measured(blame.baselines(lines, 1)).collect()
+    cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("l"))
+    gains = blame.link_gains(judged, cells)
+    scaled = cells.join(gains, on=["rank", "line", "link"]).select(
+        "rank", step="line", scaled=pl.col("physics") * pl.col("gain")
+    )
+    with_scaled = judged.join(scaled, on=["rank", "step"], how="left").with_columns(
+        pl.col("scaled").fill_null(0.0)
+    )
+    return blame.reconcile(with_scaled.lazy()).collect().sort("step")
+
+
 def test_shapley_splits_the_slowest_links_lateness() -> None:
     # Lateness 10 ms and 30 ms: the first 10 ms shared, the next 20 ms the slower link's alone.
     frame = pl.LazyFrame({"window": [0, 0], "link": ["a", "b"], "physics": [0.010, 0.030]})
@@ -42,7 +56,7 @@ def test_a_checkpoint_inside_an_episode_keeps_its_compute() -> None:
     episode[5] += 2.0
     per_step = clean[:20] + episode + clean[20:]
     phys = [0.0] * 20 + [0.05] * 10 + [0.0] * 20
-    judged = blame.reconcile(blame.baselines(_lines(per_step, phys), 1)).collect().sort("step")
+    judged = _judge(_lines(per_step, phys))
     network = judged["network"].to_list()
     assert sum(network[:20]) + sum(network[30:]) == 0.0
     assert network[25] == pytest.approx(0.1, abs=0.01)
@@ -53,7 +67,7 @@ def test_a_checkpoint_inside_an_episode_keeps_its_compute() -> None:
 def test_no_physical_cause_no_blame() -> None:
     # A straggler: step times grow, the job's queue saw nothing.
     per_step = [1.0] * 20 + [3.0] * 3 + [1.0] * 20
-    judged = blame.reconcile(blame.baselines(_lines(per_step, [0.0] * 43), 1)).collect()
+    judged = _judge(_lines(per_step, [0.0] * 43))
     assert judged["network"].sum() == 0.0
     assert judged["unexplained"].sum() == pytest.approx(6.0)  # the excess stays unexplained, no link's
 
