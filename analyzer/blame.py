@@ -49,6 +49,7 @@ ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the phys
 MAX_SKEW_SECONDS = 2.5
 SKEW_RESOLUTION_SECONDS = 0.1
 SKEW_MIN_CORRELATION = 0.3  # below it the cross-correlation found nothing: the skew stays 0
+SKEW_MAX_LINES = 50_000  # lines the skew search reads at most (every rank logs the same windows)
 SKEW_MIN_GAIN = 0.05  # ... and a skew must correlate this much better than none to be believed
 CYCLES = (2, 3, 4, 5, 6, 8, 10, 12, 16)  # communication cycles tried (DiLoCo sync_every, accumulation)
 
@@ -479,9 +480,10 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     """Each line's network time: its scaled physics, never more than the measured excess allows.
 
     A line whose excess is past ``GATE_SIGMAS`` of its noise may be blamed its scaled physics up to the
-    excess plus ``ALLOWANCE_SIGMAS`` of noise (the physics is steadier than one line's timing); any other
-    line at most its excess. A checkpoint or a stall inside an episode keeps its compute time as compute
-    (``unexplained``), and a clean line next to an episode takes none of its smeared physics.
+    excess plus ``ALLOWANCE_SIGMAS`` of noise (the physics is steadier than one line's timing); a line
+    within the noise is blamed nothing (the physics smeared over a poll reaches its neighbours; a cost
+    below the noise cannot be told from it). A checkpoint or a stall inside an episode keeps its compute
+    time as compute (``unexplained``). The quiet steps of a communication cycle are never blamed.
 
     Args:
         lines: ``measured`` output with ``scaled`` (the line's physics, each link's scaled by its gain).
@@ -490,24 +492,21 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
         ``lines`` with ``network`` and ``unexplained`` (seconds over the line's steps).
     """
     above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
-    cap = (
-        pl.when(above).then(pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise")).otherwise(pl.col("excess"))
-    )
-    capped = pl.col("scaled").clip(upper_bound=cap.clip(lower_bound=0.0))
     # Two measures of one quantity: the line's excess (off by its timing noise) and its scaled physics
     # (off by about PHYSICS_ERROR of itself). Where they agree within their errors, the estimate weighs
-    # each by the inverse of its variance; an excess far above the physics is compute (a checkpoint, a
-    # stall) and an insignificant one is noise: there the capped physics stands.
+    # each by the inverse of its variance; where the excess is far above the physics the rest is compute
+    # (a checkpoint, a stall), and the scaled physics stands, capped.
     physics_var = (PHYSICS_ERROR * pl.col("scaled")) ** 2
     noise_var = pl.col("noise") ** 2
     weight = physics_var / (physics_var + noise_var)
     agree = (pl.col("excess") - pl.col("scaled")).abs() <= AGREE_SIGMAS * (physics_var + noise_var).sqrt()
     blended = weight * pl.col("excess") + (1 - weight) * pl.col("scaled")
+    capped = pl.col("scaled").clip(upper_bound=pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise"))
     network = (
-        pl.when(~pl.col("communicates"))
+        pl.when(~pl.col("communicates") | ~above | (pl.col("scaled") <= 0))
         .then(0.0)
-        .when(above & agree & (pl.col("scaled") > 0))
-        .then(blended.clip(lower_bound=0.0))
+        .when(agree)
+        .then(blended)
         .otherwise(capped)
     )
     out = lines.with_columns(network=network)
@@ -534,6 +533,8 @@ def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, flo
     """
     if lines.height < 3 or signal.height < 3:
         return 0.0, None
+    if lines.height > SKEW_MAX_LINES:  # a regular sample keeps the search's cost bounded
+        lines = lines.sort("lo").gather_every(lines.height // SKEW_MAX_LINES + 1)
     origin = signal["time"].dt.epoch("ns").min()
 
     def seconds(times: pl.Series) -> np.ndarray:

@@ -154,3 +154,66 @@ def test_window_amounts_interpolate_running_totals() -> None:
 def test_scorer_reads_places_and_queues_as_the_simulator_names_them() -> None:
     assert score.queue_name("dci-ab-a/Ethernet1/1/3") == "3"
     assert score.queue_name("tc3") == "3"
+
+
+def test_each_link_is_scaled_by_its_own_gain() -> None:
+    # Link a alone for 10 lines (physics 0.01, excess 0.02: gain 2), then a and b together (b's physics
+    # 0.05, and b alone later with excess 0.05: gain 1): in the overlap a keeps its gain of 2.
+    lines = pl.DataFrame(
+        {
+            "rank": [0] * 30,
+            "step": list(range(1, 31)),
+            "excess": [0.02] * 10 + [0.05] * 10 + [0.05] * 10,
+            "noise": [0.001] * 30,
+            "joint_gain": [1.5] * 30,
+        }
+    )
+    cells = pl.DataFrame(
+        {
+            "rank": [0] * 40,
+            "line": list(range(1, 21)) + list(range(11, 31)),
+            "link": ["a"] * 20 + ["b"] * 20,
+            "physics": [0.01] * 20 + [0.05] * 20,
+        }
+    )
+    gains = blame.link_gains(lines, cells)
+    by_link = gains.group_by("link").agg(pl.col("gain").unique())
+    assert dict(by_link.iter_rows()) == {"a": [pytest.approx(2.0)], "b": [pytest.approx(1.0)]}
+
+
+def test_quiet_steps_of_a_cycle_take_no_blame() -> None:
+    # DiLoCo-like: every 4th step syncs (0.1 s slower); an episode spans steps 40-60 with physics on
+    # every step, but only the syncing steps are slower.
+    steps = list(range(1, 121))
+    per_step = [
+        1.0
+        + (0.1 if s % 4 == 0 else 0.0)
+        + (0.05 if s % 4 == 0 and 40 <= s <= 60 else 0.0)
+        + 0.001 * ((s * 7919) % 5 - 2) / 2
+        for s in steps
+    ]
+    phys = [0.05 if 40 <= s <= 60 else 0.0 for s in steps]
+    lines = _lines(per_step, phys)
+    clean = lines.collect().filter(pl.col("physics") <= 0).select("step", seconds="per_step")
+    size = blame.cycle(clean)
+    assert size == 4
+    judged = blame.measured(blame.baselines(lines, size)).collect()
+    quiet = judged.filter(pl.col("step") % 4 != 0)
+    assert not quiet["communicates"].any()
+    assert judged.filter(pl.col("step") % 4 == 0)["communicates"].all()
+
+
+def test_skew_is_found_from_interval_lines() -> None:
+    # Lines of 10 steps (5 s each) and an episode of 12 s: the skew of 2 s is found finer than a line.
+    grid = [T0 + timedelta(seconds=0.1 * i) for i in range(1200)]
+    level = [1.0 if 33 <= 0.1 * i < 45 else 0.0 for i in range(1200)]
+    signal = pl.DataFrame({"time": grid, "physics": level})
+    skew = 2.0
+    lo = [T0 + timedelta(seconds=5 * i + skew) for i in range(24)]
+    excess = [
+        max(0.0, min(5 * i + 5, 45) - max(5 * i, 33)) / 5 for i in range(24)
+    ]  # the episode's share of each line
+    lines = pl.DataFrame({"lo": lo, "hi": [t + timedelta(seconds=5) for t in lo], "excess": excess})
+    found, r = blame.estimate_skew(lines, signal)
+    assert found == pytest.approx(skew, abs=0.11)
+    assert r is not None and r > 0.95
