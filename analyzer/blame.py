@@ -3,17 +3,22 @@ the job's queue (``../shared/design/measurement.md``).
 
 1. Split each step: with step durations only (the strongest evidence the shipped logs carry), a step's
    *excess* is its duration above the clean baseline of its rank (clean: no physical cause on any link),
-   compared within the job's communication cycle (DiLoCo syncs every N steps); a log line that averages N
-   iterations is one interval of N steps, weighted by N, never read as one step.
+   compared within the job's communication cycle (DiLoCo syncs every N steps, and its quiet steps are
+   never blamed); a log line that averages N iterations is one interval of N steps, weighted by N, never
+   read as one step.
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
-   in the class takes capacity (queueing), a wave down shrinks it (lost capacity), PFC pauses stop it, lost
-   bytes (drops, FCS errors) are sent again after a round trip. ``reconcile`` then blames each link in
-   proportion to its physical estimate (Shapley over parallel links: a phase ends with its slowest link),
-   up to the measured excess; what physics cannot explain stays ``unexplained``.
-4. Time: the host-vs-switch clock skew is estimated by cross-correlating the steps' excess with the
-   physics (``estimate_skew``) and applied; logs without a wall clock are not placed.
+   in the class takes capacity (queueing), a wave down shrinks it (lost capacity), PFC pauses stop it for a
+   share of the time, lost bytes (drops, FCS errors) are sent again after a round trip. A step longer than
+   the typical one is read over its last typical step (its collectives), so a checkpoint stays compute.
+4. Reconciliation: each link's physics is scaled by its own gain, the measured excess per unit of that
+   link's physics where it was the only cause (``link_gains``); a step's links share its scaled physics
+   as the airport game shares a runway (``shapley``: a phase ends with its slowest link); a line is blamed
+   its scaled physics weighed against its excess by their errors (``reconcile``), never more than the
+   excess allows and nothing within the noise; what physics cannot explain stays ``unexplained``.
+5. Time: the host-vs-switch clock skew is estimated by correlating each line's excess with the physics
+   integrated over its window (``estimate_skew``) and applied; logs without a wall clock are not placed.
 """
 
 from __future__ import annotations
