@@ -106,11 +106,17 @@ MEASURED = [
     "detected per interface against the analysis's thresholds.",
 ]
 BLAME = [
-    "A step's inflation is its time above its rank's clean baseline (the median of steps no event touches).",
-    "Inflation is given to the events open during the step, each link's share by overlap and event kind; "
-    "what no event explains stays unexplained, never a link's.",
-    "The steady cost of distance and capacity (propagation, serialization) is reported apart when the "
-    "analysis estimates it, never hidden in the baseline.",
+    "A step's excess is its time above its rank's clean baseline (the median of steps with no physical "
+    "cause on any link, per position in the job's communication cycle); a line averaging N iterations is "
+    "one interval of N steps.",
+    "Each link's cost per step comes from the physics of the job's queue (other traffic in its class, PFC "
+    "pauses, lost bytes, waves down), scaled per link by the excess it explained where it was the only "
+    "cause; links late in the same step share it as a shared runway is shared (the slowest decides).",
+    "A step is blamed its scaled physics weighed against its excess, never more than the excess allows, "
+    "nothing within the step-time noise; the rest (a checkpoint, a straggler) stays unexplained, never a "
+    "link's. The host clock's skew is estimated by correlation and applied.",
+    "The steady cost of distance and capacity (propagation, serialization) is reported apart, never hidden "
+    "in the baseline.",
 ]
 
 
