@@ -8,10 +8,10 @@ the job's queue (``../shared/design/measurement.md``).
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
-   in the class takes capacity (queueing), a wave down shrinks it (lost capacity), PFC pauses stop it, lost
-   bytes (drops, FCS errors) are sent again after a round trip. ``reconcile`` then blames each link in
-   proportion to its physical estimate (Shapley over parallel links: a phase ends with its slowest link),
-   up to the measured excess; what physics cannot explain stays ``unexplained``.
+   in the class takes capacity (queueing), a wave down or a port's lower speed shrinks it (lost capacity),
+   PFC pauses stop it, lost bytes (drops, FCS errors) are sent again after a round trip. ``reconcile`` then
+   blames each link in proportion to its physical estimate (Shapley over parallel links: a phase ends with
+   its slowest link), up to the measured excess; what physics cannot explain stays ``unexplained``.
 4. Time: the host-vs-switch clock skew is estimated by cross-correlating the steps' excess with the
    physics (``estimate_skew``) and applied; logs without a wall clock are not placed.
 """
@@ -199,7 +199,7 @@ def step_physics(
     other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
     active = (
         (other_rate > OTHER_SHARE * pl.col("capacity"))
-        | (pl.col("down") > 0)
+        | (pl.col("down") + pl.col("slow") > 0)
         | (
             pl.col("paused")
             + pl.col("pausing")
@@ -223,7 +223,9 @@ def step_physics(
     )
     slots = pl.col("interfaces") * pl.col("seconds")
     observed = pl.col("interfaces") * pl.col("covered")
-    up = pl.when(observed > 0).then((1 - pl.col("down") / observed).clip(0.0, 1.0)).otherwise(1.0)
+    # A member down may also read speed 0: the larger of the two losses, not their sum.
+    lost_slots = pl.max_horizontal("down", "slow")
+    up = pl.when(observed > 0).then((1 - lost_slots / observed).clip(0.0, 1.0)).otherwise(1.0)
     cap_up = (pl.col("capacity") * up).clip(lower_bound=pl.col("capacity") * MIN_SHARE)
     other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
     avail = pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)

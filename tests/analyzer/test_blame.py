@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from synthetic_fabric import T0
 
-from analyzer import blame, physics
+from analyzer import blame, physics, schemas
 from spanwatch import score
 
 
@@ -140,3 +140,31 @@ def test_window_amounts_interpolate_running_totals() -> None:
 def test_scorer_reads_places_and_queues_as_the_simulator_names_them() -> None:
     assert score.queue_name("dci-ab-a/Ethernet1/1/3") == "3"
     assert score.queue_name("tc3") == "3"
+
+
+def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
+    # A port at 150 Mb/s stepping down to 60 for two readings: 0.6 of each of those seconds is lost.
+    speeds = [150.0, 150.0, 60.0, 60.0, 150.0, 150.0]
+    times = [T0 + timedelta(seconds=s) for s in range(len(speeds))]
+    signals = pl.LazyFrame(
+        {
+            "series": [1] * len(speeds),
+            "metric": [physics.SPEED] * len(speeds),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [*times[1:], None],
+            "value": [s * 125_000 for s in speeds],
+            "increase": [None] * len(speeds),
+            "seconds": [None] + [1.0] * (len(speeds) - 1),
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {"series": [1], "link": ["l1"], "device": ["a"], "interface": ["e1"]},
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(
+        queue=pl.lit(None, pl.String), priority=pl.lit(None, pl.String), direction=pl.lit(None, pl.String)
+    )
+    rows = physics.readings(signals, labels, "3").collect()
+    assert set(rows["quantity"]) == {"slow"}
+    assert rows["amount"].sum() == pytest.approx(1.2)
