@@ -34,8 +34,10 @@ WIDEN_SECONDS = 1.0
 # Past saturation the job's share of its queue is set by its congestion control, not by the counters: a
 # floor of 5% of the capacity keeps the estimate finite; the measured excess then sets the amount.
 MIN_SHARE = 0.05
-FRAME_BYTES = 4096.0
-OTHER_SHARE = 0.01  # other traffic in the job's class under this share of the capacity is no cause  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
+FRAME_BYTES = 4096.0  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
+OTHER_SHARE = 0.01  # other traffic in the job's class under this share of the capacity is no cause
+RATE_NOISE_SIGMAS = 3.0  # ... nor under this many deviations of the job's own rate (``job_rates``)
+NOISE_SHARE = 0.1  # ... up to this share of the capacity (episodes over half the run inflate the deviation)
 # A job link carries at least this share of the job's cross-site bytes (ECMP over its links); below it a
 # link's job-class traffic is someone else's.
 JOB_LINK_SHARE = 0.01
@@ -160,9 +162,12 @@ def steady(
 
 def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     """Per link end the job class's typical transmit rate (median over the steps' windows): the job's own
-    traffic, since other traffic in its class comes in episodes."""
+    traffic, since other traffic in its class comes in episodes; and how much that rate varies from window
+    to window (``rate_noise``: the MAD as a standard deviation), as step times drift and windows cut steps
+    unevenly."""
     rate = pl.col("sent") / pl.col("seconds")
-    return amounts.group_by("link", "device").agg(base_rate=rate.median())
+    noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
+    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise)
 
 
 def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
@@ -186,7 +191,7 @@ def step_physics(
 
     Args:
         windows: ``window``, ``seconds_step`` (the step's own length).
-        amounts: ``physics.window_amounts`` over the widened windows, with ``base_rate`` joined.
+        amounts: ``physics.window_amounts`` over the widened windows, with ``job_rates`` joined.
         ends: ``physics.MEMBERS`` rows.
         links: ``steady`` output (``bytes``, null when unknown; ``round_trip_seconds``).
 
@@ -194,11 +199,19 @@ def step_physics(
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
     """
     # Most windows of most ends hold nothing: only those with a cause go on (other traffic past 1 % of
-    # the capacity adds under 1 % of the serialization, below any step's noise).
+    # the capacity adds under 1 % of the serialization, below any step's noise). Other traffic is also only
+    # what lies beyond the job's own rate noise: where the job's rate is a large share of the capacity (the
+    # lab's links), its window-to-window variation is several % of the capacity and is not other traffic.
     with_capacity = amounts.join(ends.select("link", "device", "capacity"), on=["link", "device"])
     other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
     active = (
-        (other_rate > OTHER_SHARE * pl.col("capacity"))
+        (
+            other_rate
+            > pl.max_horizontal(
+                OTHER_SHARE * pl.col("capacity"),
+                pl.min_horizontal(RATE_NOISE_SIGMAS * pl.col("rate_noise"), NOISE_SHARE * pl.col("capacity")),
+            )
+        )
         | (pl.col("down") + pl.col("slow") > 0)
         | (
             pl.col("paused")
@@ -576,7 +589,7 @@ def attribute(
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
     grid = grid.with_columns(seconds_step=pl.lit(median_step))
     amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate").fill_null(0.0)
+        pl.col("base_rate", "rate_noise").fill_null(0.0)
     )
     cells = step_physics(grid, amounts, ends, links)
     signal = floor(cells).group_by("window").agg(pl.col("physics").max()).join(grid, on="window")

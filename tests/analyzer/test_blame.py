@@ -168,3 +168,34 @@ def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
     rows = physics.readings(signals, labels, "3").collect()
     assert set(rows["quantity"]) == {"slow"}
     assert rows["amount"].sum() == pytest.approx(1.2)
+
+
+def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
+    # A job at 7 MB/s whose windows vary by up to 1.5 MB/s (deviation 0.74 MB/s) on an 18.75 MB/s link: 1.8
+    # MB/s above its median is its own noise (past 1 % of the capacity, within 3 deviations and 10 % of the
+    # capacity); 9 MB/s above it is other traffic.
+    rates = [7e6 + d * 1e6 for d in (-1.5, -0.5, 0.0, 0.5, 1.5) * 40] + [8.8e6, 16e6]
+    n = len(rates)
+    zeros = dict.fromkeys(("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow"), 0.0)
+    amounts = pl.DataFrame(
+        {
+            "window": range(n),
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            "sent": rates,
+            **zeros,
+        }
+    )
+    typical = blame.job_rates(amounts)
+    assert typical["rate_noise"].item() == pytest.approx(0.5e6 * blame.MAD_TO_SIGMA)
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["a"], "interfaces": [1], "capacity": [18.75e6]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1.7e6], "round_trip_seconds": [1e-4]})
+    windows = pl.DataFrame({"window": range(n), "seconds_step": 0.22})
+    cells = blame.step_physics(windows, amounts.join(typical, on=["link", "device"]), ends, links)
+    assert cells["window"].to_list() == [n - 1]
+    assert cells["cause"].item() == "queueing"
