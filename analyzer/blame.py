@@ -2,9 +2,9 @@
 the job's queue (``../shared/design/measurement.md``).
 
 1. Split each step: with step durations only (the strongest evidence the shipped logs carry), a step's
-   *excess* is its duration above the clean baseline of its rank (clean: no physical cause on any link),
-   compared within the job's communication cycle (DiLoCo syncs every N steps); a log line that averages N
-   iterations is one interval of N steps, weighted by N, never read as one step.
+   *excess* is its duration above the clean baseline of its rank around it (clean: no physical cause on any
+   link), compared within the job's communication cycle (DiLoCo syncs every N steps); a log line that
+   averages N iterations is one interval of N steps, weighted by N, never read as one step.
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
@@ -45,6 +45,7 @@ JOB_LINK_SHARE = 0.01
 # milliseconds), and the scorer calls a step with less than that clean.
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
+BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
 # Clock skew searched over +-MAX_SKEW: NTP keeps hosts within milliseconds; a misconfigured host may be off
 # by seconds. Beyond this the log is not placed by the search (the control run's shift is never "found").
@@ -396,10 +397,12 @@ def cycle(durations: pl.DataFrame) -> int:
 
 def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     """Per rank (and position in the cycle, for single steps): the median and noise of clean lines' seconds
-    per step (clean: no physical cause); all lines when none is clean.
+    per step (clean: no physical cause); all lines when none is clean. A line with a wall clock takes the
+    median of the clean lines around it (``local_baselines``) where there are any.
 
     Args:
-        lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate).
+        lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate), and
+            ``lo`` where known.
         size: the communication cycle (``cycle``).
     """
     position = pl.when(pl.col("n") == 1).then(pl.col("step") % size).otherwise(-1)
@@ -407,13 +410,34 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     clean = pl.col("physics") <= 0
     med = pl.coalesce(pl.col("per_step").filter(clean).median(), pl.col("per_step").median())
     base = keyed.group_by("rank", "position").agg(baseline=med)
+    if "lo" in keyed.collect_schema().names():
+        base = base.join(keyed.select("rank", "position", "step"), on=["rank", "position"])
+        base = base.join(local_baselines(keyed), on=["rank", "step"], how="left")
+        base = base.select("rank", "step", baseline=pl.coalesce("local", "baseline"))
+    keyed = keyed.join(base, on=[c for c in base.collect_schema().names() if c != "baseline"])
     deviation = (pl.col("per_step") - pl.col("baseline")).abs()
-    noise = (
-        keyed.join(base, on=["rank", "position"])
-        .group_by("rank")
-        .agg(sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA)
+    noise = keyed.group_by("rank").agg(
+        sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA
     )
-    return keyed.join(base, on=["rank", "position"]).join(noise, on="rank").drop("position")
+    return keyed.join(noise, on="rank").drop("position")
+
+
+def local_baselines(keyed: pl.LazyFrame) -> pl.LazyFrame:
+    """Per line with a wall clock, the median seconds per step of the clean lines of its rank and cycle
+    position within +-``BASELINE_SECONDS`` / 2: step times drift (a shared host, a data pipeline, thermal
+    limits), and a run-wide median reads the drift as excess, or hides an episode under it.
+
+    Returns:
+        ``rank``, ``step``, ``local`` (null where no clean line is near).
+    """
+    by = ["rank", "position"]
+    timed = keyed.filter(pl.col("lo").is_not_null()).sort("lo")
+    period = f"{round(BASELINE_SECONDS * 1e6)}us"
+    offset = f"-{round(BASELINE_SECONDS * 5e5)}us"
+    clean = pl.col("per_step").filter(pl.col("physics") <= 0)
+    centred = timed.rolling("lo", period=period, offset=offset, group_by=by).agg(local=clean.median())
+    near = timed.join(centred, on=[*by, "lo"], how="left")
+    return near.select("rank", "step", "local")
 
 
 def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
@@ -423,7 +447,8 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     (the median over lines whose excess is past the noise) scales the physics: loss recovery and
     congestion-control cuts have no magnitude in 1 s counters, but their timing and their link do. A line
     is then blamed its excess, never more than its scaled physics plus the step-time noise: a checkpoint
-    or a stall inside a congestion episode keeps its compute time as compute.
+    or a stall inside a congestion episode keeps its compute time as compute. A block whose mean excess is
+    within its noise is blamed nothing.
 
     Args:
         lines: ``baselines`` output.
@@ -438,14 +463,22 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     noise = pl.col("sigma") * pl.col("n").sqrt()
     significant = caused & (pl.col("excess") > SIGNIFICANT_SIGMAS * noise)
     ratio = (pl.col("excess") / pl.col("physics")).filter(significant)
+    # A block whose mean excess lies within its noise (its standard error) measured no cost: clipping its
+    # steps' noise at zero would blame the positive half of it.
+    block_noise = (pl.col("sigma") ** 2 * pl.col("n")).sum().sqrt() / pl.col("n").sum()
+    measured = pl.col("excess").sum() / pl.col("n").sum() > SIGNIFICANT_SIGMAS * block_noise
     blocks = ordered.with_columns(block=block).with_columns(
-        gain=ratio.median().over("rank", "block").fill_null(1.0)
+        gain=ratio.median().over("rank", "block").fill_null(1.0), measured=measured.over("rank", "block")
     )
-    cap = pl.when(caused).then(pl.col("gain") * pl.col("physics") + ALLOWANCE_SIGMAS * noise).otherwise(0.0)
+    cap = (
+        pl.when(caused & pl.col("measured"))
+        .then(pl.col("gain") * pl.col("physics") + ALLOWANCE_SIGMAS * noise)
+        .otherwise(0.0)
+    )
     network = pl.col("excess").clip(lower_bound=0.0).clip(upper_bound=cap)
     out = blocks.with_columns(network=network)
     return out.with_columns(unexplained=(pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))).drop(
-        "block"
+        "block", "measured"
     )
 
 

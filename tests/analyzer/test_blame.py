@@ -199,3 +199,36 @@ def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     cells = blame.step_physics(windows, amounts.join(typical, on=["link", "device"]), ends, links)
     assert cells["window"].to_list() == [n - 1]
     assert cells["cause"].item() == "queueing"
+
+
+def _timed(per_step: list[float], physics_s: list[float]) -> pl.LazyFrame:
+    """Single-step lines one after the other from T0."""
+    starts = np.concatenate([[0.0], np.cumsum(per_step)[:-1]])
+    return _lines(per_step, physics_s).with_columns(
+        lo=pl.Series([T0 + timedelta(seconds=float(s)) for s in starts])
+    )
+
+
+def test_a_drifting_step_time_is_not_excess() -> None:
+    # Clean steps slow from 0.20 to 0.30 s over the run (a shared host); an episode late in the run adds
+    # 0.10 s: measured against the clean steps around it, not the run's median (0.25 s, which reads 0.13).
+    n = 600
+    per_step = list(np.linspace(0.20, 0.30, n))
+    physics_s = [0.0] * n
+    for i in range(500, 540):
+        per_step[i] += 0.10
+        physics_s[i] = 0.05
+    judged = blame.reconcile(blame.baselines(_timed(per_step, physics_s), 1)).collect()
+    episode = judged.filter(pl.col("physics") > 0)
+    assert episode["network"].mean() == pytest.approx(0.10, rel=0.1)
+    assert judged.filter(pl.col("physics") <= 0)["network"].sum() == 0
+
+
+def test_a_block_within_its_noise_is_not_blamed() -> None:
+    # A physical cause over 30 steps whose durations are no longer than the clean ones: clipping their noise
+    # at zero would blame about 0.4 deviations a step; the block measured nothing, so nothing is blamed.
+    rng = np.random.default_rng(2)
+    per_step = list(0.2 + 0.02 * rng.standard_normal(200))
+    physics_s = [0.05 if 100 <= i < 130 else 0.0 for i in range(200)]
+    judged = blame.reconcile(blame.baselines(_timed(per_step, physics_s), 1)).collect()
+    assert judged["network"].sum() == 0
