@@ -2,16 +2,17 @@
 the job's queue (``../shared/design/measurement.md``).
 
 1. Split each step: with step durations only (the strongest evidence the shipped logs carry), a step's
-   *excess* is its duration above the clean baseline of its rank (clean: no physical cause on any link),
-   compared within the job's communication cycle (DiLoCo syncs every N steps, and its quiet steps are
-   never blamed); a log line that averages N iterations is one interval of N steps, weighted by N, never
-   read as one step.
+   *excess* is its duration above the clean baseline of its rank around it (clean: no physical cause on
+   any link), compared within the job's communication cycle (DiLoCo syncs every N steps, and its quiet
+   steps are never blamed); a log line that averages N iterations is one interval of N steps, weighted by
+   N, never read as one step.
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
-   in the class takes capacity (queueing), a wave down shrinks it (lost capacity), PFC pauses stop it for a
-   share of the time, lost bytes (drops, FCS errors) are sent again after a round trip. A step longer than
-   the typical one is read over its last typical step (its collectives), so a checkpoint stays compute.
+   in the class takes capacity (queueing), a wave down or a port's lower speed shrinks it (lost capacity),
+   PFC pauses stop it for a share of the time, lost bytes (drops, FCS errors) are sent again after a round
+   trip. A step longer than the typical one is read over its last typical step (its collectives), so a
+   checkpoint stays compute.
 4. Reconciliation: each link's physics is scaled by its own gain, the measured excess per unit of that
    link's physics where it was the only cause (``link_gains``); a step's links share its scaled physics
    as the airport game shares a runway (``shapley``: a phase ends with its slowest link); a line is blamed
@@ -35,8 +36,10 @@ MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its stan
 # Past saturation the job's share of its queue is set by its congestion control, not by the counters: a
 # floor of 5% of the capacity keeps the estimate finite; the measured excess then sets the amount.
 MIN_SHARE = 0.05
-FRAME_BYTES = 4096.0
-OTHER_SHARE = 0.01  # other traffic in the job's class under this share of the capacity is no cause  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
+FRAME_BYTES = 4096.0  # a RoCE frame at the usual 4 KiB MTU: the bytes an FCS error loses
+OTHER_SHARE = 0.01  # other traffic in the job's class under this share of the capacity is no cause
+RATE_NOISE_SIGMAS = 3.0  # ... nor under this many deviations of the job's own rate (``job_rates``)
+NOISE_SHARE = 0.1  # ... up to this share of the capacity (episodes over half the run inflate the deviation)
 # A job link carries at least this share of the job's cross-site bytes (ECMP over its links); below it a
 # link's job-class traffic is someone else's.
 JOB_LINK_SHARE = 0.01
@@ -48,6 +51,7 @@ GATE_SIGMAS = 2.0  # a line's excess past this many noise deviations lets its sc
 PHYSICS_ERROR = 0.25  # the relative error of a line's scaled physics (1 s counters against step timing)
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
+BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
 # Clock skew searched over +-MAX_SKEW: NTP keeps hosts within milliseconds; a misconfigured host may be off
 # by seconds. Beyond this the log is not placed by the search (the control run's shift is never "found").
@@ -167,9 +171,12 @@ def steady(
 
 def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     """Per link end the job class's typical transmit rate (median over the steps' windows): the job's own
-    traffic, since other traffic in its class comes in episodes."""
+    traffic, since other traffic in its class comes in episodes; and how much that rate varies from window
+    to window (``rate_noise``: the MAD as a standard deviation), as step times drift and windows cut steps
+    unevenly."""
     rate = pl.col("sent") / pl.col("seconds")
-    return amounts.group_by("link", "device").agg(base_rate=rate.median())
+    noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
+    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise)
 
 
 def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
@@ -193,7 +200,7 @@ def step_physics(
 
     Args:
         windows: ``window``, ``seconds_step`` (the step's own length).
-        amounts: ``physics.window_amounts`` over the widened windows, with ``base_rate`` joined.
+        amounts: ``physics.window_amounts`` over the widened windows, with ``job_rates`` joined.
         ends: ``physics.MEMBERS`` rows.
         links: ``steady`` output (``bytes``, null when unknown; ``round_trip_seconds``).
 
@@ -201,12 +208,20 @@ def step_physics(
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
     """
     # Most windows of most ends hold nothing: only those with a cause go on (other traffic past 1 % of
-    # the capacity adds under 1 % of the serialization, below any step's noise).
+    # the capacity adds under 1 % of the serialization, below any step's noise). Other traffic is also only
+    # what lies beyond the job's own rate noise: where the job's rate is a large share of the capacity (the
+    # lab's links), its window-to-window variation is several % of the capacity and is not other traffic.
     with_capacity = amounts.join(ends.select("link", "device", "capacity"), on=["link", "device"])
     other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
     active = (
-        (other_rate > OTHER_SHARE * pl.col("capacity"))
-        | (pl.col("down") > 0)
+        (
+            other_rate
+            > pl.max_horizontal(
+                OTHER_SHARE * pl.col("capacity"),
+                pl.min_horizontal(RATE_NOISE_SIGMAS * pl.col("rate_noise"), NOISE_SHARE * pl.col("capacity")),
+            )
+        )
+        | (pl.col("down") + pl.col("slow") > 0)
         | (
             pl.col("paused")
             + pl.col("pausing")
@@ -230,7 +245,9 @@ def step_physics(
     )
     slots = pl.col("interfaces") * pl.col("seconds")
     observed = pl.col("interfaces") * pl.col("covered")
-    up = pl.when(observed > 0).then((1 - pl.col("down") / observed).clip(0.0, 1.0)).otherwise(1.0)
+    # A member down may also read speed 0: the larger of the two losses, not their sum.
+    lost_slots = pl.max_horizontal("down", "slow")
+    up = pl.when(observed > 0).then((1 - lost_slots / observed).clip(0.0, 1.0)).otherwise(1.0)
     cap_up = (pl.col("capacity") * up).clip(lower_bound=pl.col("capacity") * MIN_SHARE)
     other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
     avail = pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)
@@ -383,23 +400,27 @@ def cycle(durations: pl.DataFrame) -> int:
     for size in CYCLES:
         groups = durations.group_by(position=pl.col("step") % size).agg(
             median=pl.col("seconds").median(),
+            low=pl.col("seconds").quantile(0.25),
             mad=(pl.col("seconds") - pl.col("seconds").median()).abs().median(),
         )
-        medians = groups.sort("median", descending=True)["median"].to_list()
+        ordered = groups.sort("median", descending=True)
+        rest = ordered["median"].to_list()[1:]
         noise = float(groups["mad"].median() or 0.0) * MAD_TO_SIGMA  # type: ignore[arg-type]
         level = SIGNIFICANT_SIGMAS * max(noise, 1e-6)
-        rest = medians[1:]
-        if medians[0] - rest[0] > 2 * level and rest[0] - rest[-1] <= level:
+        # Every step of the slow position is slow (a sync), not half of them (a checkpoint every 2N).
+        if ordered["low"][0] - rest[0] > 2 * level and rest[0] - rest[-1] <= level:
             return size
     return 1
 
 
 def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     """Per rank (and position in the cycle, for single steps): the median and noise of clean lines' seconds
-    per step (clean: no physical cause); all lines when none is clean.
+    per step (clean: no physical cause); all lines when none is clean. A line with a wall clock takes the
+    median of the clean lines around it (``local_baselines``) where there are any.
 
     Args:
-        lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate).
+        lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate), and
+            ``lo`` where known.
         size: the communication cycle (``cycle``).
     """
     position = pl.when(pl.col("n") == 1).then(pl.col("step") % size).otherwise(-1)
@@ -407,19 +428,42 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     clean = pl.col("physics") <= 0
     med = pl.coalesce(pl.col("per_step").filter(clean).median(), pl.col("per_step").median())
     base = keyed.group_by("rank", "position").agg(baseline=med)
+    if "lo" in keyed.collect_schema().names():
+        base = base.join(keyed.select("rank", "position", "step"), on=["rank", "position"])
+        base = base.join(local_baselines(keyed), on=["rank", "step"], how="left")
+        base = base.select("rank", "step", baseline=pl.coalesce("local", "baseline"))
+    keyed = keyed.join(base, on=[c for c in base.collect_schema().names() if c != "baseline"])
     deviation = (pl.col("per_step") - pl.col("baseline")).abs()
-    noise = (
-        keyed.join(base, on=["rank", "position"])
-        .group_by("rank")
-        .agg(sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA)
+    noise = keyed.group_by("rank").agg(
+        sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA
     )
     # In a cycle (DiLoCo's outer sync every N steps) the positions far quicker than the slowest carry no
     # communication: no network time can be theirs.
-    quiet = (pl.col("position") >= 0) & (
-        pl.col("baseline") < pl.col("baseline").max().over("rank") - SIGNIFICANT_SIGMAS * pl.col("sigma")
+    keyed = keyed.join(noise, on="rank").with_columns(
+        usual=pl.col("baseline").median().over("rank", "position")
     )
-    joined = keyed.join(base, on=["rank", "position"]).join(noise, on="rank")
-    return joined.with_columns(communicates=~quiet).drop("position")
+    quiet = (pl.col("position") >= 0) & (
+        pl.col("usual") < pl.col("usual").max().over("rank") - SIGNIFICANT_SIGMAS * pl.col("sigma")
+    )
+    return keyed.with_columns(communicates=~quiet).drop("position", "usual")
+
+
+def local_baselines(keyed: pl.LazyFrame) -> pl.LazyFrame:
+    """Per line with a wall clock, the median seconds per step of the clean lines of its rank and cycle
+    position within +-``BASELINE_SECONDS`` / 2: step times drift (a shared host, a data pipeline, thermal
+    limits), and a run-wide median reads the drift as excess, or hides an episode under it.
+
+    Returns:
+        ``rank``, ``step``, ``local`` (null where no clean line is near).
+    """
+    by = ["rank", "position"]
+    timed = keyed.filter(pl.col("lo").is_not_null()).sort("lo")
+    period = f"{round(BASELINE_SECONDS * 1e6)}us"
+    offset = f"-{round(BASELINE_SECONDS * 5e5)}us"
+    clean = pl.col("per_step").filter(pl.col("physics") <= 0)
+    centred = timed.rolling("lo", period=period, offset=offset, group_by=by).agg(local=clean.median())
+    near = timed.join(centred, on=[*by, "lo"], how="left")
+    return near.select("rank", "step", "local")
 
 
 def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
@@ -433,7 +477,8 @@ def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
         lines: ``baselines`` output.
 
     Returns:
-        ``lines`` with ``excess`` (seconds over the line's steps), ``noise`` and ``joint_gain``.
+        ``lines`` with ``excess`` (seconds over the line's steps), ``noise``, ``joint_gain`` and
+        ``block_measured`` (the block's mean excess is past its standard error).
     """
     excess = ((pl.col("per_step") - pl.col("baseline")) * pl.col("n")).alias("excess")
     caused = pl.col("physics") > 0
@@ -441,9 +486,16 @@ def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
     block = (caused != caused.shift(1).over("rank")).fill_null(True).cum_sum().over("rank")
     significant = caused & (pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise"))
     ratio = (pl.col("excess") / pl.col("physics")).filter(significant)
+    # A block whose mean excess lies within its standard error measured no cost: a line of it past the
+    # noise by chance is still noise.
+    block_noise = (pl.col("sigma") ** 2 * pl.col("n")).sum().sqrt() / pl.col("n").sum()
+    block_measured = pl.col("excess").sum() / pl.col("n").sum() > SIGNIFICANT_SIGMAS * block_noise
     return (
         ordered.with_columns(block=block)
-        .with_columns(joint_gain=ratio.median().over("rank", "block"))
+        .with_columns(
+            joint_gain=ratio.median().over("rank", "block"),
+            block_measured=block_measured.over("rank", "block"),
+        )
         .drop("block")
     )
 
@@ -508,7 +560,7 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     blended = weight * pl.col("excess") + (1 - weight) * pl.col("scaled")
     capped = pl.col("scaled").clip(upper_bound=pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise"))
     network = (
-        pl.when(~pl.col("communicates") | ~above | (pl.col("scaled") <= 0))
+        pl.when(~pl.col("communicates") | ~pl.col("block_measured") | ~above | (pl.col("scaled") <= 0))
         .then(0.0)
         .when(agree)
         .then(blended)
@@ -671,7 +723,7 @@ def attribute(
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
     grid = grid.with_columns(seconds_step=pl.lit(median_step))
     amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate").fill_null(0.0)
+        pl.col("base_rate", "rate_noise").fill_null(0.0)
     )
     cells = step_physics(grid, amounts, ends, links)
     strongest = floor(cells).group_by("window").agg(pl.col("physics").max())

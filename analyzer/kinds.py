@@ -16,7 +16,8 @@ Level defaults and why:
 * PFC: paused 1% of the time (duration counters) or 100 pause frames/s (frame counters only).
 * queue depth: 1.5 x the interface's bandwidth-delay product (speed x round-trip fibre delay from the
   config), leaving below 1 x: a training job's own bursts fill a deep buffer up to about one BDP, a
-  standing queue beyond that is another flow's traffic; without a config, 1 MB.
+  standing queue beyond that is another flow's traffic; without a config, 1 MB; never under 16 KiB (about
+  ten frames: a port sending at line rate holds a few, and at near-zero distance 1.5 BDP is under one).
 * pre-FEC BER: a tenth of the FEC limit of the link's optics profile (``collector.contracts.optics``).
 * OSNR: within 2 dB of the required OSNR of the link's optics profile.
 * a wave down: the interface reports oper-status down.
@@ -98,9 +99,13 @@ def _lit(name: str) -> LevelExpr:
     return lambda t: pl.lit(t.level(name))
 
 
-def _queue(fraction: str, fallback: str) -> LevelExpr:
-    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level.
-    return lambda t: pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback)))
+def _queue(fraction: str, fallback: str, floor: str) -> LevelExpr:
+    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level;
+    # never under a few frames (at near-zero distance 1.5 BDP is less than the frame being sent).
+    return lambda t: pl.max_horizontal(
+        pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback))),
+        pl.lit(t.level(floor)),
+    )
 
 
 def _ber(fraction: str) -> LevelExpr:
@@ -184,11 +189,17 @@ KINDS: dict[str, EventKind] = {
             (
                 Rule(
                     ("dci_queue_watermark_bytes", "dci_queue_occupancy_bytes"),
-                    _queue("queue_bdp_fraction_enter", "queue_fallback_enter_bytes"),
-                    _queue("queue_bdp_fraction_exit", "queue_fallback_exit_bytes"),
+                    _queue(
+                        "queue_bdp_fraction_enter", "queue_fallback_enter_bytes", "queue_floor_enter_bytes"
+                    ),
+                    _queue("queue_bdp_fraction_exit", "queue_fallback_exit_bytes", "queue_floor_exit_bytes"),
                 ),
             ),
-            (*_pair("queue_bdp_fraction", 1.5, 1.0, ""), *_pair("queue_fallback", 1e6, 5e5, "_bytes")),
+            (
+                *_pair("queue_bdp_fraction", 1.5, 1.0, ""),
+                *_pair("queue_fallback", 1e6, 5e5, "_bytes"),
+                *_pair("queue_floor", 16384, 8192, "_bytes"),
+            ),
         ),
         EventKind(
             "ber",

@@ -9,7 +9,9 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   ``fcs`` frames received with a bad FCS (lost to the optics): all are sent again;
 * ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
   pause time the end sent (to its own hosts, and over the wave to the far end);
-* ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link).
+* ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link);
+* ``slow``: wave-seconds lost to a member's speed below its usual (its median over the run): a port that
+  steps down its line rate shrinks the link as a wave down does, in part.
 
 Only readings that add something, and their neighbours (the anchors of the interpolation), are kept: a
 quiet counter between two quiet readings adds nothing to any window. Each end's first and last reading
@@ -37,7 +39,7 @@ SPEED = "dci_interface_speed_bytes_per_second"
 RTT_MIN = "dci_link_rtt_seconds_min"
 METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
-QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down")
+QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow")
 KEYS = ["link", "device", "quantity"]
 
 READINGS: pl.Schema = pl.Schema(
@@ -50,7 +52,7 @@ READINGS: pl.Schema = pl.Schema(
     }
 )
 """One row per reading: what it adds to its quantity's running total (counters: the interval's increase;
-``up``: the reading x the interval's seconds)."""
+``down``: 1 - up, and ``slow``: the share of its usual speed missing, x the interval's seconds)."""
 
 MEMBERS: pl.Schema = pl.Schema(
     {"link": pl.String(), "device": pl.String(), "interfaces": pl.UInt32(), "capacity": pl.Float64()}
@@ -71,11 +73,18 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         ``READINGS`` rows of link member interfaces.
     """
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
-    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP]
+    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED]
     metric = pl.col("metric").cast(pl.String)
+    # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``).
+    usual = pl.col("value").median().over("series")
+    missing = pl.when(usual > 0).then((1 - pl.col("value") / usual).clip(0.0, 1.0)).otherwise(0.0)
     # A gauge covers the interval since the previous reading; the first reading of a series covers none.
     amount = (
-        pl.when(metric == UP).then((1 - pl.col("value")) * pl.col("seconds")).otherwise(pl.col("increase"))
+        pl.when(metric == UP)
+        .then((1 - pl.col("value")) * pl.col("seconds"))
+        .when(metric == SPEED)
+        .then(missing * pl.col("seconds"))
+        .otherwise(pl.col("increase"))
     )
     # Signals are grouped by series in time order: neighbours are a shift away.
     sig = signals.filter(pl.col("metric").is_in(wanted)).with_columns(amount=amount.fill_null(0.0))
@@ -109,6 +118,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .then(pl.lit("fcs"))
         .when(metric == UP)
         .then(pl.lit("down"))
+        .when(metric == SPEED)
+        .then(pl.lit("slow"))
     )
     out = rows.select("link", "device", "time", quantity=quantity, amount="amount")
     return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))

@@ -131,11 +131,9 @@ class Lab:
         for cmd in plan.build(netem):
             netns.run(cmd)
         log.info("lab: %d namespaces, %d links built", len(plan.namespaces()), len(plan.links))
-        for site in SITES:
-            self.processes += [
-                services.snmpd(plan, site, self.state, self.logs),
-                services.agent(plan, site, self.state, self.logs),
-            ]
+        snmpds = [services.Snmpd(plan, site, self.state, self.logs) for site in SITES]
+        self.processes += [s.process for s in snmpds]
+        self.processes += [services.agent(plan, site, self.state, self.logs) for site in SITES]
         self.processes += services.iperf_servers(plan, self.logs)
         services.wait_ready(self.processes, {f"gnmi-{s}": "gnmi agent on" for s in SITES})
         rtt = self.round_trips()
@@ -153,7 +151,7 @@ class Lab:
             raise LabError(f"the collector exited: {collector.tail()}")
 
         log.info("lab: episode run, %g s, %d episode(s)", config.duration, len(config.episodes))
-        actions = [Action(i, e, plan, self.logs) for i, e in enumerate(config.episodes)]
+        actions = [Action(i, e, plan, self.logs, snmpds) for i, e in enumerate(config.episodes)]
         steps, start = self.job(self.out / "run", config.duration, actions, with_start=True)
         self.check("end")
         self.finish_checks()

@@ -44,6 +44,11 @@ class LinkSpec(Strict):
     def profile(self) -> str:
         return self.buffer if isinstance(self.buffer, str) else f"{self.buffer}B"
 
+    @property
+    def port_mbit(self) -> float:
+        """The link's shaped rate (its htb root: both classes), what its ports report as their speed."""
+        return self.job_mbit + self.background_mbit
+
 
 class JobSpec(Strict):
     """The data-parallel job: 2 ranks per site, an MLP whose gradients cross the sites every step."""

@@ -3,18 +3,20 @@
 Each episode is an ``Action`` started and ended by the lab's clock. Cross traffic is UDP at ``load`` x the
 class's rate from site a's generator to site b's (``-R`` for b to a), pinned to the link by its port and
 marked with the job's DSCP or none (background); every iperf3 runs under ``timeout -s KILL`` so it ends
-even if the lab does not. A compute stall is the training job's own doing (``--stall``), nothing here.
+even if the lab does not. A rate cut lowers the link's htb rates and the speed its ports report over SNMP.
+A compute stall is the training job's own doing (``--stall``), nothing here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spanwatch.lab.config import SITES, EpisodeSpec
 from spanwatch.lab.netns import Process, run
-from spanwatch.lab.services import IPERF3
+from spanwatch.lab.services import IPERF3, Snmpd
 from spanwatch.lab.topology import Link, Plan, device, router_ns
 
 KILL_AFTER_S = 5.0  # beyond the episode: iperf3's own end, then SIGKILL
@@ -29,6 +31,7 @@ class Action:
     spec: EpisodeSpec
     plan: Plan
     logs: Path
+    snmpds: Sequence[Snmpd] = ()  # a rate cut is reported as the ports' speed
     started: float | None = None
     ended: float | None = None
     checked: bool = False
@@ -64,6 +67,8 @@ class Action:
             for site in SITES:
                 for cmd in self.plan.rate(router_ns(site), link, self.spec.factor):
                     run(cmd)
+            for agent in self.snmpds:
+                agent.rate(link, self.spec.factor)
         elif self.spec.kind == "link_down" and link is not None:
             for site in SITES:
                 run(["ip", "-n", router_ns(site), "link", "set", link.ifname, "down"])
@@ -77,6 +82,8 @@ class Action:
             for site in SITES:
                 for cmd in self.plan.rate(router_ns(site), link, 1.0):
                     run(cmd)
+            for agent in self.snmpds:
+                agent.rate(link, 1.0)
         elif self.spec.kind == "link_down" and link is not None:
             for site in SITES:
                 run(["ip", "-n", router_ns(site), "link", "set", link.ifname, "up"])

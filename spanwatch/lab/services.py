@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,30 +16,69 @@ import yaml
 from spanwatch.lab.agent import QueueSpec
 from spanwatch.lab.config import SITES
 from spanwatch.lab.netns import LabError, Process
-from spanwatch.lab.topology import GNMI_PORT, MGMT, SNMP_PORT, Plan, class_id, device, router_ns
+from spanwatch.lab.topology import GNMI_PORT, MGMT, SNMP_PORT, Link, Plan, class_id, device, router_ns
 
 SNMPD = "/usr/sbin/snmpd"
 IPERF3 = "/usr/bin/iperf3"
 COMMUNITY = "spanwatch-lab"
 COLLECTOR_LISTEN = "127.0.0.1:9464"  # the management namespace's own loopback
 READY_TIMEOUT_S = 30.0
+ETHERNET_CSMACD = 6  # IANAifType of a veth, as snmpd reads it
 
 
-def snmpd(plan: Plan, site: str, state: Path, logs: Path) -> Process:
-    """Debian's snmpd in the router's namespace: IF-MIB of its real interfaces, v2c from the mgmt side."""
-    folder = state / f"snmpd-{site}"
-    folder.mkdir(parents=True, exist_ok=True)
-    conf = folder / "snmpd.conf"
-    address = plan.mgmt_address(site)
-    manager = address.rsplit(".", 1)[0] + ".1"
-    conf.write_text(
-        f"agentAddress udp:{address}:{SNMP_PORT}\n"
-        f"rocommunity {COMMUNITY} {manager}\n"
-        f"sysName {device(site)}\n"
-        "dontLogTCPWrappersConnects yes\n"
-    )
-    argv = [SNMPD, "-f", "-Lf", str(folder / "snmpd.log"), "-C", "-c", str(conf), "-p", str(folder / "pid")]
-    return Process(f"snmpd-{site}", router_ns(site), argv, logs, env={"SNMP_PERSISTENT_DIR": str(folder)})
+class Snmpd:
+    """Debian's snmpd in a router's namespace: IF-MIB of its real interfaces, v2c from the mgmt side.
+
+    Each inter-site link reports its shaped rate as its speed (``interface NAME TYPE SPEED`` sets ifSpeed and
+    ifHighSpeed), as a switch port reports its line rate: the veth's own 10G says nothing of the link. A rate
+    cut is reported too (``rate``), as a port stepping down its line rate would be.
+    """
+
+    def __init__(self, plan: Plan, site: str, state: Path, logs: Path) -> None:
+        self.plan = plan
+        self.site = site
+        self.factors: dict[str, float] = {}
+        folder = state / f"snmpd-{site}"
+        persistent = folder / "persistent"  # snmpd rewrites <dir>/snmpd.conf on exit: not the config's path
+        persistent.mkdir(parents=True, exist_ok=True)
+        self.conf = folder / "snmpd.conf"
+        self._write()
+        argv = [
+            SNMPD,
+            "-f",
+            "-Lf",
+            str(folder / "snmpd.log"),
+            "-C",
+            "-c",
+            str(self.conf),
+            "-p",
+            str(folder / "pid"),
+        ]
+        env = {"SNMP_PERSISTENT_DIR": str(persistent)}
+        self.process = Process(f"snmpd-{site}", router_ns(site), argv, logs, env=env)
+
+    def _write(self) -> None:
+        address = self.plan.mgmt_address(self.site)
+        manager = address.rsplit(".", 1)[0] + ".1"
+        speeds = "".join(
+            f"interface {link.ifname} {ETHERNET_CSMACD} "
+            f"{round(link.spec.port_mbit * self.factors.get(link.spec.name, 1.0) * 1e6)}\n"
+            for link in self.plan.links
+        )
+        self.conf.write_text(
+            f"agentAddress udp:{address}:{SNMP_PORT}\n"
+            f"rocommunity {COMMUNITY} {manager}\n"
+            f"sysName {device(self.site)}\n"
+            "dontLogTCPWrappersConnects yes\n" + speeds
+        )
+
+    def rate(self, link: Link, factor: float) -> None:
+        """Report ``link``'s speed as ``factor`` of its shaped rate: snmpd re-reads its config on SIGHUP and
+        serves the new speed from its next interface cache refresh (about a second, measured)."""
+        self.factors[link.spec.name] = factor
+        self._write()
+        if self.process.alive():
+            self.process.popen.send_signal(signal.SIGHUP)
 
 
 def queue_specs(plan: Plan, site: str) -> list[QueueSpec]:

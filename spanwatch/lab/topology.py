@@ -256,7 +256,7 @@ class Plan:
         job, bg, spec = self.config.job, self.config.job.background_class, link.spec
         dev = ["dev", link.ifname]
         tc = ["tc", "-n", ns]
-        total = (spec.job_mbit + spec.background_mbit) * factor
+        total = spec.port_mbit * factor
         cmds = [
             [*tc, "qdisc", "replace", *dev, "root", "handle", "1:", "htb", "default", class_id(bg)],
             [*tc, "class", "add", *dev, "parent", "1:", "classid", "1:1", "htb", *_rate(total)],
@@ -331,7 +331,7 @@ class Plan:
         """Commands that set one link end's class rates to ``factor`` of the configured ones."""
         job, spec = self.config.job, link.spec
         tc = ["tc", "-n", ns, "class", "change", "dev", link.ifname]
-        total = (spec.job_mbit + spec.background_mbit) * factor
+        total = spec.port_mbit * factor
         return [
             [*tc, "parent", "1:", "classid", "1:1", "htb", *_rate(total)],
             [

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from synthetic_fabric import T0
 
-from analyzer import blame, physics
+from analyzer import blame, physics, schemas
 from spanwatch import score
 
 
@@ -217,3 +217,95 @@ def test_skew_is_found_from_interval_lines() -> None:
     found, r = blame.estimate_skew(lines, signal)
     assert found == pytest.approx(skew, abs=0.11)
     assert r is not None and r > 0.95
+
+
+def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
+    # A port at 150 Mb/s stepping down to 60 for two readings: 0.6 of each of those seconds is lost.
+    speeds = [150.0, 150.0, 60.0, 60.0, 150.0, 150.0]
+    times = [T0 + timedelta(seconds=s) for s in range(len(speeds))]
+    signals = pl.LazyFrame(
+        {
+            "series": [1] * len(speeds),
+            "metric": [physics.SPEED] * len(speeds),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [*times[1:], None],
+            "value": [s * 125_000 for s in speeds],
+            "increase": [None] * len(speeds),
+            "seconds": [None] + [1.0] * (len(speeds) - 1),
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {"series": [1], "link": ["l1"], "device": ["a"], "interface": ["e1"]},
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(
+        queue=pl.lit(None, pl.String), priority=pl.lit(None, pl.String), direction=pl.lit(None, pl.String)
+    )
+    rows = physics.readings(signals, labels, "3").collect()
+    assert set(rows["quantity"]) == {"slow"}
+    assert rows["amount"].sum() == pytest.approx(1.2)
+
+
+def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
+    # A job at 7 MB/s whose windows vary by up to 1.5 MB/s (deviation 0.74 MB/s) on an 18.75 MB/s link: 1.8
+    # MB/s above its median is its own noise (past 1 % of the capacity, within 3 deviations and 10 % of the
+    # capacity); 9 MB/s above it is other traffic.
+    rates = [7e6 + d * 1e6 for d in (-1.5, -0.5, 0.0, 0.5, 1.5) * 40] + [8.8e6, 16e6]
+    n = len(rates)
+    zeros = dict.fromkeys(("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow"), 0.0)
+    amounts = pl.DataFrame(
+        {
+            "window": range(n),
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            "sent": rates,
+            **zeros,
+        }
+    )
+    typical = blame.job_rates(amounts)
+    assert typical["rate_noise"].item() == pytest.approx(0.5e6 * blame.MAD_TO_SIGMA)
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["a"], "interfaces": [1], "capacity": [18.75e6]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1.7e6], "round_trip_seconds": [1e-4]})
+    windows = pl.DataFrame({"window": range(n), "seconds_step": 0.22})
+    cells = blame.step_physics(windows, amounts.join(typical, on=["link", "device"]), ends, links)
+    assert cells["window"].to_list() == [n - 1]
+    assert cells["cause"].item() == "queueing"
+
+
+def _timed(per_step: list[float], physics_s: list[float]) -> pl.LazyFrame:
+    """Single-step lines one after the other from T0."""
+    starts = np.concatenate([[0.0], np.cumsum(per_step)[:-1]])
+    return _lines(per_step, physics_s).with_columns(
+        lo=pl.Series([T0 + timedelta(seconds=float(s)) for s in starts])
+    )
+
+
+def test_a_drifting_step_time_is_not_excess() -> None:
+    # Clean steps slow from 0.20 to 0.30 s over the run (a shared host); an episode late in the run adds
+    # 0.10 s: measured against the clean steps around it, not the run's median (0.25 s, which reads 0.13).
+    n = 600
+    per_step = list(np.linspace(0.20, 0.30, n))
+    physics_s = [0.0] * n
+    for i in range(500, 540):
+        per_step[i] += 0.10
+        physics_s[i] = 0.05
+    judged = _judge(_timed(per_step, physics_s))
+    episode = judged.filter(pl.col("physics") > 0)
+    assert episode["network"].mean() == pytest.approx(0.10, rel=0.1)
+    assert judged.filter(pl.col("physics") <= 0)["network"].sum() == 0
+
+
+def test_a_block_within_its_noise_is_not_blamed() -> None:
+    # A physical cause over 30 steps whose durations are no longer than the clean ones: clipping their noise
+    # at zero would blame about 0.4 deviations a step; the block measured nothing, so nothing is blamed.
+    rng = np.random.default_rng(2)
+    per_step = list(0.2 + 0.02 * rng.standard_normal(200))
+    physics_s = [0.05 if 100 <= i < 130 else 0.0 for i in range(200)]
+    judged = _judge(_timed(per_step, physics_s))
+    assert judged["network"].sum() == 0

@@ -107,6 +107,16 @@ def test_queue_threshold_follows_the_bandwidth_delay_product(tmp_path: Path) -> 
     assert detect(tmp_path, bdp=deep).height == 0
 
 
+def test_queue_threshold_has_a_floor_of_a_few_frames(tmp_path: Path) -> None:
+    # At near-zero distance 1.5 x BDP is under one frame: the floor keeps a queue at work (20 kB here, under
+    # a 30 kB floor) quiet, and the 9 MB episode is still one.
+    write_archive(tmp_path, 60, [Episode("queue", "a1", 10, 20)])
+    near = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [1.0]})
+    floor = Thresholds(queue_floor_enter_bytes=3e4, queue_floor_exit_bytes=2.5e4)
+    found = detect(tmp_path, floor, near)
+    assert found.height == 1 and found["duration_seconds"].item() == pytest.approx(10.0)
+
+
 def test_spilled_batches_give_the_same_result_as_one_pass_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,9 +8,13 @@ noisy), and stated where they are checked:
   background-class congestion costs less than half of that;
 - over gNMI every queue counter lies between the ``tc`` readings taken just before and after the Get,
   allowing the agent's 50 ms sampling (``LAG_S`` at the class's rate); the configured depth matches tc's;
-- the collector archived queue counters of both routers, both classes, and IF-MIB counters over SNMP;
-- the score: the control fails a timing goal; ``link_error`` <= 0.5 (the issue: 0.20). The issue's own
-  bounds are checked in ``test_issue_bounds`` (expected to fail until the analyzer's rewrite, issue 13).
+- the collector archived queue counters of both routers, both classes, and IF-MIB counters over SNMP, with
+  each link's shaped rate as its ports' speed;
+- the score: the control fails a timing goal; ``false_blame`` and ``misplaced_blame`` <= 0.05 (as the
+  issue); event recall >= 0.75 (the issue: 0.9); ``link_error`` <= 0.5 (the issue: 0.20) and the issue's own
+  bounds (``test_issue_bounds``) are expected, not required: on a loaded 2-core host the background
+  episode's packet work slows the job's CPU (the truth then calls it a cost the network physics rightly
+  does not blame), and a link down costs the job 0 to 60 ms a step, around the noise, run to run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import polars as pl
 import pytest
 from lab_support import lab_command, lab_env, need_namespaces
 
+from spanwatch.lab import config as lab_config
 from spanwatch.lab import netns
 
 pytestmark = pytest.mark.integration
@@ -102,6 +107,13 @@ def test_collector_archived_both_routers(lab: tuple[Path, float]) -> None:
     assert set(queues["queue"].unique()) >= {"0", "3"}
     snmp = frame.filter(pl.col("metric") == "dci_interface_transmit_bytes_total", pl.col("source") == "snmp")
     assert {"dci1", "dci2"} <= set(snmp["interface"].unique())
+    # A link's ports report its shaped rate (both classes' htb rates), not the veth's 10G.
+    config = lab_config.load(SHORT)
+    speed = frame.filter(pl.col("metric") == "dci_interface_speed_bytes_per_second")
+    for i, link in enumerate(config.links):
+        port = speed.filter(pl.col("interface") == f"dci{i + 1}")
+        assert set(port["device"].unique()) == {"dci-lab-a", "dci-lab-b"}
+        assert port["value"].median() == link.port_mbit * 1e6 / 8
 
 
 def test_score_loose_bounds(lab: tuple[Path, float]) -> None:
@@ -110,13 +122,13 @@ def test_score_loose_bounds(lab: tuple[Path, float]) -> None:
     assert score["control"]["fails_timing_goal"]
     assert score["false_blame"] is not None and score["false_blame"] <= 0.05
     assert score["misplaced_blame"] is not None and score["misplaced_blame"] <= 0.05
+    assert score["event_recall"] is not None and score["event_recall"] >= 0.75
 
 
 @pytest.mark.xfail(
-    reason="issue 13's method costs queueing against the interfaces' reported speed; the lab's veth "
-    "report 10G (IF-MIB) while htb shapes each class far lower, so the physics sees almost no queueing "
-    "(0 s blamed on ab-1 against 5 s true; the overlap method gave 0.47). Fix: the lab's agents report "
-    "the shaped rate as the interface speed.",
+    reason="ab-1's error holds (0.18 and under); ab-2's depends on whether the truth calls the background "
+    "episode (CPU contention on 2 cores, not the network) and the link down (0 to 60 ms a step) costs: when "
+    "it does, the analyzer blames neither and ab-2's error is 1.0",
     strict=False,
 )
 def test_link_error_loose(lab: tuple[Path, float]) -> None:
@@ -124,9 +136,7 @@ def test_link_error_loose(lab: tuple[Path, float]) -> None:
     assert score["link_error"] is not None and score["link_error"] <= 0.5
 
 
-@pytest.mark.xfail(
-    reason="the analyzer's method is being rewritten (issue 13); the issue's bounds", strict=False
-)
+@pytest.mark.xfail(reason="as test_link_error_loose, with the issue's bounds", strict=False)
 def test_issue_bounds(lab: tuple[Path, float]) -> None:
     score = json.loads((lab[0] / "score.json").read_text())
     assert score["link_error"] <= 0.20
