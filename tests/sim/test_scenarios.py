@@ -4,6 +4,7 @@ truth.json, the job's log, the collector config and the analysis outputs are che
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,3 +76,7 @@ def test_scenario_end_to_end(path: Path, runs: dict[str, Run]) -> None:
     harmful = [e for e in truth.episodes if e.affects_job and e.link is not None]
     if harmful:
         assert sum(r.network_seconds.total for r in truth.steps) > 0
+        # Scored against its truth, with the control whose broken timing must fail (the figures themselves
+        # are the matrix bench's: bench/bench_scenarios.py).
+        score = json.loads((run.out / "score.json").read_text())
+        assert score["control"]["fails_timing_goal"], score["control"]
