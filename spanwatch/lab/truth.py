@@ -5,8 +5,10 @@ all-reduce) minus that rank's median in the clean control, never below 0. It is 
 the network episode the step overlaps (its window widened by ``TAIL_S`` for the queue to drain and TCP to
 recover) when that episode measurably slowed the job (``affects_job``: its steps' mean extra time exceeds
 both 1 ms and the control's own spread); otherwise the step's cost is 0 on every link. A step overlapping
-a compute stall is 0 too: the others' wait is a straggler, not the network. So background-class traffic
-that did not slow the job carries no cost, and one that did is said so rather than hidden.
+a compute stall is 0 too: the others' wait is a straggler, not the network. Background-class traffic is
+on no link's account either: the link's scheduler keeps it in its own queue, so what it costs the job here
+is the host's CPU (its packets are forwarded by the same 2 cores that train), a cost no switch puts on a
+training host; whether it slowed the job is still measured and said (``affects_job``), not hidden.
 """
 
 from __future__ import annotations
@@ -150,7 +152,12 @@ def _step(
     causes = dict.fromkeys(("queueing", "loss_recovery", "pause", "reroute", "lost_capacity"), 0.0)
     open_ = [a for a, lo, hi in windows if _overlaps(row, lo, hi)]
     stalled = any(a.spec.kind == "compute_stall" for a in open_)
-    blamed = [a for a in open_ if a.network and affects[a.index] and a.spec.link is not None]
+    job_class = plan.config.job.traffic_class
+    blamed = [
+        a
+        for a in open_
+        if a.network and affects[a.index] and a.spec.link is not None and a.traffic_class == job_class
+    ]
     if blamed and not stalled and extra_s > 0:
         share = extra_s / len(blamed)  # overlapping episodes split it evenly (the schedules avoid overlap)
         for a in blamed:
