@@ -61,6 +61,7 @@ SKEW_MIN_CORRELATION = 0.3  # below it the cross-correlation found nothing: the 
 SKEW_MAX_LINES = 50_000  # lines the skew search reads at most (every rank logs the same windows)
 SKEW_MIN_GAIN = 0.05  # ... and a skew must correlate this much better than none to be believed
 CYCLES = (2, 3, 4, 5, 6, 8, 10, 12, 16)  # communication cycles tried (DiLoCo sync_every, accumulation)
+CYCLE_STEPS = 20_000  # clean single steps read to find the cycle
 
 
 @dataclass(frozen=True)
@@ -397,6 +398,8 @@ def cycle(durations: pl.DataFrame) -> int:
     """
     if durations.height < 4 * max(CYCLES):
         return 1
+    # A cycle repeats: a run's first CYCLE_STEPS clean steps show it as well as all of them.
+    durations = durations.sort("step").head(CYCLE_STEPS)
     for size in CYCLES:
         groups = durations.group_by(position=pl.col("step") % size).agg(
             median=pl.col("seconds").median(),
@@ -458,11 +461,21 @@ def local_baselines(keyed: pl.LazyFrame) -> pl.LazyFrame:
     """
     by = ["rank", "position"]
     timed = keyed.filter(pl.col("lo").is_not_null()).sort("lo")
-    period = f"{round(BASELINE_SECONDS * 1e6)}us"
-    offset = f"-{round(BASELINE_SECONDS * 5e5)}us"
+    full, half = round(BASELINE_SECONDS * 1e6), round(BASELINE_SECONDS * 5e5)
     clean = pl.col("per_step").filter(pl.col("physics") <= 0)
-    centred = timed.rolling("lo", period=period, offset=offset, group_by=by).agg(local=clean.median())
-    near = timed.join(centred, on=[*by, "lo"], how="left")
+    # Windows of BASELINE_SECONDS every quarter of that (a rolling median per line costs a median of a
+    # window's lines per line); each line takes the window centred nearest to it.
+    windows = (
+        timed.group_by_dynamic(
+            "lo", every=f"{full // 4}us", period=f"{full}us", offset=f"-{half}us", group_by=by
+        )
+        .agg(local=clean.median())
+        .select(*by, "local", centre=pl.col("lo") + pl.duration(microseconds=half))
+        .sort("centre")
+    )
+    near = timed.join_asof(
+        windows, left_on="lo", right_on="centre", by=by, strategy="nearest", check_sortedness=False
+    )
     return near.select("rank", "step", "local")
 
 
