@@ -59,7 +59,7 @@ MAX_SKEW_SECONDS = 2.5
 SKEW_RESOLUTION_SECONDS = 0.1
 SKEW_MIN_CORRELATION = 0.3  # below it the cross-correlation found nothing: the skew stays 0
 SKEW_MAX_LINES = 50_000  # lines the skew search reads at most (every rank logs the same windows)
-SKEW_MIN_GAIN = 0.05  # ... and a skew must correlate this much better than none to be believed
+SKEW_MIN_GAIN = 0.1  # ... and a skew must correlate this much better than none to be believed
 CYCLES = (2, 3, 4, 5, 6, 8, 10, 12, 16)  # communication cycles tried (DiLoCo sync_every, accumulation)
 CYCLE_STEPS = 20_000  # clean single steps read to find the cycle
 
