@@ -1,0 +1,241 @@
+"""Live detection on the scenario matrix: ``spanwatch follow`` beside each ``spanwatch demo``, against the
+post-run analysis of the same run at the same threshold.
+
+For each scenario the demo runs the simulated fabric in real time; follow tails its log and archive and this
+bench scrapes follow's ``/metrics`` every ``--scrape`` seconds. Per truth episode (``truth.json``) of the
+network families (congestion, optical, outage) on a link, it prints:
+
+- ``live_s``: the time from the episode's start (switches' clock, which is the wall clock here) until the
+  first scrape where ``spanwatch_training_network_seconds`` of the episode's link is above ``--threshold``
+  (seconds per step), looked for until 15 s after the episode ends;
+- ``post_s``: the baseline, the post-run analyzer (the demo's own analysis, ``attribution.parquet``) at the
+  same threshold, per step (mean over ranks): when its answer exists (the analysis file's time) minus the
+  start, and ``ideal_s``, the end of the first step it blames minus the start (what any method reading the
+  same step log could at best do).
+
+A harmless episode (``affects_job`` false) is "blamed" when its link reads above the threshold while it
+lasts or within 15 s after, unless a harmful episode on that link overlaps that time. Then the summary: the
+share of harmful episodes shown on the right link within 15 s (goal: at least 90 %), and harmless episodes
+blamed (goal: none).
+
+Run: ``.venv/bin/python bench/bench_follow.py [--only PATTERN] [--jobs 2] [--threshold 0.005] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from spanwatch.score import family
+from spanwatch.sim import scenario as sc
+from spanwatch.sim.commands import free_port
+from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.truth_build import LOG_FILES
+
+GOAL_SECONDS = 15.0
+AFTER_SECONDS = 15.0  # how long after an episode's end its link is still watched
+
+
+def _spanwatch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "spanwatch.cli", *args]
+
+
+def scrape(url: str) -> dict[str, float]:
+    """``spanwatch_training_network_seconds`` per link from one scrape."""
+    with urllib.request.urlopen(url, timeout=2) as response:
+        text = response.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("spanwatch_training_network_seconds{"):
+            labels, _, value = line.rpartition(" ")
+            out[labels.split('link="', 1)[1].split('"', 1)[0]] = float(value)
+    return out
+
+
+def run(path: Path, out: Path, scrape_every: float) -> dict[str, Any]:
+    """One demo with follow beside it; the scrapes (wall time, per link) and the wall time of each phase."""
+    s = sc.load(path)
+    truth = SimulatedFabric(s).truth()  # the job's figures, as the demo's analysis is given them
+    job_bytes = sum(link["job_bytes_per_step"] for link in truth["links"].values())
+    out.mkdir(parents=True, exist_ok=True)
+    demo = subprocess.Popen(
+        _spanwatch("demo", "--scenario", str(path), "--out", str(out)),
+        stdout=subprocess.DEVNULL,
+        stderr=(out / "demo.stderr").open("w"),
+    )
+    while not (out / "config.yaml").exists() and demo.poll() is None:
+        time.sleep(0.1)
+    port = free_port()
+    follow = subprocess.Popen(
+        _spanwatch(
+            "--log-level",
+            "warning",
+            "follow",
+            "--logs",
+            str(out / LOG_FILES[s.job.log.format]),
+            "--archive",
+            str(out / "archive"),
+            "--config",
+            str(out / "config.yaml"),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--job-traffic-class",
+            str(s.job.traffic_class),
+            "--job-bytes-per-step",
+            str(job_bytes),
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=(out / "follow.stderr").open("w"),
+    )
+    scrapes: list[tuple[float, dict[str, float]]] = []
+    done = threading.Event()
+
+    def scraper() -> None:
+        while not done.is_set():
+            began = time.time()
+            with contextlib.suppress(OSError):  # not listening yet
+                scrapes.append((began, scrape(f"http://127.0.0.1:{port}/metrics")))
+            done.wait(max(0.0, scrape_every - (time.time() - began)))
+
+    thread = threading.Thread(target=scraper, daemon=True)
+    thread.start()
+    # truth.json is written when the run ends, before the demo's own analysis: follow has seen it all.
+    while not (out / "truth.json").exists() and demo.poll() is None:
+        time.sleep(0.2)
+    time.sleep(2 * scrape_every)
+    done.set()
+    thread.join()
+    follow.send_signal(signal.SIGTERM)
+    follow.wait(timeout=30)
+    demo.wait()
+    return {"scenario": path.stem, "rc": demo.returncode, "scrapes": scrapes, "out": out}
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def post_run(out: Path, skew: float) -> tuple[pl.DataFrame, float | None]:
+    """Per (step, link) the post-run analysis' cost (mean over ranks), step times on the switches' clock;
+    and when the analysis was written."""
+    try:
+        attribution = pl.read_parquet(out / "attribution.parquet")
+        steps = pl.read_parquet(out / "steps.parquet")
+    except OSError:
+        return pl.DataFrame(
+            schema={"link": pl.String, "lo": pl.Float64, "hi": pl.Float64, "cost": pl.Float64}
+        ), None
+    ranks = steps.group_by("step").agg(
+        ranks=pl.len(),
+        lo=pl.col("start_time").min().dt.epoch("us") / 1e6 - skew,
+        hi=pl.col("end_time").max().dt.epoch("us") / 1e6 - skew,
+    )
+    cost = attribution.group_by("step", "link").agg(pl.col("attributed_seconds").sum())
+    table = cost.join(ranks, on="step").select(
+        "link", "lo", "hi", cost=pl.col("attributed_seconds") / pl.col("ranks")
+    )
+    return table, os.path.getmtime(out / "attribution.parquet")
+
+
+def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+    """One row per network episode on a link: live and post-run detection."""
+    out: Path = result["out"]
+    truth = json.loads((out / "truth.json").read_text())
+    table, written = post_run(out, float(truth["job"]["clock_skew_seconds"]))
+    spans = [
+        (e, _epoch(e["start_time"]), _epoch(e["end_time"]))
+        for e in truth["episodes"]
+        if e.get("link") and family(e["kind"]) is not None
+    ]
+    rows = []
+    for e, start, end in spans:
+        link = e["link"]
+        watch = end + AFTER_SECONDS
+        blamed = [
+            t for t, links in result["scrapes"] if start <= t <= watch and links.get(link, 0.0) > threshold
+        ]
+        row: dict[str, Any] = {
+            "scenario": result["scenario"],
+            "kind": e["kind"],
+            "link": link,
+            "start_s": round(e["start"], 1),
+            "harmful": bool(e["affects_job"]),
+            "live_s": round(blamed[0] - start, 1) if blamed else None,
+        }
+        hits = table.filter((pl.col("link") == link) & (pl.col("cost") > threshold))
+        hits = hits.filter((pl.col("hi") >= start) & (pl.col("lo") <= watch)).sort("hi")
+        row["ideal_s"] = round(max(0.0, hits["hi"][0] - start), 1) if hits.height else None
+        row["post_s"] = round(written - start, 1) if hits.height and written else None
+        if not row["harmful"]:
+            overlapped = any(
+                o["affects_job"] and o["link"] == link and s0 <= watch and e0 + AFTER_SECONDS >= start
+                for o, s0, e0 in spans
+            )
+            row["blamed"] = bool(blamed) and not overlapped
+            row["post_blamed"] = bool(hits.height) and not overlapped
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    harmful = [r for r in rows if r["harmful"]]
+    harmless = [r for r in rows if not r["harmful"]]
+    live = sum(1 for r in harmful if r["live_s"] is not None and r["live_s"] <= GOAL_SECONDS)
+    ideal = sum(1 for r in harmful if r["ideal_s"] is not None and r["ideal_s"] <= GOAL_SECONDS)
+    post = sum(1 for r in harmful if r["post_s"] is not None and r["post_s"] <= GOAL_SECONDS)
+    delays = sorted(r["live_s"] for r in harmful if r["live_s"] is not None)
+    median = delays[len(delays) // 2] if delays else None
+    share = lambda n: f"{n}/{len(harmful)} ({n / max(1, len(harmful)):.0%})"  # noqa: E731
+    return [
+        f"harmful episodes shown on their link within {GOAL_SECONDS:g} s: live {share(live)} "
+        f"(median delay {median} s); post-run analysis {share(post)} (its answer comes after the run); "
+        f"post-run steps, as if read live: {share(ideal)}",
+        f"harmless episodes whose link was blamed: live {sum(1 for r in harmless if r['blamed'])}/{len(harmless)}, "
+        f"post-run {sum(1 for r in harmless if r['post_blamed'])}/{len(harmless)}",
+    ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", default="", help="run only scenarios whose name contains this")
+    p.add_argument("--jobs", type=int, default=2, help="scenarios run at once (each demo runs in real time)")
+    p.add_argument("--threshold", type=float, default=0.005, help="seconds per step on a link that count")
+    p.add_argument("--scrape", type=float, default=0.5, help="seconds between scrapes of follow's /metrics")
+    p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    args = p.parse_args()
+    paths = [path for path in sc.shipped() if args.only in path.stem]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.out or Path(tmp)
+        with ThreadPoolExecutor(args.jobs) as pool:
+            results = list(pool.map(lambda path: run(path, base / path.stem, args.scrape), paths))
+        rows = [row for r in results if r["rc"] == 0 for row in episodes(r, args.threshold)]
+        failed = [r["scenario"] for r in results if r["rc"] != 0]
+    columns = ["scenario", "kind", "link", "start_s", "harmful", "live_s", "ideal_s", "post_s", "blamed"]
+    print(f"threshold {args.threshold:g} s per step; delays in seconds from the episode's start")
+    print(" | ".join(columns))
+    print(" | ".join("---" for _ in columns))
+    for row in rows:
+        print(" | ".join("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    for line in summary(rows):
+        print(line)
+    if failed:
+        print(f"demo failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
