@@ -120,11 +120,13 @@ class Follower:
         self.steps_read = 0
         self.malformed = 0
         self._events: set[FullLabels] = set()
-        self.figures = live.Figures()
+        # Every link reads 0 from the first scrape on, not only once the first steps are in.
+        self.figures = live.Figures(network_seconds=dict.fromkeys(sorted(set(members["link"])), 0.0))
         self._publish(self.figures, 0.0)
 
     def tick(self) -> live.Figures:
-        """Read what is new, analyse the window, update the store."""
+        """Read what is new, analyse the window, update the store (nothing new: the figures stand)."""
+        new = 0
         for tail in list(self.tails):
             try:
                 chunk = tail.read()
@@ -138,11 +140,15 @@ class Follower:
                 log.debug("malformed log line %s", problem)
                 _limited.log(logging.WARNING, ("malformed", tail.path), "malformed log line %s", problem)
             self.window.add_steps(chunk.steps)
+            new += chunk.steps.height
         # Before the first step or reading, the archive is read from one window before the wall clock.
         since = self.window.cutoff() or datetime.now(UTC) - timedelta(
             seconds=self.window.settings.window_seconds
         )
-        self.window.add_readings(self.archive.read(since))
+        readings = self.archive.read(since)
+        self.window.add_readings(readings)
+        if not new and not readings.height:  # an idle tick costs no analysis
+            return self.figures
         start = time.perf_counter()
         self.figures = live.compute(self.window, self.members, self.job, self.thresholds)
         self._publish(self.figures, time.perf_counter() - start)
