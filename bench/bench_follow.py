@@ -123,7 +123,14 @@ def run(path: Path, out: Path, scrape_every: float) -> dict[str, Any]:
     follow.send_signal(signal.SIGTERM)
     follow.wait(timeout=30)
     demo.wait()
+    (out / "scrapes.json").write_text(json.dumps(scrapes))
     return {"scenario": path.stem, "rc": demo.returncode, "scrapes": scrapes, "out": out}
+
+
+def saved(out: Path) -> dict[str, Any]:
+    """A run kept by an earlier ``--out``, as ``run`` returned it."""
+    scrapes = [(t, links) for t, links in json.loads((out / "scrapes.json").read_text())]
+    return {"scenario": out.name, "rc": 0, "scrapes": scrapes, "out": out}
 
 
 def _epoch(text: str) -> float:
@@ -169,6 +176,7 @@ def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
         blamed = [
             t for t, links in result["scrapes"] if start <= t <= watch and links.get(link, 0.0) > threshold
         ]
+        before = [links.get(link, 0.0) for t, links in result["scrapes"] if t < start]
         row: dict[str, Any] = {
             "scenario": result["scenario"],
             "kind": e["kind"],
@@ -176,6 +184,9 @@ def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
             "start_s": round(e["start"], 1),
             "harmful": bool(e["affects_job"]),
             "live_s": round(blamed[0] - start, 1) if blamed else None,
+            # The link already read above the threshold when the episode began (an earlier episode's
+            # steps still among the recent ones): its delay is not this episode's own.
+            "carried": bool(before) and before[-1] > threshold,
         }
         hits = table.filter((pl.col("link") == link) & (pl.col("cost") > threshold))
         hits = hits.filter((pl.col("hi") >= start) & (pl.col("lo") <= watch)).sort("hi")
@@ -192,10 +203,29 @@ def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
     return rows
 
 
+def false_alarms(result: dict[str, Any], threshold: float) -> int:
+    """Scrapes where a link read above the threshold with no network episode on it (from its start to 15 s
+    after its end): blame where the truth has no cause at all."""
+    truth = json.loads((result["out"] / "truth.json").read_text())
+    spans = [
+        (e["link"], _epoch(e["start_time"]), _epoch(e["end_time"]) + AFTER_SECONDS)
+        for e in truth["episodes"]
+        if e.get("link") and family(e["kind"]) is not None
+    ]
+    return sum(
+        1
+        for t, links in result["scrapes"]
+        for link, value in links.items()
+        if value > threshold and not any(link == k and lo <= t <= hi for k, lo, hi in spans)
+    )
+
+
 def summary(rows: list[dict[str, Any]]) -> list[str]:
     harmful = [r for r in rows if r["harmful"]]
     harmless = [r for r in rows if not r["harmful"]]
     live = sum(1 for r in harmful if r["live_s"] is not None and r["live_s"] <= GOAL_SECONDS)
+    own = [r for r in harmful if not r["carried"]]
+    own_live = sum(1 for r in own if r["live_s"] is not None and r["live_s"] <= GOAL_SECONDS)
     ideal = sum(1 for r in harmful if r["ideal_s"] is not None and r["ideal_s"] <= GOAL_SECONDS)
     post = sum(1 for r in harmful if r["post_s"] is not None and r["post_s"] <= GOAL_SECONDS)
     delays = sorted(r["live_s"] for r in harmful if r["live_s"] is not None)
@@ -205,6 +235,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         f"harmful episodes shown on their link within {GOAL_SECONDS:g} s: live {share(live)} "
         f"(median delay {median} s); post-run analysis {share(post)} (its answer comes after the run); "
         f"post-run steps, as if read live: {share(ideal)}",
+        f"  of which not carried over from an earlier episode on the link: live {own_live}/{len(own)}",
         f"harmless episodes whose link was blamed: live {sum(1 for r in harmless if r['blamed'])}/{len(harmless)}, "
         f"post-run {sum(1 for r in harmless if r['post_blamed'])}/{len(harmless)}",
     ]
@@ -212,20 +243,38 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default="", help="run only scenarios whose name contains this")
+    p.add_argument("--only", default="", help="run only scenarios whose name contains one of these (a,b)")
     p.add_argument("--jobs", type=int, default=2, help="scenarios run at once (each demo runs in real time)")
     p.add_argument("--threshold", type=float, default=0.005, help="seconds per step on a link that count")
     p.add_argument("--scrape", type=float, default=0.5, help="seconds between scrapes of follow's /metrics")
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    p.add_argument("--rescore", action="store_true", help="score the runs already in --out, run nothing")
     args = p.parse_args()
-    paths = [path for path in sc.shipped() if args.only in path.stem]
+    paths = [path for path in sc.shipped() if any(p in path.stem for p in args.only.split(","))]
     with tempfile.TemporaryDirectory() as tmp:
         base = args.out or Path(tmp)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(lambda path: run(path, base / path.stem, args.scrape), paths))
+        if args.rescore:
+            results = [
+                saved(base / path.stem) for path in paths if (base / path.stem / "scrapes.json").exists()
+            ]
+        else:
+            with ThreadPoolExecutor(args.jobs) as pool:
+                results = list(pool.map(lambda path: run(path, base / path.stem, args.scrape), paths))
         rows = [row for r in results if r["rc"] == 0 for row in episodes(r, args.threshold)]
+        alarms = {r["scenario"]: false_alarms(r, args.threshold) for r in results if r["rc"] == 0}
         failed = [r["scenario"] for r in results if r["rc"] != 0]
-    columns = ["scenario", "kind", "link", "start_s", "harmful", "live_s", "ideal_s", "post_s", "blamed"]
+    columns = [
+        "scenario",
+        "kind",
+        "link",
+        "start_s",
+        "harmful",
+        "live_s",
+        "carried",
+        "ideal_s",
+        "post_s",
+        "blamed",
+    ]
     print(f"threshold {args.threshold:g} s per step; delays in seconds from the episode's start")
     print(" | ".join(columns))
     print(" | ".join("---" for _ in columns))
@@ -233,6 +282,8 @@ def main() -> None:
         print(" | ".join("" if row.get(c) is None else str(row.get(c)) for c in columns))
     for line in summary(rows):
         print(line)
+    noisy = {k: v for k, v in alarms.items() if v}
+    print(f"scrapes with a link blamed and no episode on it: {sum(alarms.values())} {noisy or ''}")
     if failed:
         print(f"demo failed: {', '.join(failed)}")
 
