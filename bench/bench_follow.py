@@ -41,7 +41,6 @@ from typing import Any
 
 import polars as pl
 
-from spanwatch.score import family
 from spanwatch.sim import scenario as sc
 from spanwatch.sim.commands import free_port
 from spanwatch.sim.runtime import SimulatedFabric
@@ -133,6 +132,11 @@ def saved(out: Path) -> dict[str, Any]:
     return {"scenario": out.name, "rc": 0, "scrapes": scrapes, "out": out}
 
 
+def _on_link(episode: dict[str, Any]) -> bool:
+    """A network episode (congestion, optical, outage): every one is on a link; a compute stall is on none."""
+    return bool(episode.get("link"))
+
+
 def _epoch(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -167,7 +171,7 @@ def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
     spans = [
         (e, _epoch(e["start_time"]), _epoch(e["end_time"]))
         for e in truth["episodes"]
-        if e.get("link") and family(e["kind"]) is not None
+        if _on_link(e)
     ]
     rows = []
     for e, start, end in spans:
@@ -210,7 +214,7 @@ def false_alarms(result: dict[str, Any], threshold: float) -> int:
     spans = [
         (e["link"], _epoch(e["start_time"]), _epoch(e["end_time"]) + AFTER_SECONDS)
         for e in truth["episodes"]
-        if e.get("link") and family(e["kind"]) is not None
+        if _on_link(e)
     ]
     return sum(
         1
