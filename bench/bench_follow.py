@@ -47,6 +47,7 @@ from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.truth_build import LOG_FILES
 
 GOAL_SECONDS = 15.0
+HANG_FACTOR, HANG_SLACK_SECONDS = 3.0, 90.0  # a demo's run phase taking longer is hung
 AFTER_SECONDS = 15.0  # how long after an episode's end its link is still watched
 
 
@@ -114,7 +115,13 @@ def run(path: Path, out: Path, scrape_every: float) -> dict[str, Any]:
     thread = threading.Thread(target=scraper, daemon=True)
     thread.start()
     # truth.json is written when the run ends, before the demo's own analysis: follow has seen it all.
+    # Under heavy load a demo has been seen to hang for good while its collector stops ("stopping:
+    # cancelling sources"), before writing truth.json: past the deadline it is stopped and not scored.
+    deadline = time.monotonic() + HANG_FACTOR * s.duration + HANG_SLACK_SECONDS
     while not (out / "truth.json").exists() and demo.poll() is None:
+        if time.monotonic() > deadline:
+            _stop(demo)
+            break
         time.sleep(0.2)
     time.sleep(2 * scrape_every)
     done.set()
@@ -135,6 +142,17 @@ def saved(out: Path) -> dict[str, Any]:
 def _on_link(episode: dict[str, Any]) -> bool:
     """A network episode (congestion, optical, outage): every one is on a link; a compute stall is on none."""
     return bool(episode.get("link"))
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a demo: its first SIGTERM asks the collector to stop, the second forces it; then SIGKILL."""
+    for _ in range(2):
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+            return
+    proc.kill()
+    proc.wait()
 
 
 def _epoch(text: str) -> float:
@@ -168,11 +186,7 @@ def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
     out: Path = result["out"]
     truth = json.loads((out / "truth.json").read_text())
     table, written = post_run(out, float(truth["job"]["clock_skew_seconds"]))
-    spans = [
-        (e, _epoch(e["start_time"]), _epoch(e["end_time"]))
-        for e in truth["episodes"]
-        if _on_link(e)
-    ]
+    spans = [(e, _epoch(e["start_time"]), _epoch(e["end_time"])) for e in truth["episodes"] if _on_link(e)]
     rows = []
     for e, start, end in spans:
         link = e["link"]
@@ -289,7 +303,7 @@ def main() -> None:
     noisy = {k: v for k, v in alarms.items() if v}
     print(f"scrapes with a link blamed and no episode on it: {sum(alarms.values())} {noisy or ''}")
     if failed:
-        print(f"demo failed: {', '.join(failed)}")
+        print(f"demo failed or hung (not scored): {', '.join(failed)}")
 
 
 if __name__ == "__main__":
