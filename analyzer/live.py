@@ -48,6 +48,8 @@ class Figures:
             round trips) plus what episodes added.
         unexplained_seconds: mean excess per recent step that no link's physics explains.
         network_seconds: link -> mean seconds per recent step attributed to the link (every link known).
+        network_peak_seconds: link -> the most any one recent step lost on the link (mean over its ranks):
+            an episode shorter than a step or two (a burst) shows here, diluted in the mean.
         steady: link -> (round trip, serialization) seconds.
         events: (link, kind) -> events of the window's telemetry overlapping the recent steps.
         skew_seconds: the host-minus-switch skew applied.
@@ -61,6 +63,7 @@ class Figures:
     communication_seconds: float | None = None
     unexplained_seconds: float | None = None
     network_seconds: dict[str, float] = field(default_factory=dict)
+    network_peak_seconds: dict[str, float] = field(default_factory=dict)
     steady: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     events: dict[tuple[str, str], int] = field(default_factory=dict)
     skew_seconds: float = 0.0
@@ -133,7 +136,8 @@ def compute(window: Window, members: pl.DataFrame, job: blame.JobFigures, thresh
     """
     links = sorted(set(members["link"].to_list()))
     if window.steps.is_empty():
-        return Figures(network_seconds=dict.fromkeys(links, 0.0))
+        zeros = dict.fromkeys(links, 0.0)
+        return Figures(network_seconds=zeros, network_peak_seconds=dict(zeros))
     net = network.analyse_telemetry(window.readings().lazy(), thresholds, members, job.traffic_class)
     blamed = blame.attribute(
         window.steps, net.physics, net.ends, net.round_trips, members, job, window.settings.skew_seconds
@@ -151,6 +155,7 @@ def _read(blamed: blame.Blame, events: pl.DataFrame, links: list[str], recent_se
         ).iter_rows()
     }
     out.network_seconds = dict.fromkeys(sorted({*links, *out.steady}), 0.0)
+    out.network_peak_seconds = dict(out.network_seconds)
     if steps.is_empty():
         return out
     newest: datetime = steps["end_time"].max()  # type: ignore[assignment]
@@ -167,6 +172,11 @@ def _read(blamed: blame.Blame, events: pl.DataFrame, links: list[str], recent_se
     per_link = given.group_by("link").agg(pl.col("attributed_seconds").sum() / recent.height)
     for link, seconds in per_link.iter_rows():
         out.network_seconds[link] = float(seconds)
+    ranks = recent.group_by("step").agg(ranks=pl.len())
+    per_step = given.group_by("link", "step").agg(pl.col("attributed_seconds").sum()).join(ranks, on="step")
+    peaks = per_step.group_by("link").agg((pl.col("attributed_seconds") / pl.col("ranks")).max())
+    for link, seconds in peaks.iter_rows():
+        out.network_peak_seconds[link] = float(seconds)
     out.communication_seconds = (means[3] or 0.0) + sum(out.network_seconds.values())
     # Events are on the switches' clock; the recent steps' span is moved onto it by the skew applied.
     lo = recent["start_time"].min() - timedelta(seconds=out.skew_seconds)  # type: ignore[operator]

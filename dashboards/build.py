@@ -104,7 +104,8 @@ DESCRIPTIONS = {
     "(spanwatch follow's --recent), beside the clean baseline: the median step no link's physics touched.",
     "Network cost per step, per link": "Seconds per step the network's episodes added on each link: the "
     "analyzer's evidence-based blame (a step's excess over its baseline, shared among the links whose queue, "
-    "pauses, losses or waves down explain it) over spanwatch follow's sliding window, recent steps.",
+    "pauses, losses or waves down explain it) over spanwatch follow's sliding window: the mean over the "
+    "recent steps, and the worst recent step (a burst shorter than a step shows there first).",
     "Share of the step the network costs": "What the episodes on all links add to a step, over the step time "
     "(recent steps). 0 is a clean network; the steady round trips and serialization are not counted here.",
     "Communication time per step": "The network's time per step: the clean network's (serialization of the "
@@ -675,7 +676,12 @@ def training_board() -> db.Dashboard:
             query(step, "step"),
             query(metric("spanwatch_training_step_baseline_seconds"), "clean baseline"),
         ),
-        panel("Network cost per step, per link", "s", query(f"{network}{{{lnk}}}", "{{link}}")),
+        panel(
+            "Network cost per step, per link",
+            "s",
+            query(f"{network}{{{lnk}}}", "{{link}}"),
+            query(f"{metric('spanwatch_training_network_peak_seconds')}{{{lnk}}}", "{{link}} worst step"),
+        ),
         panel(
             "Share of the step the network costs",
             "percentunit",

@@ -121,7 +121,8 @@ class Follower:
         self.malformed = 0
         self._events: set[FullLabels] = set()
         # Every link reads 0 from the first scrape on, not only once the first steps are in.
-        self.figures = live.Figures(network_seconds=dict.fromkeys(sorted(set(members["link"])), 0.0))
+        zeros = dict.fromkeys(sorted(set(members["link"])), 0.0)
+        self.figures = live.Figures(network_seconds=zeros, network_peak_seconds=dict(zeros))
         self._publish(self.figures, 0.0)
 
     def tick(self) -> live.Figures:
@@ -172,6 +173,8 @@ class Follower:
         s.set("spanwatch_training_analysis_seconds", (), took)
         for link, seconds in f.network_seconds.items():
             s.set("spanwatch_training_network_seconds", (("link", link),), seconds)
+        for link, seconds in f.network_peak_seconds.items():
+            s.set("spanwatch_training_network_peak_seconds", (("link", link),), seconds)
         for link, (rtt, serialization) in f.steady.items():
             steady = (serialization or 0.0) + 2 * (rtt or 0.0)
             s.set("spanwatch_training_steady_seconds", (("link", link),), steady)

@@ -263,6 +263,12 @@ TRAINING_METRICS: tuple[MetricSpec, ...] = (
         "link",
     ),
     _g(
+        "spanwatch_training_network_peak_seconds",
+        "seconds",
+        "The most one recent step lost on the link (mean over its ranks): a burst shorter than a step shows.",
+        "link",
+    ),
+    _g(
         "spanwatch_training_steady_seconds",
         "seconds",
         "Seconds per step the clean link costs: serialization of the job's bytes and two round trips.",

@@ -155,6 +155,10 @@ def test_the_follower_exports_the_figures_per_link(tmp_path: Path) -> None:
     store = follower.store
     assert float(store.value("spanwatch_training_network_seconds", (("link", "l2"),)) or 0) > 0.1  # type: ignore[arg-type]
     assert store.value("spanwatch_training_network_seconds", (("link", "l1"),)) == 0.0
+    peak = store.value("spanwatch_training_network_peak_seconds", (("link", "l2"),))
+    assert float(peak or 0) >= float(
+        store.value("spanwatch_training_network_seconds", (("link", "l2"),)) or 0
+    )  # type: ignore[arg-type]
     assert store.value("spanwatch_training_malformed_lines_total", ()) == 1
     assert float(store.value("spanwatch_training_step_seconds", ()) or 0) > 1.0  # type: ignore[arg-type]
     follower.close()

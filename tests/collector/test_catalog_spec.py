@@ -41,6 +41,7 @@ PROPOSED_FOR_SPEC = {
     "spanwatch_training_step_baseline_seconds": "spanwatch follow: clean step baseline (issue 15)",
     "spanwatch_training_communication_seconds": "spanwatch follow: network time per step (issue 15)",
     "spanwatch_training_network_seconds": "spanwatch follow: episode cost per step, per link (issue 15)",
+    "spanwatch_training_network_peak_seconds": "spanwatch follow: the worst recent step, per link (issue 15)",
     "spanwatch_training_steady_seconds": "spanwatch follow: clean link cost per step (issue 15)",
     "spanwatch_training_unexplained_seconds": "spanwatch follow: excess no physics explains (issue 15)",
     "spanwatch_training_network_events": "spanwatch follow: analyzer events per link and kind (issue 15)",
