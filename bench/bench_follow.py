@@ -6,8 +6,10 @@ bench scrapes follow's ``/metrics`` every ``--scrape`` seconds. Per truth episod
 network families (congestion, optical, outage) on a link, it prints:
 
 - ``live_s``: the time from the episode's start (switches' clock, which is the wall clock here) until the
-  first scrape where ``spanwatch_training_network_seconds`` of the episode's link is above ``--threshold``
-  (seconds per step), looked for until 15 s after the episode ends;
+  first scrape where the episode link's figure is above ``--threshold`` (seconds per step), looked for
+  until 15 s after the episode ends; the figure is ``--gauge``: ``mean``
+  (``spanwatch_training_network_seconds``, the recent steps' mean) or ``peak``
+  (``spanwatch_training_network_peak_seconds``, the worst recent step);
 - ``post_s``: the baseline, the post-run analyzer (the demo's own analysis, ``attribution.parquet``) at the
   same threshold, per step (mean over ranks): when its answer exists (the analysis file's time) minus the
   start, and ``ideal_s``, the end of the first step it blames minus the start (what any method reading the
@@ -18,7 +20,8 @@ lasts or within 15 s after, unless a harmful episode on that link overlaps that 
 share of harmful episodes shown on the right link within 15 s (goal: at least 90 %), and harmless episodes
 blamed (goal: none).
 
-Run: ``.venv/bin/python bench/bench_follow.py [--only PATTERN] [--jobs 2] [--threshold 0.005] [--out DIR]``.
+Run: ``.venv/bin/python bench/bench_follow.py [--only A,B] [--jobs 2] [--threshold 0.005] [--gauge mean|peak]
+[--out DIR [--rescore]]``.
 """
 
 from __future__ import annotations
@@ -55,19 +58,23 @@ def _spanwatch(*args: str) -> list[str]:
     return [sys.executable, "-m", "spanwatch.cli", *args]
 
 
-def scrape(url: str) -> dict[str, float]:
-    """``spanwatch_training_network_seconds`` per link from one scrape."""
+GAUGES = {"mean": "spanwatch_training_network_seconds", "peak": "spanwatch_training_network_peak_seconds"}
+
+
+def scrape(url: str) -> dict[str, dict[str, float]]:
+    """Per gauge (``GAUGES``) its value per link, from one scrape."""
     with urllib.request.urlopen(url, timeout=2) as response:
         text = response.read().decode()
-    out = {}
+    out: dict[str, dict[str, float]] = {gauge: {} for gauge in GAUGES}
     for line in text.splitlines():
-        if line.startswith("spanwatch_training_network_seconds{"):
-            labels, _, value = line.rpartition(" ")
-            out[labels.split('link="', 1)[1].split('"', 1)[0]] = float(value)
+        for gauge, name in GAUGES.items():
+            if line.startswith(name + "{"):
+                labels, _, value = line.rpartition(" ")
+                out[gauge][labels.split('link="', 1)[1].split('"', 1)[0]] = float(value)
     return out
 
 
-def run(path: Path, out: Path, scrape_every: float) -> dict[str, Any]:
+def run(path: Path, out: Path, scrape_every: float, gauge: str) -> dict[str, Any]:
     """One demo with follow beside it; the scrapes (wall time, per link) and the wall time of each phase."""
     s = sc.load(path)
     truth = SimulatedFabric(s).truth()  # the job's figures, as the demo's analysis is given them
@@ -102,7 +109,7 @@ def run(path: Path, out: Path, scrape_every: float) -> dict[str, Any]:
         stdout=subprocess.DEVNULL,
         stderr=(out / "follow.stderr").open("w"),
     )
-    scrapes: list[tuple[float, dict[str, float]]] = []
+    scrapes: list[tuple[float, dict[str, dict[str, float]]]] = []
     done = threading.Event()
 
     def scraper() -> None:
@@ -130,13 +137,18 @@ def run(path: Path, out: Path, scrape_every: float) -> dict[str, Any]:
     follow.wait(timeout=30)
     demo.wait()
     (out / "scrapes.json").write_text(json.dumps(scrapes))
-    return {"scenario": path.stem, "rc": demo.returncode, "scrapes": scrapes, "out": out}
+    return {"scenario": path.stem, "rc": demo.returncode, "scrapes": _pick(scrapes, gauge), "out": out}
 
 
-def saved(out: Path) -> dict[str, Any]:
+def saved(out: Path, gauge: str) -> dict[str, Any]:
     """A run kept by an earlier ``--out``, as ``run`` returned it."""
-    scrapes = [(t, links) for t, links in json.loads((out / "scrapes.json").read_text())]
-    return {"scenario": out.name, "rc": 0, "scrapes": scrapes, "out": out}
+    scrapes = [(t, values) for t, values in json.loads((out / "scrapes.json").read_text())]
+    return {"scenario": out.name, "rc": 0, "scrapes": _pick(scrapes, gauge), "out": out}
+
+
+def _pick(scrapes: list[tuple[float, Any]], gauge: str) -> list[tuple[float, dict[str, float]]]:
+    """The scrapes of one gauge (runs kept before the peak gauge existed hold the mean alone)."""
+    return [(t, values.get(gauge, {}) if "mean" in values else values) for t, values in scrapes]
 
 
 def _on_link(episode: dict[str, Any]) -> bool:
@@ -266,6 +278,12 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.005, help="seconds per step on a link that count")
     p.add_argument("--scrape", type=float, default=0.5, help="seconds between scrapes of follow's /metrics")
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    p.add_argument(
+        "--gauge",
+        choices=sorted(GAUGES),
+        default="mean",
+        help="the per-link figure that must pass the threshold: the recent steps' mean, or the worst one",
+    )
     p.add_argument("--rescore", action="store_true", help="score the runs already in --out, run nothing")
     args = p.parse_args()
     paths = [path for path in sc.shipped() if any(p in path.stem for p in args.only.split(","))]
@@ -273,11 +291,15 @@ def main() -> None:
         base = args.out or Path(tmp)
         if args.rescore:
             results = [
-                saved(base / path.stem) for path in paths if (base / path.stem / "scrapes.json").exists()
+                saved(base / path.stem, args.gauge)
+                for path in paths
+                if (base / path.stem / "scrapes.json").exists()
             ]
         else:
             with ThreadPoolExecutor(args.jobs) as pool:
-                results = list(pool.map(lambda path: run(path, base / path.stem, args.scrape), paths))
+                results = list(
+                    pool.map(lambda path: run(path, base / path.stem, args.scrape, args.gauge), paths)
+                )
         rows = [row for r in results if r["rc"] == 0 for row in episodes(r, args.threshold)]
         alarms = {r["scenario"]: false_alarms(r, args.threshold) for r in results if r["rc"] == 0}
         failed = [r["scenario"] for r in results if r["rc"] != 0]
@@ -293,7 +315,9 @@ def main() -> None:
         "post_s",
         "blamed",
     ]
-    print(f"threshold {args.threshold:g} s per step; delays in seconds from the episode's start")
+    print(
+        f"{GAUGES[args.gauge]} over {args.threshold:g} s per step; delays in seconds from the episode's start"
+    )
     print(" | ".join(columns))
     print(" | ".join("---" for _ in columns))
     for row in rows:
