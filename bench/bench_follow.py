@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +61,7 @@ def _spanwatch(*args: str) -> list[str]:
 
 
 GAUGES = {"mean": "spanwatch_training_network_seconds", "peak": "spanwatch_training_network_peak_seconds"}
+STEP = "spanwatch_training_step_seconds"
 
 
 def scrape(url: str) -> dict[str, dict[str, float]]:
@@ -71,10 +74,12 @@ def scrape(url: str) -> dict[str, dict[str, float]]:
             if line.startswith(name + "{"):
                 labels, _, value = line.rpartition(" ")
                 out[gauge][labels.split('link="', 1)[1].split('"', 1)[0]] = float(value)
+        if line.startswith(STEP + " "):
+            out["step"] = {"": float(line.rpartition(" ")[2])}
     return out
 
 
-def run(path: Path, out: Path, scrape_every: float, gauge: str) -> dict[str, Any]:
+def run(path: Path, out: Path, scrape_every: float, pick: Callable[[list[Any]], list[Any]]) -> dict[str, Any]:
     """One demo with follow beside it; the scrapes (wall time, per link) and the wall time of each phase."""
     s = sc.load(path)
     truth = SimulatedFabric(s).truth()  # the job's figures, as the demo's analysis is given them
@@ -137,18 +142,27 @@ def run(path: Path, out: Path, scrape_every: float, gauge: str) -> dict[str, Any
     follow.wait(timeout=30)
     demo.wait()
     (out / "scrapes.json").write_text(json.dumps(scrapes))
-    return {"scenario": path.stem, "rc": demo.returncode, "scrapes": _pick(scrapes, gauge), "out": out}
+    return {"scenario": path.stem, "rc": demo.returncode, "scrapes": pick(scrapes), "out": out}
 
 
-def saved(out: Path, gauge: str) -> dict[str, Any]:
+def saved(out: Path, pick: Callable[[list[Any]], list[Any]]) -> dict[str, Any]:
     """A run kept by an earlier ``--out``, as ``run`` returned it."""
     scrapes = [(t, values) for t, values in json.loads((out / "scrapes.json").read_text())]
-    return {"scenario": out.name, "rc": 0, "scrapes": _pick(scrapes, gauge), "out": out}
+    return {"scenario": out.name, "rc": 0, "scrapes": pick(scrapes), "out": out}
 
 
-def _pick(scrapes: list[tuple[float, Any]], gauge: str) -> list[tuple[float, dict[str, float]]]:
-    """The scrapes of one gauge (runs kept before the peak gauge existed hold the mean alone)."""
-    return [(t, values.get(gauge, {}) if "mean" in values else values) for t, values in scrapes]
+def _pick(
+    scrapes: list[tuple[float, Any]], gauge: str, threshold: float, share: float
+) -> list[tuple[float, dict[str, float]]]:
+    """The scrapes of one gauge, a link's value kept only where it passes the scrape's limit: the larger of
+    ``threshold`` and ``share`` of the step time (runs kept before the peak gauge existed hold the mean
+    alone, and no step time)."""
+    out = []
+    for t, values in scrapes:
+        links = values.get(gauge, {}) if "mean" in values else values
+        limit = max(threshold, share * values.get("step", {}).get("", 0.0) if "mean" in values else 0.0)
+        out.append((t, {link: (v if v > limit else 0.0) for link, v in links.items()}))
+    return out
 
 
 def _on_link(episode: dict[str, Any]) -> bool:
@@ -178,22 +192,28 @@ def post_run(out: Path, skew: float) -> tuple[pl.DataFrame, float | None]:
         attribution = pl.read_parquet(out / "attribution.parquet")
         steps = pl.read_parquet(out / "steps.parquet")
     except OSError:
-        return pl.DataFrame(
-            schema={"link": pl.String, "lo": pl.Float64, "hi": pl.Float64, "cost": pl.Float64}
-        ), None
+        schema = {
+            "link": pl.String,
+            "lo": pl.Float64,
+            "hi": pl.Float64,
+            "step_s": pl.Float64,
+            "cost": pl.Float64,
+        }
+        return pl.DataFrame(schema=schema), None
     ranks = steps.group_by("step").agg(
         ranks=pl.len(),
         lo=pl.col("start_time").min().dt.epoch("us") / 1e6 - skew,
         hi=pl.col("end_time").max().dt.epoch("us") / 1e6 - skew,
+        step_s=pl.col("duration_seconds").mean(),
     )
     cost = attribution.group_by("step", "link").agg(pl.col("attributed_seconds").sum())
     table = cost.join(ranks, on="step").select(
-        "link", "lo", "hi", cost=pl.col("attributed_seconds") / pl.col("ranks")
+        "link", "lo", "hi", "step_s", cost=pl.col("attributed_seconds") / pl.col("ranks")
     )
     return table, os.path.getmtime(out / "attribution.parquet")
 
 
-def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
+def episodes(result: dict[str, Any], threshold: float, share: float) -> list[dict[str, Any]]:
     """One row per network episode on a link: live and post-run detection."""
     out: Path = result["out"]
     truth = json.loads((out / "truth.json").read_text())
@@ -218,7 +238,8 @@ def episodes(result: dict[str, Any], threshold: float) -> list[dict[str, Any]]:
             # steps still among the recent ones): its delay is not this episode's own.
             "carried": bool(before) and before[-1] > threshold,
         }
-        hits = table.filter((pl.col("link") == link) & (pl.col("cost") > threshold))
+        limit = pl.max_horizontal(pl.lit(threshold), share * pl.col("step_s"))
+        hits = table.filter((pl.col("link") == link) & (pl.col("cost") > limit))
         hits = hits.filter((pl.col("hi") >= start) & (pl.col("lo") <= watch)).sort("hi")
         row["ideal_s"] = round(max(0.0, hits["hi"][0] - start), 1) if hits.height else None
         row["post_s"] = round(written - start, 1) if hits.height and written else None
@@ -279,28 +300,33 @@ def main() -> None:
     p.add_argument("--scrape", type=float, default=0.5, help="seconds between scrapes of follow's /metrics")
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     p.add_argument(
+        "--share",
+        type=float,
+        default=0.05,
+        help="... or past this share of the step time, whichever is larger (the scorer's false-blame level)",
+    )
+    p.add_argument(
         "--gauge",
         choices=sorted(GAUGES),
-        default="mean",
+        default="peak",
         help="the per-link figure that must pass the threshold: the recent steps' mean, or the worst one",
     )
     p.add_argument("--rescore", action="store_true", help="score the runs already in --out, run nothing")
     args = p.parse_args()
+    pick = functools.partial(_pick, gauge=args.gauge, threshold=args.threshold, share=args.share)
     paths = [path for path in sc.shipped() if any(p in path.stem for p in args.only.split(","))]
     with tempfile.TemporaryDirectory() as tmp:
         base = args.out or Path(tmp)
         if args.rescore:
             results = [
-                saved(base / path.stem, args.gauge)
+                saved(base / path.stem, pick)
                 for path in paths
                 if (base / path.stem / "scrapes.json").exists()
             ]
         else:
             with ThreadPoolExecutor(args.jobs) as pool:
-                results = list(
-                    pool.map(lambda path: run(path, base / path.stem, args.scrape, args.gauge), paths)
-                )
-        rows = [row for r in results if r["rc"] == 0 for row in episodes(r, args.threshold)]
+                results = list(pool.map(lambda path: run(path, base / path.stem, args.scrape, pick), paths))
+        rows = [row for r in results if r["rc"] == 0 for row in episodes(r, args.threshold, args.share)]
         alarms = {r["scenario"]: false_alarms(r, args.threshold) for r in results if r["rc"] == 0}
         failed = [r["scenario"] for r in results if r["rc"] != 0]
     columns = [

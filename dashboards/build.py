@@ -659,7 +659,10 @@ class Annotation:
         return self.query
 
 
-# A link costing a step more than this shows as an event on the training board (the scorer's floor too).
+# A recent step losing more than the larger of these on a link shows as an event on the training board: the
+# level past which the scorer calls a step's blame real (spanwatch.score's false-blame floor and share);
+# bench/bench_follow.py measures detection at the same level.
+COST_EVENT_SHARE = 0.05
 COST_EVENT_SECONDS = 0.005
 
 
@@ -744,7 +747,8 @@ def training_board() -> db.Dashboard:
         d.annotation(
             Annotation(
                 "Network cost on a link",
-                f"{network}{{{lnk}}} > {COST_EVENT_SECONDS}",
+                f"{metric('spanwatch_training_network_peak_seconds')}{{{lnk}}} > ignoring (link) group_left () "
+                f"clamp_min({COST_EVENT_SHARE} * {step}, {COST_EVENT_SECONDS})",
                 "red",
                 "{{link}} costs the step",
                 "link",
