@@ -342,7 +342,8 @@ def main() -> None:
         "blamed",
     ]
     print(
-        f"{GAUGES[args.gauge]} over {args.threshold:g} s per step; delays in seconds from the episode's start"
+        f"{GAUGES[args.gauge]} over max({args.threshold:g} s, {args.share:g} x step time); "
+        "delays in seconds from the episode's start"
     )
     print(" | ".join(columns))
     print(" | ".join("---" for _ in columns))
