@@ -21,7 +21,7 @@ share of harmful episodes shown on the right link within 15 s (goal: at least 90
 blamed (goal: none).
 
 Run: ``.venv/bin/python bench/bench_follow.py [--only A,B] [--jobs 2] [--threshold 0.005] [--gauge mean|peak]
-[--out DIR [--rescore]]``.
+[--out DIR [--rescore | --replay LAG]]``.
 """
 
 from __future__ import annotations
@@ -40,12 +40,17 @@ import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from analyzer import blame, live, topology
+from analyzer.ingest import parse_file
+from analyzer.network import NEEDED
+from analyzer.telemetry import scan_archive
+from analyzer.thresholds import Thresholds
 from spanwatch.sim import scenario as sc
 from spanwatch.sim.commands import free_port
 from spanwatch.sim.runtime import SimulatedFabric
@@ -168,6 +173,32 @@ def _pick(
 def _on_link(episode: dict[str, Any]) -> bool:
     """A network episode (congestion, optical, outage): every one is on a link; a compute stall is on none."""
     return bool(episode.get("link"))
+
+
+def replay(out: Path, lag: float, pick: Callable[[list[Any]], list[Any]]) -> dict[str, Any]:
+    """A finished run fed to ``analyzer.live`` as if live: every second, the log lines written by then (host
+    clock) and the readings ``lag`` seconds older; the figures as a scrape would read them."""
+    truth = json.loads((out / "truth.json").read_text())
+    skew = timedelta(seconds=float(truth["job"]["clock_skew_seconds"]))
+    steps = parse_file(out / truth["job"]["log_file"]).table("steps")
+    readings = scan_archive(out / "archive", metrics=NEEDED).collect()
+    members = topology.link_members(topology.load_config(out / "config.yaml"))
+    total = sum(link["job_bytes_per_step"] for link in truth["links"].values())
+    job = blame.JobFigures(total, str(truth["job"]["traffic_class"]))
+    written = pl.coalesce("end_time", "start_time") - skew
+    now, last = readings["time"].min(), readings["time"].max() + timedelta(seconds=lag)
+    scrapes = []
+    while now <= last:
+        window = live.Window(live.Settings())
+        window.add_steps(steps.filter(written <= now))
+        window.add_readings(readings.filter(pl.col("time") <= now - timedelta(seconds=lag)))
+        f = live.compute(window, members, job, Thresholds())
+        step = {"": f.step_seconds} if f.step_seconds is not None else {}
+        scrapes.append(
+            (now.timestamp(), {"mean": f.network_seconds, "peak": f.network_peak_seconds, "step": step})
+        )
+        now += timedelta(seconds=1)
+    return {"scenario": out.name, "rc": 0, "scrapes": pick(scrapes), "out": out}
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -311,13 +342,23 @@ def main() -> None:
         default="peak",
         help="the per-link figure that must pass the threshold: the recent steps' mean, or the worst one",
     )
+    p.add_argument(
+        "--replay",
+        type=float,
+        metavar="LAG",
+        help="no demo: feed each finished run in --out to the live window second by second, its telemetry "
+        "LAG seconds late (the same analysis as follow, without the real-time load)",
+    )
     p.add_argument("--rescore", action="store_true", help="score the runs already in --out, run nothing")
     args = p.parse_args()
     pick = functools.partial(_pick, gauge=args.gauge, threshold=args.threshold, share=args.share)
     paths = [path for path in sc.shipped() if any(p in path.stem for p in args.only.split(","))]
     with tempfile.TemporaryDirectory() as tmp:
         base = args.out or Path(tmp)
-        if args.rescore:
+        if args.replay is not None:
+            kept = [base / path.stem for path in paths if (base / path.stem / "truth.json").exists()]
+            results = [replay(out, args.replay, pick) for out in kept]
+        elif args.rescore:
             results = [
                 saved(base / path.stem, pick)
                 for path in paths
