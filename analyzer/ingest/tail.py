@@ -75,7 +75,9 @@ class LogTail:
         Raises:
             IngestError: the file is not a followable format.
         """
-        if self.format is None and not self._detect():
+        if self.format is None:
+            self.format = self._detect()
+        if self.format is None:
             return Chunk(schemas.empty("steps"))
         data = self._appended()
         if not data:
@@ -84,7 +86,7 @@ class LogTail:
         if not newline:
             return Chunk(schemas.empty("steps"))
         new = head.split(b"\n")
-        chunk = self._parse(list(self._context), new)
+        chunk = self._parse(self.format, list(self._context), new)
         self._context.extend(new)
         self._lines += len(new)
         return chunk
@@ -106,29 +108,27 @@ class LogTail:
         self._offset += len(data)
         return data
 
-    def _detect(self) -> bool:
-        """Detect the format from the file's head; False (and retried later) while nothing matches."""
+    def _detect(self) -> str | None:
+        """The format, from the file's head; None (and tried again later) while nothing matches."""
         try:
             names = detect(self.path)
         except IngestError:
-            return False
+            return None
         followable = [n for n in names if n in TAILABLE]
         if not followable:
             followable_names = ", ".join(TAILABLE)
             raise IngestError(
                 self.path, f"a {names[0]} file cannot be followed; followable: {followable_names}"
             )
-        self.format = followable[0]
-        log.info("%s: following as %s", self.path, self.format)
-        return True
+        log.info("%s: following as %s", self.path, followable[0])
+        return followable[0]
 
-    def _parse(self, context: list[bytes], new: list[bytes]) -> Chunk:
-        assert self.format is not None
-        self._chunk.write_bytes(b"".join(line + b"\n" for line in [*context, *new]))
-        result = FORMATS[self.format].parse(self._chunk)
+    def _parse(self, log_format: str, context: list[bytes], new: list[bytes]) -> Chunk:
+        parse = FORMATS[log_format].parse
+        result = parse(self._write([*context, *new]))
         steps = result.table("steps").with_columns(source_file=pl.lit(str(self.path)))
         if context:
-            seen = FORMATS[self.format].parse(self._write(context)).table("steps").select("step", "rank")
+            seen = parse(self._write(context)).table("steps").select("step", "rank")
             steps = steps.join(seen, on=["step", "rank"], how="anti", nulls_equal=True)
         first = self._lines - len(context)  # file line number of the chunk's line 1, minus one
         problems = [
