@@ -100,6 +100,28 @@ DESCRIPTIONS = {
     "17 ps/nm per km of G.652 fibre, so it measures the route's length.",
     "Polarization mode dispersion (DGD)": "Differential group delay per wave: fast changes come with "
     "fibre handling (or a cable being moved).",
+    "Step time": "Mean seconds per training step over the steps that ended in the last few seconds "
+    "(spanwatch follow's --recent), beside the clean baseline: the median step no link's physics touched.",
+    "Network cost per step, per link": "Seconds per step the network's episodes added on each link: the "
+    "analyzer's evidence-based blame (a step's excess over its baseline, shared among the links whose queue, "
+    "pauses, losses or waves down explain it) over spanwatch follow's sliding window: the mean over the "
+    "recent steps, and the worst recent step (a burst shorter than a step shows there first).",
+    "Share of the step the network costs": "What the episodes on all links add to a step, over the step time "
+    "(recent steps). 0 is a clean network; the steady round trips and serialization are not counted here.",
+    "Communication time per step": "The network's time per step: the clean network's (serialization of the "
+    "job's bytes and two round trips of the slowest link) plus what episodes added.",
+    "Clean link cost per step": "What each link costs a step when nothing goes wrong: the job's bytes per "
+    "step serialized at the link's capacity plus two round trips (probed, else the fibre's).",
+    "Unexplained step excess": "Seconds per step above the baseline that no link's physics explains: "
+    "compute, stragglers, checkpoints, or a cause the telemetry does not see.",
+    "Network events on the links": "Events the analyzer's rules raise on each link (queue, ECN, PFC, drops, "
+    "optics, waves down) that overlap the recent steps, by kind.",
+    "Steps read and bad log lines": "Step rows read from the training logs per second, and log lines that "
+    "could not be parsed (each is logged with its file and line number).",
+    "Age of the newest step": "Seconds since the newest step in the logs ended: a job that stopped logging, "
+    "or a follow that stopped reading, shows here first.",
+    "Window analysis time and clock skew": "How long each analysis of the sliding window takes (it runs "
+    "every --interval), and the host-minus-switch clock skew applied to the steps.",
     "Target up (per source)": "1 when the last poll (SNMP) or the stream (gNMI) of the target succeeded.",
     "Time since the last successful poll": "Seconds since the target last answered, per source.",
     "Polls by outcome": "Polls per second by outcome (success, timeout, unreachable, auth error, ...).",
@@ -616,10 +638,148 @@ def collector_board() -> db.Dashboard:
     return board("spanwatch-collector", "spanwatch / collector health", [health, behind, streams])
 
 
+class PrometheusAnnotation(dm.AnnotationQuery):
+    """An annotation query with the Prometheus fields the SDK's model lacks: the title and tags from labels."""
+
+    def __init__(self, name: str, expr: str, color: str, title: str, tags: str) -> None:
+        super().__init__(name=name, datasource=DATASOURCE, enable=True, icon_color=color, expr=expr)
+        self.title, self.tags = title, tags
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "titleFormat": self.title, "tagKeys": self.tags, "step": "5s"}
+
+
+class Annotation:
+    """A builder for ``PrometheusAnnotation`` (``Dashboard.annotation`` takes builders)."""
+
+    def __init__(self, name: str, expr: str, color: str, title: str, tags: str) -> None:
+        self.query = PrometheusAnnotation(name, expr, color, title, tags)
+
+    def build(self) -> dm.AnnotationQuery:
+        return self.query
+
+
+# A recent step losing more than the larger of these on a link shows as an event on the training board: the
+# level past which the scorer calls a step's blame real (spanwatch.score's false-blame floor and share);
+# bench/bench_follow.py measures detection at the same level.
+COST_EVENT_SHARE = 0.05
+COST_EVENT_SECONDS = 0.005
+
+
+def training_board() -> db.Dashboard:
+    """The run as ``spanwatch follow`` sees it: steps, what the network costs them per link, and events."""
+    lnk = 'link=~"$link"'
+    step = metric("spanwatch_training_step_seconds")
+    network = metric("spanwatch_training_network_seconds")
+    steps = section(
+        "Training run",
+        panel(
+            "Step time",
+            "s",
+            query(step, "step"),
+            query(metric("spanwatch_training_step_baseline_seconds"), "clean baseline"),
+        ),
+        panel(
+            "Network cost per step, per link",
+            "s",
+            query(f"{network}{{{lnk}}}", "{{link}}"),
+            query(f"{metric('spanwatch_training_network_peak_seconds')}{{{lnk}}}", "{{link}} worst step"),
+        ),
+        panel(
+            "Share of the step the network costs",
+            "percentunit",
+            query(f"sum({network}) / {step}", "all links"),
+        ).min(0),
+        panel(
+            "Communication time per step",
+            "s",
+            query(metric("spanwatch_training_communication_seconds"), "clean network + episodes"),
+        ),
+        panel(
+            "Clean link cost per step",
+            "s",
+            query(f"{metric('spanwatch_training_steady_seconds')}{{{lnk}}}", "{{link}}"),
+        ),
+        panel(
+            "Unexplained step excess",
+            "s",
+            query(metric("spanwatch_training_unexplained_seconds"), "not the network"),
+        ),
+        panel(
+            "Network events on the links",
+            "short",
+            query(f"{metric('spanwatch_training_network_events')}{{{lnk}}} > 0", "{{link}} {{kind}}"),
+            width=24,
+        ),
+    )
+    health = section(
+        "Follow",
+        panel(
+            "Steps read and bad log lines",
+            "cps",
+            query(f"rate({metric('spanwatch_training_steps_total')}[$__rate_interval])", "step rows"),
+            query(
+                f"rate({metric('spanwatch_training_malformed_lines_total')}[$__rate_interval])", "bad lines"
+            ),
+            width=8,
+        ),
+        panel(
+            "Age of the newest step",
+            "s",
+            query(f"time() - {metric('spanwatch_training_last_step_timestamp_seconds')}", "age"),
+            width=8,
+        ),
+        panel(
+            "Window analysis time and clock skew",
+            "s",
+            query(metric("spanwatch_training_analysis_seconds"), "analysis"),
+            query(metric("spanwatch_training_clock_skew_seconds"), "host - switch skew"),
+            width=8,
+        ),
+    )
+    # Faster than the other boards: an episode should show within seconds of follow seeing it.
+    d = (
+        board("spanwatch-training", "spanwatch: training run", [steps, health])
+        .refresh("5s")
+        .time("now-15m", "now")
+    )
+    return (
+        d.annotation(
+            Annotation(
+                "Network cost on a link",
+                f"{metric('spanwatch_training_network_peak_seconds')}{{{lnk}}} > ignoring (link) group_left () "
+                f"clamp_min({COST_EVENT_SHARE} * {step}, {COST_EVENT_SECONDS})",
+                "red",
+                "{{link}} costs the step",
+                "link",
+            )
+        )
+        .annotation(
+            Annotation(
+                "Network events",
+                f"{metric('spanwatch_training_network_events')}{{{lnk}}} > 0",
+                "orange",
+                "{{kind}} on {{link}}",
+                "link,kind",
+            )
+        )
+        .annotation(
+            Annotation(
+                "Alerts",
+                'ALERTS{alertstate="firing", alertname=~"Spanwatch.*"}',
+                "purple",
+                "{{alertname}}",
+                "alertname,link,device",
+            )
+        )
+    )
+
+
 BOARDS: dict[str, Callable[[], db.Dashboard]] = {
     "spanwatch-links.json": links_board,
     "spanwatch-optics.json": optics_board,
     "spanwatch-collector.json": collector_board,
+    "spanwatch-training.json": training_board,
 }
 """Every board: its file name in ``dashboards/`` and the function that builds it."""
 

@@ -81,6 +81,10 @@ COMMANDS: dict[str, Command] = {
     "reflect": Command("answer TWAMP-light round-trip probes (a link's far end)", "collector.probes.command"),
     "plan": Command("latency and traffic budget of a planned run", "analyzer.plan_render"),
     "analyze": Command("post-run analysis: steps x network events", "spanwatch.analyze"),
+    "follow": Command(
+        "live step cost: tail training logs and the archive, export the network's cost per link",
+        "spanwatch.follow",
+    ),
     "score": Command("score an analysis against a simulated fabric's truth", "spanwatch.score"),
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
     "sim": Command("run the simulated fabric", "spanwatch.sim.commands"),

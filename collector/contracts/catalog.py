@@ -241,6 +241,59 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
     _c("spanwatch_worker_restarts_total", "", "Collector worker processes restarted after dying.", "worker"),
 )
 
+# ``spanwatch follow``: the analyzer's blame over a sliding window of the training log and the archive,
+# read over the steps that ended in the last few seconds ("recent steps").
+TRAINING_METRICS: tuple[MetricSpec, ...] = (
+    _g("spanwatch_training_step_seconds", "seconds", "Mean seconds per training step, recent steps."),
+    _g(
+        "spanwatch_training_step_baseline_seconds",
+        "seconds",
+        "Clean baseline of a step (median of steps no link's physics touched), recent steps' ranks.",
+    ),
+    _g(
+        "spanwatch_training_communication_seconds",
+        "seconds",
+        "Network time per step: the clean network's (serialization and round trips of the slowest link) "
+        "plus what episodes added, recent steps.",
+    ),
+    _g(
+        "spanwatch_training_network_seconds",
+        "seconds",
+        "Seconds per step the network's episodes added on the link (evidence-based blame), recent steps.",
+        "link",
+    ),
+    _g(
+        "spanwatch_training_network_peak_seconds",
+        "seconds",
+        "The most one recent step lost on the link (mean over its ranks): a burst shorter than a step shows.",
+        "link",
+    ),
+    _g(
+        "spanwatch_training_steady_seconds",
+        "seconds",
+        "Seconds per step the clean link costs: serialization of the job's bytes and two round trips.",
+        "link",
+    ),
+    _g(
+        "spanwatch_training_unexplained_seconds",
+        "seconds",
+        "Step excess over the baseline that no link's physics explains (compute, stragglers), recent steps.",
+    ),
+    _g(
+        "spanwatch_training_network_events",
+        "",
+        "Network events (analyzer rules) on the link overlapping the recent steps, by kind.",
+        "link",
+        "kind",
+    ),
+    _g("spanwatch_training_window_steps", "", "Step rows (step x rank) in the sliding window."),
+    _g("spanwatch_training_last_step_timestamp_seconds", "seconds", "Unix time the newest step ended."),
+    _g("spanwatch_training_clock_skew_seconds", "seconds", "Host-minus-switch clock skew applied to steps."),
+    _c("spanwatch_training_steps_total", "", "Step rows read from the training logs."),
+    _c("spanwatch_training_malformed_lines_total", "", "Training log lines that could not be parsed."),
+    _g("spanwatch_training_analysis_seconds", "seconds", "Time the last window analysis took."),
+)
+
 POLL_STATUSES = ("success", "timeout", "unreachable", "auth_error", "invalid_response", "error")
 POLL_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 INGEST_LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -267,7 +320,9 @@ def _expand(specs: tuple[MetricSpec, ...]) -> dict[str, MetricSpec]:
     return out
 
 
-CATALOG: dict[str, MetricSpec] = _expand(DEVICE_METRICS + LINK_METRICS + PROBE_METRICS + HEALTH_METRICS)
+CATALOG: dict[str, MetricSpec] = _expand(
+    DEVICE_METRICS + LINK_METRICS + PROBE_METRICS + HEALTH_METRICS + TRAINING_METRICS
+)
 """Every exported name, ``_min/_max/_avg`` stat variants included."""
 
 

@@ -13,6 +13,7 @@ from collector.contracts.catalog import (
     HEALTH_METRICS,
     LINK_METRICS,
     PROBE_METRICS,
+    TRAINING_METRICS,
 )
 
 SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "metrics.md"
@@ -36,6 +37,20 @@ PROPOSED_FOR_SPEC = {
     "spanwatch_ingest_backlog_seconds": "age of the oldest reading waiting to be ingested (issue 18)",
     "spanwatch_coalesced_samples_total": "readings folded into newer ones when a target fell behind (issue 18)",
     "spanwatch_worker_restarts_total": "worker processes restarted after dying (issue 18)",
+    "spanwatch_training_step_seconds": "spanwatch follow: mean seconds per recent step (issue 15)",
+    "spanwatch_training_step_baseline_seconds": "spanwatch follow: clean step baseline (issue 15)",
+    "spanwatch_training_communication_seconds": "spanwatch follow: network time per step (issue 15)",
+    "spanwatch_training_network_seconds": "spanwatch follow: episode cost per step, per link (issue 15)",
+    "spanwatch_training_network_peak_seconds": "spanwatch follow: the worst recent step, per link (issue 15)",
+    "spanwatch_training_steady_seconds": "spanwatch follow: clean link cost per step (issue 15)",
+    "spanwatch_training_unexplained_seconds": "spanwatch follow: excess no physics explains (issue 15)",
+    "spanwatch_training_network_events": "spanwatch follow: analyzer events per link and kind (issue 15)",
+    "spanwatch_training_window_steps": "spanwatch follow: step rows in the window (issue 15)",
+    "spanwatch_training_last_step_timestamp_seconds": "spanwatch follow: newest step end (issue 15)",
+    "spanwatch_training_clock_skew_seconds": "spanwatch follow: host-minus-switch skew applied (issue 15)",
+    "spanwatch_training_steps_total": "spanwatch follow: step rows read (issue 15)",
+    "spanwatch_training_malformed_lines_total": "spanwatch follow: unparsable log lines (issue 15)",
+    "spanwatch_training_analysis_seconds": "spanwatch follow: duration of the last window analysis (issue 15)",
 }
 
 
@@ -50,6 +65,7 @@ def test_every_spec_metric_is_in_the_catalogue() -> None:
 
 
 def test_every_catalogue_metric_is_in_the_spec() -> None:
-    catalogue = {spec.name for spec in DEVICE_METRICS + LINK_METRICS + PROBE_METRICS + HEALTH_METRICS}
+    specs = DEVICE_METRICS + LINK_METRICS + PROBE_METRICS + HEALTH_METRICS + TRAINING_METRICS
+    catalogue = {spec.name for spec in specs}
     assert catalogue - _spec_names() - set(PROPOSED_FOR_SPEC) == set()
     assert set(PROPOSED_FOR_SPEC) <= catalogue, "a proposed name left the catalogue: drop it here too"

@@ -24,7 +24,7 @@ RULES = ROOT / "deploy" / "prometheus" / "rules"
 PROMTOOL = shutil.which("promtool")
 
 # Series Prometheus itself makes: allowed in rules although no catalogue entry names them.
-PROMETHEUS_SERIES = {"up"}
+PROMETHEUS_SERIES = {"up", "ALERTS"}
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 _KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or",
              "unless", "inf", "nan", "Inf", "NaN"}  # fmt: skip
@@ -84,7 +84,7 @@ def board_files() -> list[Path]:
 def dashboard_expressions(
     substituted: bool = True, variables: Mapping[str, str] = VARIABLES
 ) -> list[Expression]:
-    """Every panel query and every variable query (``label_values(sel, label)`` as ``count by``), with
+    """Every panel query, annotation query and variable query (``label_values(sel, label)`` as ``count by``), with
     ``variables`` substituted unless ``substituted`` is false."""
     out: list[Expression] = []
     for path in board_files():
@@ -92,6 +92,9 @@ def dashboard_expressions(
         for p in _panels(board):
             for t in p.get("targets", []) or []:  # type: ignore[attr-defined]
                 out.append(Expression(f"{path.name}: {p.get('title')} {t['refId']}", t["expr"]))
+        for a in board.get("annotations", {}).get("list", []):
+            if a.get("expr"):
+                out.append(Expression(f"{path.name}: annotation {a['name']}", a["expr"]))
         for v in board["templating"]["list"]:
             m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", str(v.get("query", "")))
             if v["type"] == "query" and m:

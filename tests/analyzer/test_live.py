@@ -1,0 +1,164 @@
+"""The live path (``spanwatch follow``): logs tailed as they grow, the archive read as it is flushed, and the
+blame over a sliding window putting the cost on the right link, in bounded memory."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from synthetic_fabric import T0, Episode, config_yaml, step_rows, write_archive
+
+from analyzer import blame, live, topology
+from analyzer.archive_tail import ArchiveTail
+from analyzer.errors import IngestError
+from analyzer.ingest.tail import LogTail
+from analyzer.thresholds import Thresholds
+from spanwatch.follow import Follower
+
+
+def _line(step: int, start: float, end: float, rank: int = 0) -> str:
+    stamp = lambda s: (T0 + timedelta(seconds=s)).isoformat().replace("+00:00", "Z")  # noqa: E731
+    return json.dumps({"step": step, "start": stamp(start), "end": stamp(end), "rank": rank}) + "\n"
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as f:
+        f.write(text)
+
+
+def test_tail_reads_complete_lines_and_numbers_bad_ones_in_the_file(tmp_path: Path) -> None:
+    log = tmp_path / "steps.jsonl"
+    tail = LogTail(log, None, tmp_path)
+    assert tail.read().steps.is_empty()  # no file yet: waits for it
+    whole = _line(3, 3.0, 4.0)
+    log.write_text(_line(1, 1.0, 2.0) + _line(2, 2.0, 3.0) + whole[:20])  # the third is still being written
+    first = tail.read()
+    assert first.steps["step"].to_list() == [1, 2] and first.lines == 2
+    _append(log, whole[20:] + '{"step": "x"}\n' + _line(4, 4.0, 5.0))
+    second = tail.read()
+    assert second.steps["step"].to_list() == [3, 4]
+    assert [(p.line, p.file) for p in second.problems] == [(4, str(log))]
+    assert second.steps["source_file"].unique().to_list() == [str(log)]
+    log.write_text(_line(9, 9.0, 10.0))  # rotated: a new, shorter file
+    assert tail.read().steps["step"].to_list() == [9]
+    tail.close()
+
+
+def test_tail_gives_megatron_lines_their_interval_from_the_line_before(tmp_path: Path) -> None:
+    log = tmp_path / "megatron.log"
+
+    def iteration(it: int, clock: str) -> str:
+        return (
+            f"[2026-11-30 10:00:{clock}] iteration {it:8d}/    1000 | consumed samples: {it * 8:8d} | "
+            "elapsed time per iteration (ms): 1000.0 | lm loss: 7.0E+00 |\n"
+        )
+
+    log.write_text(iteration(10, "10.000000"))
+    tail = LogTail(log, None, tmp_path)
+    tail.read()
+    assert tail.format == "megatron"
+    _append(log, iteration(20, "20.000000"))
+    row = tail.read().steps.row(0, named=True)
+    assert row["step"] == 20 and row["interval_steps"] == 10
+    assert row["start_time"] == T0 + timedelta(seconds=10)  # the previous line's clock, read before
+    tail.close()
+
+
+def test_tail_refuses_a_format_it_cannot_follow(tmp_path: Path) -> None:
+    with pytest.raises(IngestError):
+        LogTail(tmp_path / "trace.json", "kineto", tmp_path)
+
+
+def _flushes(root: Path, seconds: int, episodes: list[Episode], every: int) -> list[pl.DataFrame]:
+    """The synthetic fabric's readings cut into ``every``-second files, as the collector flushes them."""
+    write_archive(root, seconds, episodes)
+    files = sorted(root.rglob("*.parquet"))
+    frame = pl.concat([pl.read_parquet(f) for f in files])
+    for f in files:
+        f.unlink()
+    offset = (pl.col("time") - T0).dt.total_seconds() // every
+    return [
+        part
+        for _, part in sorted(frame.with_columns(chunk=offset).partition_by("chunk", as_dict=True).items())
+    ]
+
+
+def test_the_window_blames_the_episode_link_soon_and_stays_bounded(tmp_path: Path) -> None:
+    """Steps appended to a log and readings flushed every 5 s: the PFC episode on l1 (40-50 s) shows on
+    l1 and not on l2 while it lasts, and nothing older than the window is kept."""
+    episodes = [Episode("pfc", "a1", 40, 50)]
+    archive = tmp_path / "archive"
+    flushes = _flushes(archive, 120, episodes, 5)
+    rows = sorted(step_rows(120, episodes, ranks=2), key=lambda r: str(r["end"]))
+    log = tmp_path / "steps.jsonl"
+    log.touch()
+    members = topology.link_members(topology.load_config(config_yaml(tmp_path / "config.yaml")))
+    tail, reader = LogTail(log, None, tmp_path), ArchiveTail(archive)
+    window = live.Window(live.Settings(window_seconds=30.0, recent_seconds=4.0))
+    seen: dict[int, dict[str, float]] = {}
+    folder = archive / "date=2026-11-30" / "hour=10"
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, flush in enumerate(flushes):
+        now = T0 + timedelta(seconds=5 * (i + 1))
+        flush.drop("chunk").write_parquet(folder / f"test-{i:04d}.parquet")
+        _append(
+            log,
+            "".join(_line(int(r["step"]), *_seconds(r), int(r["rank"])) for r in rows if _ends_by(r, now)),
+        )
+        rows = [r for r in rows if not _ends_by(r, now)]
+        window.add_steps(tail.read().steps)
+        window.add_readings(reader.read(window.cutoff()))
+        figures = live.compute(window, members, blame.JobFigures(traffic_class="3"), Thresholds())
+        seen[5 * (i + 1)] = figures.network_seconds
+        cutoff = window.cutoff()
+        assert cutoff is not None and window.steps["end_time"].min() >= cutoff
+        assert window.readings()["time"].min() >= cutoff
+    during = [seen[t] for t in (45, 50)]
+    assert all(s["l1"] > 0.1 and s["l2"] == 0.0 for s in during), seen
+    assert all(seen[t]["l1"] == 0.0 for t in (20, 30, 70, 80)), seen
+    tail.close()
+
+
+def _seconds(row: dict[str, object]) -> tuple[float, float]:
+    return tuple(  # type: ignore[return-value]
+        (pl.Series([str(row[k])]).str.to_datetime(time_zone="UTC")[0] - T0).total_seconds()
+        for k in ("start", "end")
+    )
+
+
+def _ends_by(row: dict[str, object], now: object) -> bool:
+    return bool(pl.Series([str(row["end"])]).str.to_datetime(time_zone="UTC")[0] <= now)
+
+
+def test_the_follower_exports_the_figures_per_link(tmp_path: Path) -> None:
+    episodes = [Episode("pfc", "b2", 20, 30)]
+    write_archive(tmp_path / "archive", 35, episodes)
+    log = tmp_path / "steps.jsonl"
+    log.write_text(
+        "".join(_line(int(r["step"]), *_seconds(r), int(r["rank"])) for r in step_rows(30, episodes))
+        + "not json\n"
+    )
+    members = topology.link_members(topology.load_config(config_yaml(tmp_path / "config.yaml")))
+    follower = Follower(
+        [log],
+        None,
+        tmp_path / "archive",
+        members,
+        blame.JobFigures(traffic_class="3"),
+        live.Settings(window_seconds=60.0, recent_seconds=5.0),
+        Thresholds(),
+    )
+    follower.tick()
+    store = follower.store
+    assert float(store.value("spanwatch_training_network_seconds", (("link", "l2"),)) or 0) > 0.1  # type: ignore[arg-type]
+    assert store.value("spanwatch_training_network_seconds", (("link", "l1"),)) == 0.0
+    peak = store.value("spanwatch_training_network_peak_seconds", (("link", "l2"),))
+    assert float(peak or 0) >= float(
+        store.value("spanwatch_training_network_seconds", (("link", "l2"),)) or 0
+    )  # type: ignore[arg-type]
+    assert store.value("spanwatch_training_malformed_lines_total", ()) == 1
+    assert float(store.value("spanwatch_training_step_seconds", ()) or 0) > 1.0  # type: ignore[arg-type]
+    follower.close()
