@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer import schemas
+from analyzer import optical_signal, schemas
 from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, Rule
 from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
@@ -58,10 +58,12 @@ def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
-    """On/off per reading with hysteresis: on past enter, off past exit, otherwise as before."""
+    """On/off per reading with hysteresis: on past enter, off past exit, otherwise as before; a reading
+    without signal (``masked``) is off."""
     value, enter, leave = pl.col("value"), rule.enter(thresholds), rule.exit(thresholds)
     on, off = (value < enter, value >= leave) if rule.low_is_bad else (value >= enter, value < leave)
-    decision = pl.when(value.is_null()).then(None).when(on).then(True).when(off).then(False)
+    decision = pl.when(pl.col("masked")).then(False).when(value.is_null()).then(None)
+    decision = decision.when(on).then(True).when(off).then(False)
     # Rows are grouped by series: giving every series' first reading a state makes one global forward fill
     # equal to a per-series one, without a window group-by.
     first = (pl.col("series") != pl.col("series").shift(1)).fill_null(True)
@@ -79,15 +81,49 @@ def _coverage() -> tuple[pl.Expr, pl.Expr]:
     return start.alias("start_time"), end.alias("end_time")
 
 
-def raw_episodes(signals: pl.LazyFrame, kind: str, rule: Rule, thresholds: Thresholds) -> pl.LazyFrame:
+def _normal(rule: Rule) -> pl.Expr:
+    """The normal of a place (device, interface, queue): the median of the readings with signal of each of
+    its series, the most lenient of them (a queue's watermark, not the occupancy that is mostly 0)."""
+    median = pl.col("value").filter(~pl.col("masked")).median().over("series")
+    return (median.min() if rule.low_is_bad else median.max()).over("place")
+
+
+def _masked(readings: pl.LazyFrame, down: pl.LazyFrame | None) -> pl.LazyFrame:
+    """``masked``: a reading that is a no-signal sentinel, or covers time its interface was down (errors
+    counted then are the outage's: loss of light and relocking, not a degraded signal)."""
+    masked = readings.with_columns(masked=optical_signal.no_signal(pl.col("metric"), pl.col("value")))
+    if down is None:
+        return masked
+    overlap = (pl.col("start_time") < pl.col("down_end")) & (pl.col("end_time") > pl.col("down_start"))
+    hits = (
+        masked.select("series", "time", "start_time", "end_time")
+        .join(down, on="series")
+        .filter(overlap)
+        .select("series", "time", outage=pl.lit(True))
+        .unique()
+    )
+    joined = masked.join(hits, on=["series", "time"], how="left", maintain_order="left")
+    return joined.with_columns(masked=pl.col("masked") | pl.col("outage").fill_null(False)).drop("outage")
+
+
+def raw_episodes(
+    signals: pl.LazyFrame,
+    kind: str,
+    rule: Rule,
+    thresholds: Thresholds,
+    down: pl.LazyFrame | None = None,
+) -> pl.LazyFrame:
     """Runs of readings of one rule's metrics that are "on", one row per run and series.
 
     Args:
         signals: ``schemas.SIGNALS`` rows grouped by series in time order, optionally with the link figures
-            ``bdp_bytes``, ``fec_limit_ber`` and ``osnr_required_db``.
+            ``bdp_bytes``, ``fec_limit_ber`` and ``osnr_required_db`` and ``background`` (the series is
+            of another traffic class than the job's).
         kind: the kind the rule recognises.
         rule: the rule to apply.
         thresholds: the levels.
+        down: ``series``, ``down_start``, ``down_end``: when the interface of a series was down; its
+            readings covering that time are off.
 
     Returns:
         Columns ``kind``, ``series``, ``metric``, ``start_time``, ``end_time``,
@@ -103,7 +139,14 @@ def raw_episodes(signals: pl.LazyFrame, kind: str, rule: Rule, thresholds: Thres
         (pl.col(name).fill_null(value) if name in present else pl.lit(value, pl.Float64())).alias(name)
         for name, value in limits.items()
     )
-    staged = keyed.with_columns(_state(rule, thresholds).alias("on"), *_coverage())
+    if "background" not in present:
+        keyed = keyed.with_columns(background=pl.lit(False))
+    if "place" not in present:
+        keyed = keyed.with_columns(place=pl.col("series").cast(pl.String))
+    staged = _masked(keyed.with_columns(*_coverage()), down)
+    if rule.relative:
+        staged = staged.with_columns(normal=_normal(rule))
+    staged = staged.with_columns(_state(rule, thresholds).alias("on"))
     runs = staged.with_columns(run=(pl.col("on") != pl.col("on").shift(1)).fill_null(True).cum_sum())
     sign = -1.0 if rule.low_is_bad else 1.0
     return (
@@ -167,25 +210,17 @@ def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     return marked.filter(~copy).drop("per_queue")
 
 
-# A class other than the job's that holds a state for more than this share of the observed time is in its
-# normal state (a background class lives with a standing queue and marks under strict priority), not in an
-# episode: an episode is a departure from the normal.
-STEADY_SHARE = 0.5
-
-
-def background(events: pl.LazyFrame, signals: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
+def background(events: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
     """Events of other traffic classes that are episodes of their own.
 
     Under strict priority the background class is served with what the job's class leaves: its drops and
     marks while the job's class on the same interface is in an episode are that episode seen from below,
-    not another one; and a state it holds most of the run is its normal, not an episode.
+    not another one. (A state it holds all run is its normal: the rules' ``background`` levels.)
 
     Args:
-        events: merged events with ``queue`` and ``duration_seconds``.
-        signals: the signals (their time span is the observation).
+        events: merged events with ``queue``.
         job_class: the job's traffic class.
     """
-    span = signals.select(observed=(pl.col("time").max() - pl.col("time").min()).dt.total_nanoseconds() / 1e9)
     other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
     own = events.filter(pl.col("queue") == job_class).select(
         "device", "interface", j_start="start_time", j_end="end_time"
@@ -197,9 +232,18 @@ def background(events: pl.LazyFrame, signals: pl.LazyFrame, job_class: str) -> p
         .select("kind", "device", "interface", "queue", "start_time")
         .unique()
     )
-    kept = events.join(below, on=["kind", "device", "interface", "queue", "start_time"], how="anti")
-    steady = other & (pl.col("duration_seconds") > STEADY_SHARE * pl.col("observed"))
-    return kept.join(span, how="cross").filter(~steady).drop("observed")
+    return events.join(below, on=["kind", "device", "interface", "queue", "start_time"], how="anti")
+
+
+def outages(signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds) -> pl.LazyFrame:
+    """When each interface was down: ``device``, ``interface``, ``down_start``, ``down_end``."""
+    down_rule = KINDS["wave_down"].rules[0]
+    rows = signals.filter(pl.col("metric").is_in(list(down_rule.metrics)))
+    runs = raw_episodes(rows, "wave_down", down_rule, thresholds)
+    place = labels.select("series", "device", "interface")
+    return runs.join(place, on="series").select(
+        "device", "interface", down_start="start_time", down_end="end_time"
+    )
 
 
 def detect_events(
@@ -219,7 +263,8 @@ def detect_events(
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
         link_optics: optional ``link``, ``fec_limit_ber``, ``osnr_required_db`` (``topology.link_optics``);
             series of no link get the default profile's.
-        job_class: the job's traffic class; with it, ``background`` filters the other classes' events.
+        job_class: the job's traffic class; with it, the other classes' series enter past their normal
+            (``analyzer.kinds``) and ``background`` filters their events.
 
     Returns:
         ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
@@ -227,20 +272,34 @@ def detect_events(
     # Each rule filters its own metrics (an enum: a cheap integer scan) rather than all rules sharing one
     # copy of every relevant row; only the ECN rules read derived rows.
     ecn = ecn_fraction(signals, labels).collect().lazy()
-    per_series = labels.select("series", "device", "interface", "link")
+    queue = pl.coalesce("queue", "priority")
+    other = queue.is_not_null() & (queue != job_class) if job_class is not None else pl.lit(False)
+    where = [pl.col("device"), pl.coalesce("interface", "component"), queue]
+    per_series = labels.select(
+        "series",
+        "device",
+        "interface",
+        "link",
+        background=other,
+        place=pl.concat_str(where, separator="/", ignore_nulls=True),
+    )
     if bdp is not None:
         per_series = per_series.join(bdp, on=["device", "interface"], how="left")
     if link_optics is not None:
         per_series = per_series.join(link_optics, on="link", how="left")
+    down = labels.select("series", "device", "interface").join(
+        outages(signals, labels, thresholds).collect().lazy(), on=["device", "interface"]
+    )
     per_series = per_series.drop("device", "interface", "link")
-    joined = bdp is not None or link_optics is not None
     inputs = []
     for kind, rule in RULES:
         rows = ecn if {ECN, ECN_FRACTION} & set(rule.metrics) else signals
         rows = rows.filter(pl.col("metric").is_in(list(rule.metrics)))
-        if joined:
-            rows = rows.join(per_series, on="series", how="left", maintain_order="left")
-        inputs.append(raw_episodes(rows, kind, rule, thresholds))
+        rows = rows.join(per_series, on="series", how="left", maintain_order="left")
+        optical = KINDS[kind].family == "optical"
+        inputs.append(
+            raw_episodes(rows, kind, rule, thresholds, down.drop("device", "interface") if optical else None)
+        )
     raw = pl.concat(inputs, how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then. PFC series name their priority where queue series name the queue.
@@ -258,7 +317,7 @@ def detect_events(
     merged = merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
     merged = per_queue_drops(merged, labels)
     if job_class is not None:
-        merged = background(merged, signals, job_class)
+        merged = background(merged, job_class)
     events = (
         merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
         .sort("start_time", *EVENT_KEYS, nulls_last=True)
