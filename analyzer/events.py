@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer import optical_signal, schemas
-from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, Rule
+from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, SURGE, Rule
 from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
 
@@ -210,29 +210,68 @@ def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     return marked.filter(~copy).drop("per_queue")
 
 
-def background(events: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
-    """Events of other traffic classes that are episodes of their own.
+def surges(
+    signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds, job_class: str
+) -> pl.LazyFrame:
+    """When the job's class sent ``SURGE`` times its normal packet rate: ``link``, ``device``,
+    ``interface``, ``start_time``, ``end_time``, ``score`` (the highest rate), ``samples``."""
+    job = labels.filter(pl.col("queue") == job_class).select("series", "link", "device", "interface")
+    rows = signals.filter(pl.col("metric") == QUEUE_SENT).join(job.select("series"), on="series")
+    runs = raw_episodes(rows, "burst", SURGE, thresholds)
+    return runs.join(job, on="series").drop("series", "kind", "metric")
 
-    Under strict priority the background class is served with what the job's class leaves: its drops and
-    marks while the job's class on the same interface is in an episode are that episode seen from below,
-    not another one. (A state it holds all run is its normal: the rules' ``background`` levels.)
+
+def _touching(frame: pl.LazyFrame, spans: pl.LazyFrame, on: list[str], touch: bool = True) -> pl.LazyFrame:
+    """The rows of ``frame`` whose time overlaps (``touch``) or overlaps none (not ``touch``) of the
+    ``spans`` rows with the same ``on`` keys."""
+    rows = frame.with_row_index("_row")
+    hits = (
+        rows.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
+        .filter((pl.col("start_time") <= pl.col("_end")) & (pl.col("end_time") >= pl.col("_start")))
+        .select("_row")
+        .unique()
+    )
+    return rows.join(hits, on="_row", how="semi" if touch else "anti").drop("_row")
+
+
+def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
+    """Events of other traffic classes that are episodes of their own, and the job's class's bursts.
+
+    Under strict priority another class is served with what the job's class leaves: its drops and marks
+    while the job's class on the same interface is in an episode, or sends a surge (``surges``), are that
+    episode seen from below, not another one. A surge that squeezed another class while the job's class
+    shows nothing of its own there is a ``burst`` of the job's class, unless it is one reading (a counter
+    read twice within a fraction of a second gives any rate) or an optical or outage event on the link
+    explains it (the job resends what a failing wave lost). A state another class holds all run is its
+    normal: the rules' ``background`` levels.
 
     Args:
         events: merged events with ``queue``.
+        surge: ``surges`` output.
         job_class: the job's traffic class.
     """
-    other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
-    own = events.filter(pl.col("queue") == job_class).select(
-        "device", "interface", j_start="start_time", j_end="end_time"
+    place = ["device", "interface"]
+    is_other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
+    other, own = events.filter(is_other), events.filter(pl.col("queue") == job_class)
+    job_spans = pl.concat(
+        [own.select(*place, "start_time", "end_time"), surge.select(*place, "start_time", "end_time")]
     )
-    below = (
-        events.filter(other)
-        .join(own, on=["device", "interface"], how="inner")
-        .filter((pl.col("start_time") <= pl.col("j_end")) & (pl.col("end_time") >= pl.col("j_start")))
-        .select("kind", "device", "interface", "queue", "start_time")
-        .unique()
+    failing = [k.name for k in KINDS.values() if k.family in ("optical", "down")]
+    bursts = _touching(surge.filter(pl.col("samples") > 1), other, place)
+    bursts = _touching(bursts, own, place, touch=False)
+    bursts = _touching(bursts, events.filter(pl.col("kind").is_in(failing)), ["link"], touch=False)
+    duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
+    found = bursts.with_columns(
+        kind=pl.lit("burst"),
+        queue=pl.lit(job_class),
+        metrics=pl.lit(QUEUE_SENT),
+        worst="score",
+        duration_seconds=duration,
     )
-    return events.join(below, on=["kind", "device", "interface", "queue", "start_time"], how="anti")
+    kept = pl.concat(
+        [events.filter(~is_other.fill_null(False)), _touching(other, job_spans, place, touch=False)]
+    )
+    return pl.concat([kept, found], how="diagonal_relaxed")
 
 
 def outages(signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds) -> pl.LazyFrame:
@@ -317,7 +356,7 @@ def detect_events(
     merged = merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
     merged = per_queue_drops(merged, labels)
     if job_class is not None:
-        merged = background(merged, job_class)
+        merged = background(merged, surges(signals, labels, thresholds, job_class), job_class)
     events = (
         merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
         .sort("start_time", *EVENT_KEYS, nulls_last=True)

@@ -160,6 +160,14 @@ def _class_rate(metrics: tuple[str, ...], prefix: str, unit: str) -> Rule:
 
 ECN = "dci_queue_ecn_marked_packets_total"
 QUEUE_SENT = "dci_queue_transmit_packets_total"
+SURGE = Rule(
+    (QUEUE_SENT,),
+    # A queue that is idle half the time has no normal rate to surge from.
+    lambda t: pl.when(pl.col("normal") > 0).then(pl.col("normal") * t.level("surge_rise_enter")),
+    lambda t: pl.col("normal") * t.level("surge_rise_exit"),
+    relative=True,
+)
+"""A queue transmitting several times its normal packet rate (the ``burst`` kind's evidence)."""
 # Derived: ECN-marked / transmitted packets of one queue over a sample interval. DCQCN marks a percent or
 # so of packets in normal operation on a busy shallow buffer, so the share, not the rate, tells congestion.
 ECN_FRACTION = schemas.ECN_FRACTION
@@ -271,6 +279,10 @@ KINDS: dict[str, EventKind] = {
             (_rate(("dci_interface_fec_uncorrectable_blocks_total",), "fec_uncorrectable", "_per_second"),),
             _pair("fec_uncorrectable", 1.0, 0.5, "_per_second"),
         ),
+        # Derived, not detected alone (analyzer.events.surges): the job's class sent ``SURGE`` times its
+        # normal and squeezed the other classes on the interface (retransmissions, another tenant's
+        # traffic in the job's class). A job's own bulk phases surge too, but leave the others served.
+        EventKind("burst", "congestion", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
         EventKind(
             "wave_down",
             "down",
