@@ -242,8 +242,10 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
     episode seen from below, not another one. A surge that squeezed another class while the job's class
     shows nothing of its own there is a ``burst`` of the job's class, unless it is one reading (a counter
     read twice within a fraction of a second gives any rate) or an optical or outage event on the link
-    explains it (the job resends what a failing wave lost). A state another class holds all run is its
-    normal: the rules' ``background`` levels.
+    explains it (the job resends what a failing wave lost). One reading of another class is not an episode
+    of its own either: a counter read twice within a fraction of a second gives any rate, and another
+    tenant's load lasts. A state another class holds all run is its normal: the rules' ``background``
+    levels.
 
     Args:
         events: merged events with ``queue``.
@@ -252,7 +254,8 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
     """
     place = ["device", "interface"]
     is_other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
-    other, own = events.filter(is_other), events.filter(pl.col("queue") == job_class)
+    other = events.filter(is_other & (pl.col("samples") > 1))
+    own = events.filter(pl.col("queue") == job_class)
     job_spans = pl.concat(
         [own.select(*place, "start_time", "end_time"), surge.select(*place, "start_time", "end_time")]
     )
