@@ -25,6 +25,7 @@ from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
 
 EVENT_KEYS = ["kind", "link", "device", "interface"]
+EVENT_KEYS_QUEUE = [*EVENT_KEYS, "queue", "start_time"]  # one merged event
 RULES: tuple[tuple[str, Rule], ...] = tuple(
     (kind.name, rule) for kind in KINDS.values() for rule in kind.rules
 )
@@ -210,6 +211,28 @@ def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     return marked.filter(~copy).drop("per_queue")
 
 
+OPTICAL = frozenset(k.name for k in KINDS.values() if k.family == "optical")
+
+
+def one_per_wave(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Drop an optical event lying within another optical event of the same place: one failing wave end
+    raises BER, then FEC and FCS counters, each read on its own schedule: the widest is the episode, the
+    others are the same episode seen late or early (they would stand alone as its tail)."""
+    place = ["device", "interface"]
+    optical = events.filter(pl.col("kind").is_in(sorted(OPTICAL)))
+    outer = optical.select(*place, o_kind="kind", o_start="start_time", o_end="end_time")
+    inside = (pl.col("start_time") >= pl.col("o_start")) & (pl.col("end_time") <= pl.col("o_end"))
+    same = (pl.col("start_time") == pl.col("o_start")) & (pl.col("end_time") == pl.col("o_end"))
+    # Of events with the same span, the kind first in alphabetical order stays.
+    within = (
+        optical.join(outer, on=place)
+        .filter((pl.col("kind") != pl.col("o_kind")) & inside & (~same | (pl.col("o_kind") < pl.col("kind"))))
+        .select("kind", *place, "start_time")
+        .unique()
+    )
+    return events.join(within, on=["kind", *place, "start_time"], how="anti", nulls_equal=True)
+
+
 def surges(
     signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds, job_class: str
 ) -> pl.LazyFrame:
@@ -221,17 +244,18 @@ def surges(
     return runs.join(job, on="series").drop("series", "kind", "metric")
 
 
-def _touching(frame: pl.LazyFrame, spans: pl.LazyFrame, on: list[str], touch: bool = True) -> pl.LazyFrame:
-    """The rows of ``frame`` whose time overlaps (``touch``) or overlaps none (not ``touch``) of the
-    ``spans`` rows with the same ``on`` keys."""
-    rows = frame.with_row_index("_row")
+def _touching(
+    frame: pl.LazyFrame, spans: pl.LazyFrame, on: list[str], keys: list[str], touch: bool = True
+) -> pl.LazyFrame:
+    """The rows of ``frame`` (identified by ``keys``) whose time overlaps (``touch``) or overlaps none (not
+    ``touch``) of the ``spans`` rows with the same ``on`` keys."""
     hits = (
-        rows.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
+        frame.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
         .filter((pl.col("start_time") <= pl.col("_end")) & (pl.col("end_time") >= pl.col("_start")))
-        .select("_row")
+        .select(keys)
         .unique()
     )
-    return rows.join(hits, on="_row", how="semi" if touch else "anti").drop("_row")
+    return frame.join(hits, on=keys, how="semi" if touch else "anti", nulls_equal=True)
 
 
 def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
@@ -260,9 +284,11 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
         [own.select(*place, "start_time", "end_time"), surge.select(*place, "start_time", "end_time")]
     )
     failing = [k.name for k in KINDS.values() if k.family in ("optical", "down")]
-    bursts = _touching(surge.filter(pl.col("samples") > 1), other, place)
-    bursts = _touching(bursts, own, place, touch=False)
-    bursts = _touching(bursts, events.filter(pl.col("kind").is_in(failing)), ["link"], touch=False)
+    run = [*place, "start_time"]  # a surge's key
+    bursts = _touching(surge.filter(pl.col("samples") > 1), other, place, run)
+    bursts = _touching(bursts, own, place, run, touch=False)
+    failures = events.filter(pl.col("kind").is_in(failing))
+    bursts = _touching(bursts, failures, ["link"], run, touch=False)
     duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
     found = bursts.with_columns(
         kind=pl.lit("burst"),
@@ -272,7 +298,10 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
         duration_seconds=duration,
     )
     kept = pl.concat(
-        [events.filter(~is_other.fill_null(False)), _touching(other, job_spans, place, touch=False)]
+        [
+            events.filter(~is_other.fill_null(False)),
+            _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False),
+        ]
     )
     return pl.concat([kept, found], how="diagonal_relaxed")
 
@@ -357,7 +386,7 @@ def detect_events(
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)
     duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
     merged = merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
-    merged = per_queue_drops(merged, labels)
+    merged = one_per_wave(per_queue_drops(merged, labels))
     if job_class is not None:
         merged = background(merged, surges(signals, labels, thresholds, job_class), job_class)
     events = (
