@@ -264,12 +264,10 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
     Under strict priority another class is served with what the job's class leaves: its drops and marks
     while the job's class on the same interface is in an episode, or sends a surge (``surges``), are that
     episode seen from below, not another one. A surge that squeezed another class while the job's class
-    shows nothing of its own there is a ``burst`` of the job's class, unless it is one reading (a counter
-    read twice within a fraction of a second gives any rate) or an optical or outage event on the link
-    explains it (the job resends what a failing wave lost). One reading of another class is not an episode
-    of its own either: a counter read twice within a fraction of a second gives any rate, and another
-    tenant's load lasts. A state another class holds all run is its normal: the rules' ``background``
-    levels.
+    shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
+    the link explains it (the job resends what a failing wave lost). A single reading is evidence of
+    neither: a counter read twice within a fraction of a second gives any rate, and another tenant's load
+    lasts. (A state another class holds all run is its normal: the rules' ``background`` levels.)
 
     Args:
         events: merged events with ``queue``.

@@ -25,9 +25,9 @@ Level defaults and why:
 * a wave down: the interface reports oper-status down.
 
 An episode is a departure from the normal: the median of the place's own readings (``analyzer.events``),
-so an episode has to fill half the run to hide itself. Traffic classes other than the job's (``background``) enter only past
-``background_rise_enter`` x their normal as well: a background class lives with a standing queue, drops
-and marks under strict priority.
+so an episode has to fill half the run to hide itself. Traffic classes other than the job's
+(``background``) enter only past ``background_rise_enter`` x their normal as well: a background class
+lives with a standing queue, drops and marks under strict priority.
 """
 
 from __future__ import annotations
