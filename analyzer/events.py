@@ -30,6 +30,7 @@ RULES: tuple[tuple[str, Rule], ...] = tuple(
     (kind.name, rule) for kind in KINDS.values() for rule in kind.rules
 )
 """Every (kind, rule) pair, in the order of ``analyzer.kinds.KINDS``."""
+_SIGNALED = frozenset(optical_signal.BER_METRICS + optical_signal.SNR_METRICS)  # may read no-signal
 
 
 def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
@@ -113,6 +114,7 @@ def raw_episodes(
     rule: Rule,
     thresholds: Thresholds,
     down: pl.LazyFrame | None = None,
+    normal: bool = True,
 ) -> pl.LazyFrame:
     """Runs of readings of one rule's metrics that are "on", one row per run and series.
 
@@ -125,6 +127,8 @@ def raw_episodes(
         thresholds: the levels.
         down: ``series``, ``down_start``, ``down_end``: when the interface of a series was down; its
             readings covering that time are off.
+        normal: False when no series needs its normal (a congestion rule without another class's
+            series): the window over every reading is then skipped.
 
     Returns:
         Columns ``kind``, ``series``, ``metric``, ``start_time``, ``end_time``,
@@ -144,9 +148,13 @@ def raw_episodes(
         keyed = keyed.with_columns(background=pl.lit(False))
     if "place" not in present:
         keyed = keyed.with_columns(place=pl.col("series").cast(pl.String))
-    staged = _masked(keyed.with_columns(*_coverage()), down)
+    staged = keyed.with_columns(*_coverage())
+    if set(rule.metrics) & _SIGNALED or down is not None:
+        staged = _masked(staged, down)
+    else:
+        staged = staged.with_columns(masked=pl.lit(False))
     if rule.relative:
-        staged = staged.with_columns(normal=_normal(rule))
+        staged = staged.with_columns(normal=_normal(rule) if normal else pl.lit(None, pl.Float64()))
     staged = staged.with_columns(_state(rule, thresholds).alias("on"))
     runs = staged.with_columns(run=(pl.col("on") != pl.col("on").shift(1)).fill_null(True).cum_sum())
     sign = -1.0 if rule.low_is_bad else 1.0
@@ -359,16 +367,21 @@ def detect_events(
     down = labels.select("series", "device", "interface").join(
         outages(signals, labels, thresholds).collect().lazy(), on=["device", "interface"]
     )
-    per_series = per_series.drop("device", "interface", "link")
+    down = down.drop("device", "interface")
+    # One row per series: small, so collected once; most readings need none of it.
+    per_series_df = per_series.drop("device", "interface", "link").collect()
+    others = bool(per_series_df["background"].any())
+    per_series = per_series_df.lazy()
+    linked = bdp is not None or link_optics is not None
     inputs = []
     for kind, rule in RULES:
         rows = ecn if {ECN, ECN_FRACTION} & set(rule.metrics) else signals
         rows = rows.filter(pl.col("metric").is_in(list(rule.metrics)))
-        rows = rows.join(per_series, on="series", how="left", maintain_order="left")
         optical = KINDS[kind].family == "optical"
-        inputs.append(
-            raw_episodes(rows, kind, rule, thresholds, down.drop("device", "interface") if optical else None)
-        )
+        normal = rule.relative and (optical or others)
+        if linked or normal:
+            rows = rows.join(per_series, on="series", how="left", maintain_order="left")
+        inputs.append(raw_episodes(rows, kind, rule, thresholds, down if optical else None, normal))
     raw = pl.concat(inputs, how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then. PFC series name their priority where queue series name the queue.
@@ -384,9 +397,13 @@ def detect_events(
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)
     duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
     merged = merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
-    merged = one_per_wave(per_queue_drops(merged, labels))
+    # Events are few: collected once, so the filters below that read them several times do not each
+    # run detection again.
+    merged = one_per_wave(per_queue_drops(merged, labels).collect().lazy())
     if job_class is not None:
-        merged = background(merged, surges(signals, labels, thresholds, job_class), job_class)
+        merged = background(
+            merged, surges(signals, labels, thresholds, job_class).collect().lazy(), job_class
+        )
     events = (
         merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
         .sort("start_time", *EVENT_KEYS, nulls_last=True)
