@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer import schemas
-from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, Rule
+from analyzer import optical_signal, schemas
+from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, SURGE, Rule
 from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
 
 EVENT_KEYS = ["kind", "link", "device", "interface"]
+EVENT_KEYS_QUEUE = [*EVENT_KEYS, "queue", "start_time"]  # one merged event
 RULES: tuple[tuple[str, Rule], ...] = tuple(
     (kind.name, rule) for kind in KINDS.values() for rule in kind.rules
 )
 """Every (kind, rule) pair, in the order of ``analyzer.kinds.KINDS``."""
+_SIGNALED = frozenset(optical_signal.BER_METRICS + optical_signal.SNR_METRICS)  # may read no-signal
 
 
 def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
@@ -58,10 +60,12 @@ def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
-    """On/off per reading with hysteresis: on past enter, off past exit, otherwise as before."""
+    """On/off per reading with hysteresis: on past enter, off past exit, otherwise as before; a reading
+    without signal (``masked``) is off."""
     value, enter, leave = pl.col("value"), rule.enter(thresholds), rule.exit(thresholds)
     on, off = (value < enter, value >= leave) if rule.low_is_bad else (value >= enter, value < leave)
-    decision = pl.when(value.is_null()).then(None).when(on).then(True).when(off).then(False)
+    decision = pl.when(pl.col("masked")).then(False).when(value.is_null()).then(None)
+    decision = decision.when(on).then(True).when(off).then(False)
     # Rows are grouped by series: giving every series' first reading a state makes one global forward fill
     # equal to a per-series one, without a window group-by.
     first = (pl.col("series") != pl.col("series").shift(1)).fill_null(True)
@@ -79,15 +83,52 @@ def _coverage() -> tuple[pl.Expr, pl.Expr]:
     return start.alias("start_time"), end.alias("end_time")
 
 
-def raw_episodes(signals: pl.LazyFrame, kind: str, rule: Rule, thresholds: Thresholds) -> pl.LazyFrame:
+def _normal(rule: Rule) -> pl.Expr:
+    """The normal of a place (device, interface, queue): the median of the readings with signal of each of
+    its series, the most lenient of them (a queue's watermark, not the occupancy that is mostly 0)."""
+    median = pl.col("value").filter(~pl.col("masked")).median().over("series")
+    return (median.min() if rule.low_is_bad else median.max()).over("place")
+
+
+def _masked(readings: pl.LazyFrame, down: pl.LazyFrame | None) -> pl.LazyFrame:
+    """``masked``: a reading that is a no-signal sentinel, or covers time its interface was down (errors
+    counted then are the outage's: loss of light and relocking, not a degraded signal)."""
+    masked = readings.with_columns(masked=optical_signal.no_signal(pl.col("metric"), pl.col("value")))
+    if down is None:
+        return masked
+    overlap = (pl.col("start_time") < pl.col("down_end")) & (pl.col("end_time") > pl.col("down_start"))
+    hits = (
+        masked.select("series", "time", "start_time", "end_time")
+        .join(down, on="series")
+        .filter(overlap)
+        .select("series", "time", outage=pl.lit(True))
+        .unique()
+    )
+    joined = masked.join(hits, on=["series", "time"], how="left", maintain_order="left")
+    return joined.with_columns(masked=pl.col("masked") | pl.col("outage").fill_null(False)).drop("outage")
+
+
+def raw_episodes(
+    signals: pl.LazyFrame,
+    kind: str,
+    rule: Rule,
+    thresholds: Thresholds,
+    down: pl.LazyFrame | None = None,
+    normal: bool = True,
+) -> pl.LazyFrame:
     """Runs of readings of one rule's metrics that are "on", one row per run and series.
 
     Args:
         signals: ``schemas.SIGNALS`` rows grouped by series in time order, optionally with the link figures
-            ``bdp_bytes``, ``fec_limit_ber`` and ``osnr_required_db``.
+            ``bdp_bytes``, ``fec_limit_ber`` and ``osnr_required_db`` and ``background`` (the series is
+            of another traffic class than the job's).
         kind: the kind the rule recognises.
         rule: the rule to apply.
         thresholds: the levels.
+        down: ``series``, ``down_start``, ``down_end``: when the interface of a series was down; its
+            readings covering that time are off.
+        normal: False when no series needs its normal (a congestion rule without another class's
+            series): the window over every reading is then skipped.
 
     Returns:
         Columns ``kind``, ``series``, ``metric``, ``start_time``, ``end_time``,
@@ -103,7 +144,18 @@ def raw_episodes(signals: pl.LazyFrame, kind: str, rule: Rule, thresholds: Thres
         (pl.col(name).fill_null(value) if name in present else pl.lit(value, pl.Float64())).alias(name)
         for name, value in limits.items()
     )
-    staged = keyed.with_columns(_state(rule, thresholds).alias("on"), *_coverage())
+    if "background" not in present:
+        keyed = keyed.with_columns(background=pl.lit(False))
+    if "place" not in present:
+        keyed = keyed.with_columns(place=pl.col("series").cast(pl.String))
+    staged = keyed.with_columns(*_coverage())
+    if set(rule.metrics) & _SIGNALED or down is not None:
+        staged = _masked(staged, down)
+    else:
+        staged = staged.with_columns(masked=pl.lit(False))
+    if rule.relative:
+        staged = staged.with_columns(normal=_normal(rule) if normal else pl.lit(None, pl.Float64()))
+    staged = staged.with_columns(_state(rule, thresholds).alias("on"))
     runs = staged.with_columns(run=(pl.col("on") != pl.col("on").shift(1)).fill_null(True).cum_sum())
     sign = -1.0 if rule.low_is_bad else 1.0
     return (
@@ -167,39 +219,108 @@ def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     return marked.filter(~copy).drop("per_queue")
 
 
-# A class other than the job's that holds a state for more than this share of the observed time is in its
-# normal state (a background class lives with a standing queue and marks under strict priority), not in an
-# episode: an episode is a departure from the normal.
-STEADY_SHARE = 0.5
+OPTICAL = frozenset(k.name for k in KINDS.values() if k.family == "optical")
 
 
-def background(events: pl.LazyFrame, signals: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
-    """Events of other traffic classes that are episodes of their own.
-
-    Under strict priority the background class is served with what the job's class leaves: its drops and
-    marks while the job's class on the same interface is in an episode are that episode seen from below,
-    not another one; and a state it holds most of the run is its normal, not an episode.
-
-    Args:
-        events: merged events with ``queue`` and ``duration_seconds``.
-        signals: the signals (their time span is the observation).
-        job_class: the job's traffic class.
-    """
-    span = signals.select(observed=(pl.col("time").max() - pl.col("time").min()).dt.total_nanoseconds() / 1e9)
-    other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
-    own = events.filter(pl.col("queue") == job_class).select(
-        "device", "interface", j_start="start_time", j_end="end_time"
-    )
-    below = (
-        events.filter(other)
-        .join(own, on=["device", "interface"], how="inner")
-        .filter((pl.col("start_time") <= pl.col("j_end")) & (pl.col("end_time") >= pl.col("j_start")))
-        .select("kind", "device", "interface", "queue", "start_time")
+def one_per_wave(events: pl.LazyFrame) -> pl.LazyFrame:
+    """Drop an optical event lying within another optical event of the same place: one failing wave end
+    raises BER, then FEC and FCS counters, each read on its own schedule: the widest is the episode, the
+    others are the same episode seen late or early (they would stand alone as its tail)."""
+    place = ["device", "interface"]
+    optical = events.filter(pl.col("kind").is_in(sorted(OPTICAL)))
+    outer = optical.select(*place, o_kind="kind", o_start="start_time", o_end="end_time")
+    inside = (pl.col("start_time") >= pl.col("o_start")) & (pl.col("end_time") <= pl.col("o_end"))
+    same = (pl.col("start_time") == pl.col("o_start")) & (pl.col("end_time") == pl.col("o_end"))
+    # Of events with the same span, the kind first in alphabetical order stays.
+    within = (
+        optical.join(outer, on=place)
+        .filter((pl.col("kind") != pl.col("o_kind")) & inside & (~same | (pl.col("o_kind") < pl.col("kind"))))
+        .select("kind", *place, "start_time")
         .unique()
     )
-    kept = events.join(below, on=["kind", "device", "interface", "queue", "start_time"], how="anti")
-    steady = other & (pl.col("duration_seconds") > STEADY_SHARE * pl.col("observed"))
-    return kept.join(span, how="cross").filter(~steady).drop("observed")
+    return events.join(within, on=["kind", *place, "start_time"], how="anti", nulls_equal=True)
+
+
+def surges(
+    signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds, job_class: str
+) -> pl.LazyFrame:
+    """When the job's class sent ``SURGE`` times its normal packet rate: ``link``, ``device``,
+    ``interface``, ``start_time``, ``end_time``, ``score`` (the highest rate), ``samples``."""
+    job = labels.filter(pl.col("queue") == job_class).select("series", "link", "device", "interface")
+    rows = signals.filter(pl.col("metric") == QUEUE_SENT).join(job.select("series"), on="series")
+    runs = raw_episodes(rows, "burst", SURGE, thresholds)
+    return runs.join(job, on="series").drop("series", "kind", "metric")
+
+
+def _touching(
+    frame: pl.LazyFrame, spans: pl.LazyFrame, on: list[str], keys: list[str], touch: bool = True
+) -> pl.LazyFrame:
+    """The rows of ``frame`` (identified by ``keys``) whose time overlaps (``touch``) or overlaps none (not
+    ``touch``) of the ``spans`` rows with the same ``on`` keys."""
+    hits = (
+        frame.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
+        .filter((pl.col("start_time") <= pl.col("_end")) & (pl.col("end_time") >= pl.col("_start")))
+        .select(keys)
+        .unique()
+    )
+    return frame.join(hits, on=keys, how="semi" if touch else "anti", nulls_equal=True)
+
+
+def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
+    """Events of other traffic classes that are episodes of their own, and the job's class's bursts.
+
+    Under strict priority another class is served with what the job's class leaves: its drops and marks
+    while the job's class on the same interface is in an episode, or sends a surge (``surges``), are that
+    episode seen from below, not another one. A surge that squeezed another class while the job's class
+    shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
+    the link explains it (the job resends what a failing wave lost). A single reading is evidence of
+    neither: a counter read twice within a fraction of a second gives any rate, and another tenant's load
+    lasts. (A state another class holds all run is its normal: the rules' ``background`` levels.)
+
+    Args:
+        events: merged events with ``queue``.
+        surge: ``surges`` output.
+        job_class: the job's traffic class.
+    """
+    place = ["device", "interface"]
+    is_other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
+    other = events.filter(is_other & (pl.col("samples") > 1))
+    own = events.filter(pl.col("queue") == job_class)
+    job_spans = pl.concat(
+        [own.select(*place, "start_time", "end_time"), surge.select(*place, "start_time", "end_time")]
+    )
+    failing = [k.name for k in KINDS.values() if k.family in ("optical", "down")]
+    run = [*place, "start_time"]  # a surge's key
+    bursts = _touching(surge.filter(pl.col("samples") > 1), other, place, run)
+    bursts = _touching(bursts, own, place, run, touch=False)
+    failures = events.filter(pl.col("kind").is_in(failing))
+    bursts = _touching(bursts, failures, ["link"], run, touch=False)
+    duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
+    found = bursts.with_columns(
+        kind=pl.lit("burst"),
+        queue=pl.lit(job_class),
+        metrics=pl.lit(QUEUE_SENT),
+        worst="score",
+        duration_seconds=duration,
+    )
+    kept = pl.concat(
+        [
+            events.filter(~is_other.fill_null(False)),
+            _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False),
+        ]
+    )
+    return pl.concat([kept, found], how="diagonal_relaxed")
+
+
+def outages(signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds) -> pl.LazyFrame:
+    """When each interface was down: ``device``, ``interface``, ``down_start``, ``down_end``."""
+    down_rule = KINDS["wave_down"].rules[0]
+    rows = signals.filter(pl.col("metric").is_in(list(down_rule.metrics)))
+    runs = raw_episodes(rows, "wave_down", down_rule, thresholds)
+    place = labels.select("series", "device", "interface")
+    return runs.join(place, on="series").select(
+        "device", "interface", down_start="start_time", down_end="end_time"
+    )
 
 
 def detect_events(
@@ -219,7 +340,8 @@ def detect_events(
         bdp: optional ``device``, ``interface``, ``bdp_bytes`` (``topology.interface_bdp``).
         link_optics: optional ``link``, ``fec_limit_ber``, ``osnr_required_db`` (``topology.link_optics``);
             series of no link get the default profile's.
-        job_class: the job's traffic class; with it, ``background`` filters the other classes' events.
+        job_class: the job's traffic class; with it, the other classes' series enter past their normal
+            (``analyzer.kinds``) and ``background`` filters their events.
 
     Returns:
         ``schemas.EVENTS`` rows sorted by start time, ``event_id`` numbered from 0 in that order.
@@ -227,20 +349,39 @@ def detect_events(
     # Each rule filters its own metrics (an enum: a cheap integer scan) rather than all rules sharing one
     # copy of every relevant row; only the ECN rules read derived rows.
     ecn = ecn_fraction(signals, labels).collect().lazy()
-    per_series = labels.select("series", "device", "interface", "link")
+    queue = pl.coalesce("queue", "priority")
+    other = queue.is_not_null() & (queue != job_class) if job_class is not None else pl.lit(False)
+    where = [pl.col("device"), pl.coalesce("interface", "component"), queue]
+    per_series = labels.select(
+        "series",
+        "device",
+        "interface",
+        "link",
+        background=other,
+        place=pl.concat_str(where, separator="/", ignore_nulls=True),
+    )
     if bdp is not None:
         per_series = per_series.join(bdp, on=["device", "interface"], how="left")
     if link_optics is not None:
         per_series = per_series.join(link_optics, on="link", how="left")
-    per_series = per_series.drop("device", "interface", "link")
-    joined = bdp is not None or link_optics is not None
+    down = labels.select("series", "device", "interface").join(
+        outages(signals, labels, thresholds).collect().lazy(), on=["device", "interface"]
+    )
+    down = down.drop("device", "interface")
+    # One row per series: small, so collected once; most readings need none of it.
+    per_series_df = per_series.drop("device", "interface", "link").collect()
+    others = bool(per_series_df["background"].any())
+    per_series = per_series_df.lazy()
+    linked = bdp is not None or link_optics is not None
     inputs = []
     for kind, rule in RULES:
         rows = ecn if {ECN, ECN_FRACTION} & set(rule.metrics) else signals
         rows = rows.filter(pl.col("metric").is_in(list(rule.metrics)))
-        if joined:
+        optical = KINDS[kind].family == "optical"
+        normal = rule.relative and (optical or others)
+        if linked or normal:
             rows = rows.join(per_series, on="series", how="left", maintain_order="left")
-        inputs.append(raw_episodes(rows, kind, rule, thresholds))
+        inputs.append(raw_episodes(rows, kind, rule, thresholds, down if optical else None, normal))
     raw = pl.concat(inputs, how="vertical_relaxed")
     # Optical-channel series (OpenConfig terminal-device) carry a component, not an interface: the
     # component names the place then. PFC series name their priority where queue series name the queue.
@@ -256,9 +397,13 @@ def detect_events(
     sign = pl.when(pl.col("kind").is_in(sorted(LOW_IS_BAD))).then(-1.0).otherwise(1.0)
     duration = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
     merged = merged.with_columns(duration_seconds=duration, worst=pl.col("score") * sign)
-    merged = per_queue_drops(merged, labels)
+    # Events are few: collected once, so the filters below that read them several times do not each
+    # run detection again.
+    merged = one_per_wave(per_queue_drops(merged, labels).collect().lazy())
     if job_class is not None:
-        merged = background(merged, signals, job_class)
+        merged = background(
+            merged, surges(signals, labels, thresholds, job_class).collect().lazy(), job_class
+        )
     events = (
         merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)
         .sort("start_time", *EVENT_KEYS, nulls_last=True)

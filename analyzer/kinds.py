@@ -18,9 +18,17 @@ Level defaults and why:
   config), leaving below 1 x: a training job's own bursts fill a deep buffer up to about one BDP, a
   standing queue beyond that is another flow's traffic; without a config, 1 MB; never under 16 KiB (about
   ten frames: a port sending at line rate holds a few, and at near-zero distance 1.5 BDP is under one).
-* pre-FEC BER: a tenth of the FEC limit of the link's optics profile (``collector.contracts.optics``).
-* OSNR: within 2 dB of the required OSNR of the link's optics profile.
+* pre-FEC BER: a tenth of the FEC limit of the link's optics profile (``collector.contracts.optics``), and
+  twice the series' normal: a long wave lives with a BER near its FEC limit, which is its margin (the
+  report's optics verdict), not an episode.
+* OSNR: 0.8 dB under the series' normal (leave within 0.4 dB): the readings scatter by about 0.2 dB, and
+  a wave whose margin is small all run is the optics verdict's finding, not an episode.
 * a wave down: the interface reports oper-status down.
+
+An episode is a departure from the normal: the median of the place's own readings (``analyzer.events``),
+so an episode has to fill half the run to hide itself. Traffic classes other than the job's
+(``background``) enter only past ``background_rise_enter`` x their normal as well: a background class
+lives with a standing queue, drops and marks under strict priority.
 """
 
 from __future__ import annotations
@@ -76,12 +84,15 @@ class Rule:
             ``fec_limit_ber`` and ``osnr_required_db``, the link's figures).
         exit: the level that ends it.
         low_is_bad: True when small values are the problem (OSNR, oper-status).
+        relative: True when the levels read the series' ``normal`` (and ``background``: the series is of
+            a traffic class other than the job's).
     """
 
     metrics: tuple[str, ...]
     enter: LevelExpr
     exit: LevelExpr
     low_is_bad: bool = False
+    relative: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,22 @@ def _lit(name: str) -> LevelExpr:
     return lambda t: pl.lit(t.level(name))
 
 
+def _background(level: LevelExpr, rise: str) -> LevelExpr:
+    # Another class's series enters only past ``rise`` x its normal as well (null for the job's: ignored).
+    return lambda t: pl.max_horizontal(
+        level(t), pl.when(pl.col("background")).then(pl.col("normal") * t.level(rise))
+    )
+
+
+def _congestion(metrics: tuple[str, ...], enter: LevelExpr, leave: LevelExpr) -> Rule:
+    return Rule(
+        metrics,
+        _background(enter, "background_rise_enter"),
+        _background(leave, "background_rise_exit"),
+        relative=True,
+    )
+
+
 def _queue(fraction: str, fallback: str, floor: str) -> LevelExpr:
     # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level;
     # never under a few frames (at near-zero distance 1.5 BDP is less than the frame being sent).
@@ -108,12 +135,14 @@ def _queue(fraction: str, fallback: str, floor: str) -> LevelExpr:
     )
 
 
-def _ber(fraction: str) -> LevelExpr:
-    return lambda t: pl.col("fec_limit_ber") * t.level(fraction)
+def _ber(fraction: str, rise: str) -> LevelExpr:
+    return lambda t: pl.max_horizontal(
+        pl.col("fec_limit_ber") * t.level(fraction), pl.col("normal") * t.level(rise)
+    )
 
 
-def _osnr(margin: str) -> LevelExpr:
-    return lambda t: pl.col("osnr_required_db") + t.level(margin)
+def _osnr(drop: str) -> LevelExpr:
+    return lambda t: pl.col("normal") - t.level(drop)
 
 
 def _pair(
@@ -130,8 +159,20 @@ def _rate(metrics: tuple[str, ...], prefix: str, unit: str) -> Rule:
     return Rule(metrics, _lit(f"{prefix}_enter{unit}"), _lit(f"{prefix}_exit{unit}"))
 
 
+def _class_rate(metrics: tuple[str, ...], prefix: str, unit: str) -> Rule:
+    return _congestion(metrics, _lit(f"{prefix}_enter{unit}"), _lit(f"{prefix}_exit{unit}"))
+
+
 ECN = "dci_queue_ecn_marked_packets_total"
 QUEUE_SENT = "dci_queue_transmit_packets_total"
+SURGE = Rule(
+    (QUEUE_SENT,),
+    # A queue that is idle half the time has no normal rate to surge from.
+    lambda t: pl.when(pl.col("normal") > 0).then(pl.col("normal") * t.level("surge_rise_enter")),
+    lambda t: pl.col("normal") * t.level("surge_rise_exit"),
+    relative=True,
+)
+"""A queue transmitting several times its normal packet rate (the ``burst`` kind's evidence)."""
 # Derived: ECN-marked / transmitted packets of one queue over a sample interval. DCQCN marks a percent or
 # so of packets in normal operation on a busy shallow buffer, so the share, not the rate, tells congestion.
 ECN_FRACTION = schemas.ECN_FRACTION
@@ -146,7 +187,7 @@ KINDS: dict[str, EventKind] = {
             "congestion",
             1.0,
             (
-                _rate(
+                _class_rate(
                     ("dci_queue_dropped_packets_total", "dci_interface_transmit_discards_total"),
                     "drop_rate",
                     "_pps",
@@ -159,9 +200,9 @@ KINDS: dict[str, EventKind] = {
             "congestion",
             0.5,
             (
-                Rule((ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
+                _congestion((ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
                 # Only for queues whose transmitted packets are not reported (no fraction can be formed).
-                _rate((ECN,), "ecn_rate", "_pps"),
+                _class_rate((ECN,), "ecn_rate", "_pps"),
             ),
             (*_pair("ecn_fraction", 0.05, 0.025, "", highest=1.0), *_pair("ecn_rate", 100.0, 10.0, "_pps")),
         ),
@@ -170,12 +211,12 @@ KINDS: dict[str, EventKind] = {
             "congestion",
             1.0,
             (
-                Rule(
+                _congestion(
                     ("dci_pfc_pause_duration_seconds_total",),
                     _lit("pfc_pause_fraction_enter"),
                     _lit("pfc_pause_fraction_exit"),
                 ),
-                _rate(("dci_pfc_pause_frames_total",), "pfc_frames", "_pps"),
+                _class_rate(("dci_pfc_pause_frames_total",), "pfc_frames", "_pps"),
             ),
             (
                 *_pair("pfc_pause_fraction", 0.01, 0.001, "", highest=1.0),
@@ -187,7 +228,7 @@ KINDS: dict[str, EventKind] = {
             "congestion",
             0.5,
             (
-                Rule(
+                _congestion(
                     ("dci_queue_watermark_bytes", "dci_queue_occupancy_bytes"),
                     _queue(
                         "queue_bdp_fraction_enter", "queue_fallback_enter_bytes", "queue_floor_enter_bytes"
@@ -208,11 +249,12 @@ KINDS: dict[str, EventKind] = {
             (
                 Rule(
                     ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max"),
-                    _ber("ber_limit_fraction_enter"),
-                    _ber("ber_limit_fraction_exit"),
+                    _ber("ber_limit_fraction_enter", "ber_rise_enter"),
+                    _ber("ber_limit_fraction_exit", "ber_rise_exit"),
+                    relative=True,
                 ),
             ),
-            _pair("ber_limit_fraction", 0.1, 0.05, ""),
+            (*_pair("ber_limit_fraction", 0.1, 0.05, ""), *_pair("ber_rise", 2.0, 1.5, "")),
         ),
         EventKind(
             "osnr",
@@ -221,14 +263,17 @@ KINDS: dict[str, EventKind] = {
             (
                 Rule(
                     ("dci_optics_osnr_db", "dci_optics_osnr_db_min"),
-                    _osnr("osnr_margin_enter_db"),
-                    _osnr("osnr_margin_exit_db"),
+                    _osnr("osnr_drop_enter_db"),
+                    _osnr("osnr_drop_exit_db"),
                     low_is_bad=True,
+                    relative=True,
                 ),
             ),
             (
-                Level("osnr_margin_enter_db", 2.0, "enter when OSNR < required + this", lowest=-50.0),
-                Level("osnr_margin_exit_db", 3.0, lowest=-50.0),
+                Level("osnr_drop_enter_db", 0.8, "enter when OSNR < the series' normal - this"),
+                Level("osnr_drop_exit_db", 0.4),
+                # The optics verdict's warning level (analyzer.report.optics), not an event level.
+                Level("osnr_margin_enter_db", 2.0, "warn when OSNR < required + this", lowest=-50.0),
             ),
         ),
         EventKind(
@@ -245,6 +290,10 @@ KINDS: dict[str, EventKind] = {
             (_rate(("dci_interface_fec_uncorrectable_blocks_total",), "fec_uncorrectable", "_per_second"),),
             _pair("fec_uncorrectable", 1.0, 0.5, "_per_second"),
         ),
+        # Derived, not detected alone (analyzer.events.surges): the job's class sent ``SURGE`` times its
+        # normal and squeezed the other classes on the interface (retransmissions, another tenant's
+        # traffic in the job's class). A job's own bulk phases surge too, but leave the others served.
+        EventKind("burst", "congestion", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
         EventKind(
             "wave_down",
             "down",

@@ -36,6 +36,10 @@ class SharedThresholds(BaseModel):
     osnr_required_db: float | None = Field(default=None, description="overrides the profiles' required OSNR")
     min_duration_seconds: float = Field(default=0.0, ge=0, description="shorter episodes are dropped")
     merge_gap_seconds: float = Field(default=2.0, ge=0, description="closer episodes of one kind are merged")
+    background_rise_enter: float = Field(
+        default=3.0, ge=1, description="another traffic class enters past this x its normal (analyzer.kinds)"
+    )
+    background_rise_exit: float = Field(default=2.0, ge=1, description="... and leaves under this x")
     inflated_min_ratio: float = Field(
         default=0.05, ge=0, description="a step is inflated when it exceeds its baseline by this share"
     )

@@ -137,3 +137,78 @@ def test_spilled_batches_give_the_same_result_as_one_pass_in_memory(
         samples_keys = ["device", "interface", "link", "metric", "bucket"]
         assert_frame_equal(batched.samples.sort(samples_keys), whole.samples.sort(samples_keys))
         assert batched.rows == whole.rows
+
+
+def _series(metric: str, values: list[float], **labels: str) -> pl.DataFrame:
+    """One reading a second of one series on a1/Ethernet1 (link l1); counters as running totals."""
+    times = [T0 + timedelta(seconds=s) for s in range(len(values))]
+    return pl.DataFrame(
+        {
+            "time": times,
+            "device": "a1",
+            "metric": metric,
+            "interface": "Ethernet1",
+            "link": "l1",
+            "value": values,
+        }
+    ).with_columns(pl.lit(v).alias(k) for k, v in labels.items())
+
+
+def _detect(*series: pl.DataFrame, job_class: str | None = None) -> pl.DataFrame:
+    frame = pl.concat(series, how="diagonal_relaxed")
+    readings = schemas.conform_lazy(schemas.TELEMETRY, frame.lazy())
+    sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
+    return events.detect_events(sig, Thresholds(), labels, job_class=job_class).collect()
+
+
+def _total(rates: list[float]) -> list[float]:
+    return [float(sum(rates[: i + 1])) for i in range(len(rates))]
+
+
+def _window(start: int, end: int, inside: float, outside: float, seconds: int = 60) -> list[float]:
+    return [inside if start < s <= end else outside for s in range(seconds + 1)]
+
+
+def test_a_standing_optical_margin_is_its_normal_and_a_departure_is_an_episode() -> None:
+    # A long wave reads BER 8e-3 all run (past a tenth of the 2e-2 FEC limit): its margin, not an episode.
+    ber = _series("dci_optics_pre_fec_ber", _window(30, 40, 1.8e-2, 8e-3))
+    found = _detect(ber)
+    assert found["kind"].to_list() == ["ber"]
+    assert found["start_time"].item() == T0 + timedelta(seconds=30.5)
+    assert found["end_time"].item() == T0 + timedelta(seconds=40.5)
+    osnr = _series("dci_optics_osnr_db", _window(30, 40, 28.2, 29.5))  # 1.5 dB over the required 28 dB
+    assert _detect(osnr)["kind"].to_list() == ["osnr"]
+
+
+def test_another_class_in_its_normal_state_is_not_an_episode() -> None:
+    drops = _series("dci_queue_dropped_packets_total", _total(_window(20, 30, 50_000, 2_000)), queue="0")
+    found = _detect(drops, job_class="3")
+    assert found.select("kind", "queue").rows() == [("drops", "0")]
+    assert found["duration_seconds"].item() == 10.0
+    # The job's own class enters at the absolute level: its drops are never normal.
+    assert _detect(drops, job_class="0")["duration_seconds"].to_list() == [60.0]
+
+
+def test_errors_while_the_wave_is_down_are_the_outage_not_optics() -> None:
+    down = _series("dci_interface_oper_up", _window(19, 30, 0.0, 1.0))
+    # Loss of light and relocking count FCS errors up to the reading after the wave is back.
+    fcs = _series("dci_interface_receive_fcs_errors_total", _total(_window(20, 31, 1_000, 0)))
+    sentinel = _series("dci_optics_pre_fec_ber", _window(19, 30, 0.5, 1e-4))
+    assert _detect(down, fcs, sentinel)["kind"].to_list() == ["wave_down"]
+
+
+def test_a_surge_of_the_job_class_that_squeezes_another_class_is_a_burst() -> None:
+    sent = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 1e6, 1e5)), queue="3")
+    drops = _series("dci_queue_dropped_packets_total", _total(_window(20, 30, 10_000, 0)), queue="0")
+    found = _detect(sent, drops, job_class="3")
+    assert found.select("kind", "queue", "duration_seconds").rows() == [("burst", "3", 10.0)]
+    # Without the squeeze the job's class is just busy; without the surge the other class has its own.
+    assert _detect(sent, job_class="3").height == 0
+    quiet = _series("dci_queue_transmit_packets_total", _total([1e5] * 61), queue="3")
+    assert _detect(quiet, drops, job_class="3").select("kind", "queue").rows() == [("drops", "0")]
+
+
+def test_one_optical_event_per_wave_end() -> None:
+    ber = _series("dci_optics_pre_fec_ber", _window(20, 40, 5e-2, 1e-5))
+    fcs = _series("dci_interface_receive_fcs_errors_total", _total(_window(25, 38, 1_000, 0)))
+    assert _detect(ber, fcs)["kind"].to_list() == ["ber"]
