@@ -4,11 +4,16 @@ Each event kind is declared once in ``analyzer.kinds``: the catalogue metrics it
 bad, and its enter/exit levels. Detection is vectorised per series:
 
 1. hysteresis: a reading past the enter level switches the series on, one past the exit level switches it
-   off, anything in between keeps the previous state (a forward fill of the on/off decisions);
+   off, anything in between keeps the previous state (a forward fill of the on/off decisions); levels may
+   read the place's normal (optics, other traffic classes: ``analyzer.kinds``), and an optical reading
+   without signal (a sentinel, or covering time its interface was down) is off: that is an outage;
 2. runs of "on" readings become raw episodes; each reading covers the interval it describes: a rate or a
    peak covers ``(previous reading, reading]``, an instant gauge the half-way points around it;
 3. raw episodes of one kind on one interface (every queue, priority and metric together) are merged when
-   closer than the merge gap, then those shorter than the minimum duration are dropped.
+   closer than the merge gap, then those shorter than the minimum duration are dropped;
+4. one optical event per wave end (``one_per_wave``); with the job's class known, other classes' events
+   that are the job's class seen from below go, and a surge of the job's class that squeezed them is
+   its ``burst`` (``background``).
 
 Two inputs are derived before the rules run: ECN marks become the marked share of the queue's
 transmitted packets (``ecn_fraction``), and optical-channel series, which carry a ``component`` instead of
