@@ -204,16 +204,19 @@ def test_quiet_steps_of_a_cycle_take_no_blame() -> None:
 
 
 def test_skew_is_found_from_interval_lines() -> None:
-    # Lines of 10 steps (5 s each) and an episode of 12 s: the skew of 2 s is found finer than a line.
+    # Lines of 10 steps (3 s each) and two episodes of 4 s: the skew of 2 s is found finer than a line.
+    episodes = ((33, 37), (70, 74))
     grid = [T0 + timedelta(seconds=0.1 * i) for i in range(1200)]
-    level = [1.0 if 33 <= 0.1 * i < 45 else 0.0 for i in range(1200)]
+    level = [1.0 if any(a <= 0.1 * i < b for a, b in episodes) else 0.0 for i in range(1200)]
     signal = pl.DataFrame({"time": grid, "physics": level})
-    skew = 2.0
-    lo = [T0 + timedelta(seconds=5 * i + skew) for i in range(24)]
+    skew, length = 2.0, 3
+    lo = [T0 + timedelta(seconds=length * i + skew) for i in range(36)]
+    # Each line's excess: the episodes' share of its window on the switch clock.
     excess = [
-        max(0.0, min(5 * i + 5, 45) - max(5 * i, 33)) / 5 for i in range(24)
-    ]  # the episode's share of each line
-    lines = pl.DataFrame({"lo": lo, "hi": [t + timedelta(seconds=5) for t in lo], "excess": excess})
+        sum(max(0.0, min(length * (i + 1), b) - max(length * i, a)) for a, b in episodes) / length
+        for i in range(36)
+    ]
+    lines = pl.DataFrame({"lo": lo, "hi": [t + timedelta(seconds=length) for t in lo], "excess": excess})
     found, r = blame.estimate_skew(lines, signal)
     assert found == pytest.approx(skew, abs=0.11)
     assert r is not None and r > 0.95
