@@ -47,7 +47,7 @@ JOB_LINK_SHARE = 0.01
 # milliseconds), and the scorer calls a step with less than that clean.
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
-GATE_SIGMAS = 2.0  # a line's excess past this many noise deviations lets its scaled physics stand
+GATE_SIGMAS = 1.0  # a line's excess past this many noise deviations lets its scaled physics stand
 PHYSICS_ERROR = 0.25  # the relative error of a line's scaled physics (1 s counters against step timing)
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
