@@ -258,13 +258,21 @@ def surges(
 
 
 def _touching(
-    frame: pl.LazyFrame, spans: pl.LazyFrame, on: list[str], keys: list[str], touch: bool = True
+    frame: pl.LazyFrame,
+    spans: pl.LazyFrame,
+    on: list[str],
+    keys: list[str],
+    touch: bool = True,
+    edges: bool = True,
 ) -> pl.LazyFrame:
     """The rows of ``frame`` (identified by ``keys``) whose time overlaps (``touch``) or overlaps none (not
-    ``touch``) of the ``spans`` rows with the same ``on`` keys."""
+    ``touch``) of the ``spans`` rows with the same ``on`` keys; sharing only an edge counts unless not
+    ``edges``."""
+    before = (pl.col("start_time") <= pl.col("_end")) if edges else (pl.col("start_time") < pl.col("_end"))
+    after = (pl.col("end_time") >= pl.col("_start")) if edges else (pl.col("end_time") > pl.col("_start"))
     hits = (
         frame.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
-        .filter((pl.col("start_time") <= pl.col("_end")) & (pl.col("end_time") >= pl.col("_start")))
+        .filter(before & after)
         .select(keys)
         .unique()
     )
@@ -311,7 +319,8 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
     kept = pl.concat(
         [
             events.filter(~is_other.fill_null(False)),
-            _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False),
+            # An episode that only starts where the job's class ends (the same reading) is its own.
+            _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False, edges=False),
         ]
     )
     return pl.concat([kept, found], how="diagonal_relaxed")

@@ -212,3 +212,12 @@ def test_one_optical_event_per_wave_end() -> None:
     ber = _series("dci_optics_pre_fec_ber", _window(20, 40, 5e-2, 1e-5))
     fcs = _series("dci_interface_receive_fcs_errors_total", _total(_window(25, 38, 1_000, 0)))
     assert _detect(ber, fcs)["kind"].to_list() == ["ber"]
+
+
+def test_another_class_starting_where_a_surge_ends_is_its_own_episode() -> None:
+    # The job's class surges until the reading at 12 s; another class drops from that reading on: sharing
+    # one reading's edge, its episode is not the surge seen from below.
+    sent = _series("dci_queue_transmit_packets_total", _total(_window(10, 12, 1e6, 1e5)), queue="3")
+    drops = _series("dci_queue_dropped_packets_total", _total(_window(12, 20, 10_000, 0)), queue="0")
+    found = _detect(sent, drops, job_class="3")
+    assert ("drops", "0") in found.select("kind", "queue").rows()
