@@ -22,7 +22,7 @@ from collector.clock import Clock, SystemClock
 from collector.config import Config, Target
 from collector.errors import SpanwatchError
 from collector.exporters.http import Exporter
-from collector.lifecycle import Signals
+from collector.lifecycle import Signals, cancel_all
 from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
 from collector.probes.twamp import Reflector
@@ -227,9 +227,7 @@ class Daemon:
 
     async def _stop_target(self, name: str) -> None:
         _, tasks, polled = self._targets.pop(name)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(list(tasks), name)
         for source in polled:
             with contextlib.suppress(Exception):
                 await source.close()

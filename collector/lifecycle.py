@@ -63,3 +63,35 @@ class Signals:
         log.warning("second stop signal: exiting without the final flush")
         self.force()
         os._exit(1)
+
+
+CANCEL_GRACE_SECONDS = 1.0
+CANCEL_TRIES = 10
+
+
+async def cancel_all(tasks: list[asyncio.Task[None]], what: str) -> None:
+    """Cancel ``tasks`` and wait until they end, cancelling again those that ignored it.
+
+    On Python 3.11 ``asyncio.wait_for`` (in this code's libraries) returns a result that lands in the same
+    loop step as the cancellation, and the cancellation is lost: a task awaited after one ``cancel`` may
+    run on for ever (it stalled the demo's shutdown under load). Each try gives the tasks
+    ``CANCEL_GRACE_SECONDS``; after ``CANCEL_TRIES`` the ones still running are left, and named.
+    """
+    pending = {t for t in tasks if not t.done()}
+    for _ in range(CANCEL_TRIES):
+        if not pending:
+            break
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_GRACE_SECONDS)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: an ended task's error was already logged by its owner
+    if pending:
+        log.error(
+            "%s: %d task(s) ignored %d cancellations: %s",
+            what,
+            len(pending),
+            CANCEL_TRIES,
+            ", ".join(sorted(t.get_name() for t in pending)),
+        )

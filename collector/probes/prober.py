@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from collector.clock import Clock
 from collector.config import Config, Link, ProbeConfig, ProbeTarget
 from collector.contracts.catalog import PROBE_METRICS, STAT_SUFFIXES
+from collector.lifecycle import cancel_all
 from collector.probes import icmp, twamp
 from collector.store import FullLabels, Store
 
@@ -217,9 +218,7 @@ class Probes:
     async def stop(self) -> None:
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks, "probes")
 
 
 def _ended(task: asyncio.Task[None]) -> None:

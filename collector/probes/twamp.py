@@ -274,7 +274,10 @@ class Sender:
         self._pending[sequence] = (sent, future)
         try:
             self.sock.send(packet)
-            return await asyncio.wait_for(future, wait_s)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for loses a cancellation that lands together
+            # with the answer, and the probe task then outlives the daemon's stop.
+            async with asyncio.timeout(wait_s):
+                return await future
         except TimeoutError:
             return None
         finally:
