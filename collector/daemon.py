@@ -26,7 +26,7 @@ from collector.lifecycle import Signals
 from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
 from collector.probes.twamp import Reflector
-from collector.process import raise_descriptor_limit
+from collector.process import HeapFreezer, raise_descriptor_limit
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.sources import PolledSource, StreamingSource
@@ -70,6 +70,7 @@ class Daemon:
         self.signals = Signals(self.stop, self.reload)
         self.probes = Probes(self.store, self.clock)
         self.reflector: Reflector | None = None
+        self._heap = HeapFreezer()
         self._phases: dict[str, float] = {}  # target -> where in its interval it is polled (``_phases``)
 
     async def run(self) -> None:
@@ -245,6 +246,7 @@ class Daemon:
         while True:
             await self.clock.sleep(HOUSEKEEPING_SECONDS)
             self.store.expire()
+            self._heap.tick(self.store.series_count())
             if self.config is None:
                 continue
             if self.worker is None:  # in a worker process, the supervisor exports the link series

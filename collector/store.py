@@ -398,6 +398,10 @@ class Store:
         if self.changes is not None:
             self.changes.dirty.add(series)
 
+    def series_count(self) -> int:
+        """How many series the store holds."""
+        return sum(map(len, self.families.values()))
+
     def value(self, metric: str, full: FullLabels) -> int | float | Histogram | None:
         """The current value of one series, or None."""
         series = self.families.get(metric, {}).get(full)
