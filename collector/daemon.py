@@ -57,7 +57,7 @@ class Daemon:
         self.worker = worker
         self.clock = clock or SystemClock()
         self.config: Config | None = None
-        self.store = Store(self.clock)
+        self.store = Store(self.clock, rendered=worker is None)
         self.archive: Archive | None = None
         self.exporter = Exporter(self.store)
         self._targets: dict[str, tuple[Target, list[asyncio.Task[None]], list[PolledSource]]] = {}

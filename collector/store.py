@@ -107,7 +107,8 @@ class Histogram:
 
 @dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its rendered name and labels, latest value, and when it last moved.
+    """One exported series: its rendered name and labels (only the name in a store that is not rendered),
+    latest value, and when it last moved.
 
     Compared and hashed by identity: the change log (``Changes``) keys on the object.
     """
@@ -158,9 +159,14 @@ class TargetLabels:
 class Store:
     """Latest values per series, counter state and collector health, keyed by catalogue name."""
 
-    def __init__(self, clock: Clock | None = None, archive: ArchiveSink | None = None) -> None:
+    def __init__(
+        self, clock: Clock | None = None, archive: ArchiveSink | None = None, rendered: bool = True
+    ) -> None:
         self.clock = clock or SystemClock()
         self.archive = archive
+        # A worker process' store is relayed, never rendered: its series need no rendered name and
+        # labels (``Series.prefix``, a hundred bytes a series), only their family's name.
+        self.rendered = rendered
         self.families: dict[str, dict[FullLabels, Series]] = {}
         self._targets: dict[str, TargetLabels] = {}
         # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
@@ -389,7 +395,7 @@ class Store:
         series = family.get(full)
         if series is None:
             bounds = HISTOGRAM_BUCKETS[metric]
-            series = Series(metric + render_labels(full), Histogram(bounds), math.inf, math.inf, _owner(full))
+            series = Series(self._prefix(metric, full), Histogram(bounds), math.inf, math.inf, _owner(full))
             family[full] = series
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
@@ -442,9 +448,7 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = series = Series(
-                metric + render_labels(full), value, now, ttl, owner, source, ident
-            )
+            family[full] = series = Series(self._prefix(metric, full), value, now, ttl, owner, source, ident)
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
         else:
@@ -453,6 +457,9 @@ class Store:
             series.source = source
             if self.changes is not None:
                 self.changes.dirty.add(series)
+
+    def _prefix(self, metric: str, full: FullLabels) -> str:
+        return metric + render_labels(full) if self.rendered else metric
 
     def _gone(self, series: Series) -> None:
         if self.changes is not None:
