@@ -388,18 +388,25 @@ class GnmiSource:
         waited (``waited``), the device-time span of the batch, and how late a response was read after
         its timestamp. The last is where a backlog held upstream (grpc buffers, HTTP/2 flow control, the
         device's send queue) shows; it is net of the device clock's offset (the least delay of the last
-        minute, ``ClockOffset``), so a skewed clock does not look like a backlog.
+        minute and of this batch, ``ClockOffset``), so a skewed clock does not look like a backlog. (A
+        stream behind for all of the last minute then looks skewed instead: the lag histogram, which
+        is not corrected, still shows it.)
         """
-        offset_ns = int((self.offset.estimate or 0.0) * 1e9)
-        late, first, last = 0, None, None
+        # the batch's device-time span, and its largest received - timestamp
+        first: int | None = None
+        last: int | None = None
+        delay: int | None = None
         for resp, received in parsed:
-            ts = resp.update.timestamp
+            ts: int = resp.update.timestamp
             if ts:
-                late = max(late, received - ts + offset_ns)
+                self.offset.observe(ts, received)
                 first = ts if first is None else min(first, ts)
                 last = ts if last is None else max(last, ts)
-        span = (last - first) if first is not None and last is not None else 0
-        return max(waited, span / 1e9, late / 1e9)
+                delay = received - ts if delay is None else max(delay, received - ts)
+        if first is None or last is None or delay is None:
+            return waited
+        late = delay + (self.offset.estimate or 0.0) * 1e9
+        return max(waited, (last - first) / 1e9, late / 1e9)
 
     def _skip_superseded(self, parsed: list[tuple[Any, int]]) -> tuple[list[tuple[Any, int]], int]:
         """Drop responses a newer one of the batch makes redundant (``Decoder.counter_key``) before they
