@@ -1,4 +1,4 @@
-"""Polling: one task per polled target, each with its own jitter, interval and deadline.
+"""Polling: one task per polled target, each with its own phase (or random jitter), interval and deadline.
 
 A poll's readings are stamped when they reach the store; ``spanwatch_ingest_lag_seconds`` is that time
 minus the poll's start, and ``spanwatch_ingest_backlog_seconds`` how late the poll started.
