@@ -27,7 +27,8 @@ class HeapFreezer:
     in flight took that stall. The series, labels and counter tracks hold no reference cycles and are
     freed by reference counting, so once the store has filled they need no collector at all. Freezing
     happens when the store has at least doubled since the last freeze and then held still for a tick, so
-    it happens a few times in a process' life (a cycle alive at that instant stays uncollected: bounded).
+    it happens a few times in a process' life. It is not preceded by a collection, which would be the
+    very stall it avoids: cyclic garbage that exists at that instant is kept, a few times, bounded.
     """
 
     def __init__(self) -> None:
@@ -39,7 +40,6 @@ class HeapFreezer:
         settled, self._last = series == self._last, series
         if not settled or series == 0 or series < 2 * self._frozen:
             return False
-        gc.collect()
         gc.freeze()
         self._frozen = series
         log.debug("froze the heap at %d series (%d objects)", series, gc.get_freeze_count())
