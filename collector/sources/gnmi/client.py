@@ -27,10 +27,6 @@ KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.initial_reconnect_backoff_ms", 500),
     ("grpc.max_reconnect_backoff_ms", 5_000),
 )
-# No flow-control window growth (BDP probing): a stream the collector cannot keep up with would otherwise
-# pile megabytes of stale notifications into gRPC's buffers, unseen, and every reading would come late
-# (50 loopback streams held ~9 s). The fixed 64 KiB window still carries ~1 MB/s per stream at 50 ms RTT.
-FLOW_OPTIONS: tuple[tuple[str, int], ...] = (("grpc.http2.bdp_probe", 0),)
 
 ENCODINGS = {"json": gnmi_pb2.JSON, "proto": gnmi_pb2.PROTO, "json_ietf": gnmi_pb2.JSON_IETF}
 _MODES = {
@@ -137,7 +133,7 @@ def open_channel(cfg: GnmiConfig, extra: Iterable[tuple[str, Any]] = ()) -> grpc
     """
     # A decoded message costs ~25x its wire size (66 MB took 1.7 GB): cap what one message may cost.
     limit = ("grpc.max_receive_message_length", cfg.max_message_bytes)
-    options: list[tuple[str, Any]] = [*KEEPALIVE_OPTIONS, *FLOW_OPTIONS, limit, *extra]
+    options: list[tuple[str, Any]] = [*KEEPALIVE_OPTIONS, limit, *extra]
     if cfg.insecure:
         return grpc.aio.insecure_channel(cfg.address, options=options)
     if cfg.tls is not None and cfg.tls.server_name:
