@@ -10,10 +10,11 @@ columns only, as ``override`` has no Counter64). Then, one after the other again
   columns plus the ifName lookup, scraped for every target each ``--interval`` by this script, spread
   over the interval as Prometheus spreads its scrapes.
 
-For each: RSS (sum over the collector's processes; peak), CPU of its processes over the window, values
-per CPU second, and poll latency p50/p99 (snmp_exporter: each scrape's duration; spanwatch: from its
-``spanwatch_poll_duration_seconds`` buckets, interpolated as ``histogram_quantile`` does). Ratios
-spanwatch / snmp_exporter are printed at the end.
+For each: RSS (sum over the collector's processes; peak) and PSS (the same sum with the pages those
+processes share counted once), CPU of its processes over the window, values per CPU second, and poll
+latency p50/p99 (snmp_exporter: each scrape's duration, exact and through spanwatch's buckets as below;
+spanwatch: from its ``spanwatch_poll_duration_seconds`` buckets, interpolated as ``histogram_quantile``
+does). Ratios spanwatch / snmp_exporter are printed at the end.
 
 ``gnmi``: ``--targets`` loopback gNMI targets (``GnmiServer``, in two load processes beside the collector)
 each send a round of 64 interfaces x 16 counters (1,024 updates) ``--rate`` times per second with fresh
@@ -101,6 +102,19 @@ def rss_mb(pids: list[int], field: str = "VmRSS") -> float:
     for pid in pids:
         try:
             m = re.search(rf"{field}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+        except OSError:
+            continue
+        total += int(m.group(1)) if m else 0
+    return total / 1024
+
+
+def pss_mb(pids: list[int]) -> float:
+    """Proportional set size summed over ``pids``: pages shared between them (the interpreter, the
+    libraries) counted once, as one process would hold them."""
+    total = 0
+    for pid in pids:
+        try:
+            m = re.search(r"^Pss:\s+(\d+) kB", Path(f"/proc/{pid}/smaps_rollup").read_text(), re.M)
         except OSError:
             continue
         total += int(m.group(1)) if m else 0
@@ -303,15 +317,21 @@ def run_snmp_exporter(args: argparse.Namespace, ports: list[int], folder: Path) 
         t0, cpu0 = time.monotonic(), cpu_seconds([proc.pid])
         time.sleep(args.duration)
         t1, cpu1 = time.monotonic(), cpu_seconds([proc.pid])
-        rss, hwm = rss_mb([proc.pid]), rss_mb([proc.pid], "VmHWM")
+        rss, hwm, pss = rss_mb([proc.pid]), rss_mb([proc.pid], "VmHWM"), pss_mb([proc.pid])
         for t in threads:
             t.join()
         window = [s for s in samples if t0 <= s[0] < t1]
         good = [s for s in window if s[2] > 0]
         values = sum(s[2] for s in good)
         latencies = [s[1] for s in good]
+        # Also through spanwatch's poll-duration buckets and the same interpolation, so the two tails are
+        # estimated alike (a bucket as wide as 0.1-0.25 s moves an interpolated p99 a lot).
+        from collector.contracts.catalog import POLL_DURATION_BUCKETS
+
+        hist = {b: float(sum(1 for x in latencies if x <= b)) for b in (*POLL_DURATION_BUCKETS, math.inf)}
         return {
             "rss_mb": rss,
+            "pss_mb": pss,
             "peak_rss_mb": hwm,
             "cpu_share": (cpu1 - cpu0) / (t1 - t0),
             "cpu_ms_per_poll": 1000 * (cpu1 - cpu0) / max(len(good), 1),
@@ -320,6 +340,8 @@ def run_snmp_exporter(args: argparse.Namespace, ports: list[int], folder: Path) 
             "failed_polls": len(window) - len(good),
             "p50_s": exact_quantile(latencies, 0.5),
             "p99_s": exact_quantile(latencies, 0.99),
+            "p50_hist_s": quantile(0.5, {}, hist),
+            "p99_hist_s": quantile(0.99, {}, hist),
         }
     finally:
         stop(proc)
@@ -347,7 +369,8 @@ def collector(args: argparse.Namespace, config: Path, listen: int) -> Iterator[s
         cmd += ["--workers", str(args.workers)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     with open(config.parent / "collector.log", "w") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        # cwd: ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH.
+        proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=log)
     try:
         wait_http(listen)
         yield proc
@@ -375,7 +398,7 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
         time.sleep(args.duration)
         pids = tree_pids(proc.pid)
         after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
-        rss, hwm = rss_mb(pids), rss_mb(pids, "VmHWM")
+        rss, hwm, pss = rss_mb(pids), rss_mb(pids, "VmHWM"), pss_mb(pids)
     polls = series_sum(after, "spanwatch_polls_total", status="success") - series_sum(
         before, "spanwatch_polls_total", status="success"
     )
@@ -384,16 +407,20 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
     per_poll = sum(1 for ln in after.splitlines() if ln.startswith("dci_interface_")) / max(len(devices), 1)
     hist = "spanwatch_poll_duration_seconds"
     b0, b1 = buckets(before, hist), buckets(after, hist)
+    p50, p99 = quantile(0.5, b0, b1), quantile(0.99, b0, b1)
     return {
         "rss_mb": rss,
+        "pss_mb": pss,
         "peak_rss_mb": hwm,
         "cpu_share": (cpu1 - cpu0) / (t1 - t0),
         "cpu_ms_per_poll": 1000 * (cpu1 - cpu0) / max(polls, 1),
         "values_per_cpu_s": polls * per_poll / max(cpu1 - cpu0, 1e-9),
         "values_per_poll": per_poll,
         "failed_polls": failed,
-        "p50_s": quantile(0.5, b0, b1),
-        "p99_s": quantile(0.99, b0, b1),
+        "p50_s": p50,  # only the histogram exists: the same estimate in both rows
+        "p99_s": p99,
+        "p50_hist_s": p50,
+        "p99_hist_s": p99,
     }
 
 

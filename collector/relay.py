@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from collector.store import Changes, FullLabels, Histogram, Series, Store, render_labels
 
 _LENGTH = struct.Struct("!I")
+UNSENT, GONE = -1, -2  # ``Series.relay_id`` before its definition is sent, and after its removal
 MAX_FRAME = 1 << 30
 
 Definition = tuple[int, str, FullLabels, "str | None", "str | None", "int | float | Histogram"]
@@ -37,8 +38,7 @@ class Outbox:
     def __init__(self, store: Store) -> None:
         self.store = store
         store.changes = store.changes or Changes()
-        self._ids: dict[Series, int] = {}
-        self._next = 0
+        self._next = 0  # ids are kept on the series (``Series.relay_id``): no map of every series
 
     def frame(self) -> Frame | None:
         """The changes since the last frame, or None when nothing changed."""
@@ -46,20 +46,23 @@ class Outbox:
         new, dirty, gone = self.store.changes.take()
         if not (new or dirty or gone):
             return None
-        removed = [i for i in (self._ids.pop(s, None) for s in gone) if i is not None]
+        removed = []
+        for s in gone:
+            if s.relay_id >= 0:
+                removed.append(s.relay_id)
+            s.relay_id = GONE  # a series created and removed within one tick needs nothing
         defs: list[Definition] = []
         for series, metric, full in new:
-            if series in self._ids:
+            if series.relay_id != UNSENT:
                 continue
-            self._ids[series] = self._next
+            series.relay_id = self._next
             defs.append((self._next, metric, full, series.owner, series.source, series.value))
             self._next += 1
             dirty.discard(series)
         ids, values = [], []
         for series in dirty:
-            i = self._ids.get(series)
-            if i is not None:  # a series created and removed within one tick needs nothing
-                ids.append(i)
+            if series.relay_id >= 0:
+                ids.append(series.relay_id)
                 values.append(series.value)
         return defs, ids, values, removed
 

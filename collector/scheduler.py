@@ -1,4 +1,4 @@
-"""Polling: one task per polled target, each with its own jitter, interval and deadline.
+"""Polling: one task per polled target, each with its own phase (or random jitter), interval and deadline.
 
 A poll's readings are stamped when they reach the store; ``spanwatch_ingest_lag_seconds`` is that time
 minus the poll's start, and ``spanwatch_ingest_backlog_seconds`` how late the poll started.
@@ -35,6 +35,9 @@ class Schedule:
     interval: float
     timeout: float
     jitter: float = 1.0  # the first poll waits a random share of the interval, spreading targets out
+    # Or polls happen at this share of the interval on the monotonic clock (the daemon spreads targets
+    # evenly with it; None: the random jitter).
+    phase: float | None = None
 
 
 class Poller:
@@ -58,7 +61,10 @@ class Poller:
     async def run(self) -> None:
         """Poll every interval until cancelled; missed intervals are skipped, never bunched up."""
         s = self.schedule
-        await self.clock.sleep(self.rng.uniform(0, s.interval * s.jitter))
+        if s.phase is None:
+            await self.clock.sleep(self.rng.uniform(0, s.interval * s.jitter))
+        else:
+            await self.clock.sleep((s.phase * s.interval - self.clock.monotonic()) % s.interval)
         next_at = self.clock.monotonic()
         while True:
             # How late this poll starts: 0 on schedule, about the overrun when the last poll ran long.

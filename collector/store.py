@@ -107,7 +107,8 @@ class Histogram:
 
 @dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its rendered name and labels, latest value, and when it last moved.
+    """One exported series: its rendered name and labels (only the name in a store that is not rendered),
+    latest value, and when it last moved.
 
     Compared and hashed by identity: the change log (``Changes``) keys on the object.
     """
@@ -119,6 +120,7 @@ class Series:
     owner: str | None = None  # the device it belongs to, so a removed target's series go with it
     source: str | None = None  # the protocol feeding it, when a device series
     ident: Ident | None = None  # device series: the key of its per-series state, pruned with it
+    relay_id: int = -1  # in a worker: its id towards the supervisor (``relay.Outbox``); -2 once gone
 
 
 class Changes:
@@ -158,15 +160,22 @@ class TargetLabels:
 class Store:
     """Latest values per series, counter state and collector health, keyed by catalogue name."""
 
-    def __init__(self, clock: Clock | None = None, archive: ArchiveSink | None = None) -> None:
+    def __init__(
+        self, clock: Clock | None = None, archive: ArchiveSink | None = None, rendered: bool = True
+    ) -> None:
         self.clock = clock or SystemClock()
         self.archive = archive
+        # A worker process' store is relayed, never rendered: its series need no rendered name and
+        # labels (``Series.prefix``, a hundred bytes a series), only their family's name.
+        self.rendered = rendered
         self.families: dict[str, dict[FullLabels, Series]] = {}
         self._targets: dict[str, TargetLabels] = {}
         # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
         self._tracks: dict[str, dict[Ident, counters.CounterTrack]] = {}
-        # ident -> (full labels, link, is a counter): composing labels once per series.
-        self._keys: dict[Ident, tuple[FullLabels, str | None, bool]] = {}
+        # ident -> full labels, composed once per series (a bare tuple: a wrapper costs 64 bytes a series);
+        # the link of the few series that belong to one.
+        self._keys: dict[Ident, FullLabels] = {}
+        self._links: dict[Ident, str] = {}
         self._count: dict[str, int] = {}  # device -> entries in _keys (its series)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
         self._device_pairs: dict[str, tuple[str, str]] = {}
@@ -188,6 +197,7 @@ class Store:
         for source, tracks in self._tracks.items():
             self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
+        self._links = {k: v for k, v in self._links.items() if k[0] != device}
         self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
         self._device_pairs.pop(device, None)
@@ -210,16 +220,16 @@ class Store:
         n = 0
         for s in samples:
             ident = (device, s.metric, s.labels)
-            cached = self._keys.get(ident)
-            problem = _invalid(s, cached[2] if cached is not None else _spec(s.metric).is_counter)
+            problem = _invalid(s, _spec(s.metric).is_counter)
             if problem is not None:
                 self.invalid(device, source, problem, s.metric)
                 continue
-            if cached is None:
-                cached = self._new_series(ident, target, s, source)
-                if cached is None:
+            full = self._keys.get(ident)
+            if full is None:
+                full = self._new_series(ident, target, s, source)
+                if full is None:
                     continue
-            full, link, _ = cached
+            link = self._links.get(ident) if self._links else None
             n += 1
             value: int | float
             if s.raw is None:
@@ -269,9 +279,7 @@ class Store:
         """Whether the store still keeps state for this device series (sources prune their caches by it)."""
         return (device, metric, lbls) in self._keys
 
-    def _new_series(
-        self, ident: Ident, target: TargetLabels, s: Sample, source: str
-    ) -> tuple[FullLabels, str | None, bool] | None:
+    def _new_series(self, ident: Ident, target: TargetLabels, s: Sample, source: str) -> FullLabels | None:
         """Compose a new series' labels, or None when the target's series cap is reached (counted)."""
         device = ident[0]
         count = self._count.get(device, 0)
@@ -287,10 +295,11 @@ class Store:
             )
             return None
         full, link = self._compose(device, target, s)
-        cached = (full, link, _spec(s.metric).is_counter)
-        self._keys[ident] = cached
+        self._keys[ident] = full
+        if link is not None:
+            self._links[ident] = link
         self._count[device] = count + 1
-        return cached
+        return full
 
     def _note_speed(self, device: str, s: Sample) -> None:
         interface = next((v for k, v in s.labels if k == "interface"), None)
@@ -315,18 +324,19 @@ class Store:
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
         ident = (device, metric, lbls)
-        cached = self._prune(ident)
-        if cached is not None:
-            series = self.families.get(metric, {}).pop(cached[0], None)
+        full = self._prune(ident)
+        if full is not None:
+            series = self.families.get(metric, {}).pop(full, None)
             if series is not None:
                 self._gone(series)
 
-    def _prune(self, ident: Ident) -> tuple[FullLabels, str | None, bool] | None:
+    def _prune(self, ident: Ident) -> FullLabels | None:
         """Forget the per-series state of ``ident`` (label cache, counter tracks, the cap's count)."""
-        cached = self._keys.pop(ident, None)
+        full = self._keys.pop(ident, None)
+        self._links.pop(ident, None)
         for tracks in self._tracks.values():
             tracks.pop(ident, None)
-        if cached is not None:
+        if full is not None:
             device = ident[0]
             left = self._count.get(device, 1) - 1
             if left > 0:
@@ -336,7 +346,7 @@ class Store:
             if ident[1] == SPEED_METRIC:
                 interface = next((v for k, v in ident[2] if k == "interface"), None)
                 self._speed.pop((device, interface or ""), None)
-        return cached
+        return full
 
     def _compose(self, device: str, target: TargetLabels, s: Sample) -> tuple[FullLabels, str | None]:
         link = None
@@ -389,7 +399,7 @@ class Store:
         series = family.get(full)
         if series is None:
             bounds = HISTOGRAM_BUCKETS[metric]
-            series = Series(metric + render_labels(full), Histogram(bounds), math.inf, math.inf, _owner(full))
+            series = Series(self._prefix(metric, full), Histogram(bounds), math.inf, math.inf, _owner(full))
             family[full] = series
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
@@ -397,6 +407,10 @@ class Store:
         series.value.observe(value)
         if self.changes is not None:
             self.changes.dirty.add(series)
+
+    def series_count(self) -> int:
+        """How many series the store holds."""
+        return sum(map(len, self.families.values()))
 
     def value(self, metric: str, full: FullLabels) -> int | float | Histogram | None:
         """The current value of one series, or None."""
@@ -438,9 +452,7 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = series = Series(
-                metric + render_labels(full), value, now, ttl, owner, source, ident
-            )
+            family[full] = series = Series(self._prefix(metric, full), value, now, ttl, owner, source, ident)
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
         else:
@@ -449,6 +461,9 @@ class Store:
             series.source = source
             if self.changes is not None:
                 self.changes.dirty.add(series)
+
+    def _prefix(self, metric: str, full: FullLabels) -> str:
+        return metric + render_labels(full) if self.rendered else metric
 
     def _gone(self, series: Series) -> None:
         if self.changes is not None:

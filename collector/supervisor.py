@@ -35,7 +35,7 @@ from collector.config import Config
 from collector.errors import SpanwatchError
 from collector.exporters.http import Exporter
 from collector.lifecycle import Signals
-from collector.process import raise_descriptor_limit
+from collector.process import HeapFreezer, raise_descriptor_limit
 from collector.relay import Mirror, read_frame
 from collector.shard import Shard
 from collector.store import Store
@@ -217,8 +217,10 @@ class Supervisor:
 
     # -- background and shutdown ----------------------------------------------------------------------
     async def _housekeeping(self) -> None:
+        heap = HeapFreezer()  # a full collection over the mirror would stall relays and scrapes
         while True:
             await self.clock.sleep(HOUSEKEEPING_SECONDS)
+            heap.tick(self.store.series_count())
             if self.config is not None:
                 links.update(self.store, self.config)
 

@@ -131,8 +131,8 @@ DESCRIPTIONS = {
     "Ingest lag (notification or poll to store)": "How far behind the collector is, per source: the "
     "collector's time when a reading reaches the store minus the device's notification time (gNMI) or the "
     "poll's start (SNMP), p50 and p99. Above a sample interval, readings are being folded (next panel).",
-    "Backlog and folded readings": "Age of the oldest reading still waiting to be ingested, per target, and "
-    "readings folded into newer ones per second because the target fell a whole interval behind "
+    "Backlog and folded readings": "How far behind each target is (gNMI: the oldest reading still waiting, "
+    "or one read late after its timestamp, as when it waited in gRPC's buffers), and readings folded into newer ones per second because the target fell a whole interval behind "
     "(counters keep the newest value; gauges their min, max and newest).",
     "Counter discontinuities (resets)": "Counter resets the collector saw (device reboot, cleared "
     "counters): rates across one are corrected, not spikes.",

@@ -227,8 +227,10 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
     _g(
         "spanwatch_ingest_backlog_seconds",
         "seconds",
-        "Age of the oldest reading of the target still waiting to be ingested (gNMI), or how late the "
-        "current poll started (SNMP).",
+        "How far behind the target is. gNMI: the longest of the age of the oldest reading still waiting to "
+        "be ingested and how late a reading was read after its timestamp (net of the device clock's "
+        "offset), which shows a backlog held in gRPC's buffers or the device. SNMP: how late the current "
+        "poll started.",
         *_DS,
     ),
     _c(

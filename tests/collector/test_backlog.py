@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.clock import FakeClock
@@ -78,3 +80,24 @@ def test_a_stream_on_time_is_not_folded() -> None:
     source.ingest_batch(store, [(_response(t0 - 0.1, 10), clock.monotonic(), clock.time_ns())])
     assert store.value("spanwatch_coalesced_samples_total", DS) is None
     assert store.value("dci_interface_receive_bytes_total", (("device", "d"), ("interface", "Et1"))) == 10
+
+
+def test_a_backlog_held_upstream_is_seen_and_older_counter_rounds_are_skipped_undecoded() -> None:
+    """Responses read just now but stamped seconds ago waited in grpc or the device: that is a backlog."""
+    clock = FakeClock()
+    store, source = Store(clock), _source(clock)
+    t0 = clock.time_ns() / 1e9
+    source.ingest_batch(store, [(_response(t0 - 0.1, 10), clock.monotonic(), clock.time_ns())])  # on time
+    assert store.value("spanwatch_coalesced_samples_total", DS) is None
+    asyncio.run(clock.advance(5))
+    t1 = clock.time_ns() / 1e9
+    late = [(_response(t1 - 3 + 0.1 * r, 1000 + r), clock.monotonic(), clock.time_ns()) for r in range(3)]
+    source.ingest_batch(store, late)
+    assert store.value("dci_interface_receive_bytes_total", (("device", "d"), ("interface", "Et1"))) == 1002
+    assert store.value("spanwatch_coalesced_samples_total", DS) == 2  # two rounds never decoded
+    assert store.value("spanwatch_gnmi_updates_total", (("device", "d"),)) == 4  # yet counted as received
+    backlog = store.value("spanwatch_ingest_backlog_seconds", DS)
+    assert isinstance(backlog, float) and 2.8 < backlog < 3.0  # net of the 0.1 s the device stamps ahead
+    lag = store.value("spanwatch_ingest_lag_seconds", DS)
+    assert isinstance(lag, Histogram) and lag.count == 4  # the skipped ones show how late they were
+    assert source.behind

@@ -77,3 +77,17 @@ def test_workers_split_each_shard_evenly_and_compose_with_it() -> None:
         mine = [n for n in names if sh is None or sh.owns(n)]
         counts = [sum(shard.worker_of(n, 2, sh) == w for n in mine) for w in range(2)]
         assert min(counts) > 0.35 * len(mine)  # both workers get a fair share of the replica's targets
+
+
+def test_a_series_created_and_removed_within_one_tick_is_never_sent() -> None:
+    store = Store(FakeClock())
+    box = Outbox(store)
+    store.set_target("d", TargetLabels(ttl=30))
+    lbls = labels(interface="e1")
+    store.ingest("d", "gnmi", [counter("dci_interface_receive_bytes_total", lbls, 10)], 1)
+    store.forget("d", "dci_interface_receive_bytes_total", lbls)  # a gNMI delete before the next frame
+    frame = box.frame()
+    assert frame is not None
+    defs, _, _, removed = frame
+    assert [d for d in defs if d[1] == "dci_interface_receive_bytes_total"] == []
+    assert removed == []

@@ -81,3 +81,47 @@ async def test_first_poll_is_jittered_within_the_interval() -> None:
     await clock.advance(0.02)
     assert src.polls == 1
     task.cancel()
+
+
+async def test_a_phase_polls_at_that_share_of_every_interval() -> None:
+    clock = FakeClock()
+    await clock.advance(13)  # started mid-interval: the first poll waits for its phase, not a whole interval
+    store = Store(clock)
+    polls: list[tuple[float, str]] = []
+
+    class Recording(FakeSource):
+        async def poll(self) -> list[Sample]:
+            polls.append((round(self.clock.monotonic(), 6), self.device))
+            return await super().poll()
+
+    tasks = [
+        asyncio.create_task(
+            Poller(Recording(f"sw{i}", clock), store, Schedule(10, 5, phase=i / 4), clock).run()
+        )
+        for i in range(4)
+    ]
+    for _ in range(80):  # to 33 s in quarter seconds
+        await clock.advance(0.25)
+    for t in tasks:
+        t.cancel()
+    # Evenly spread over the interval, each target on its own phase, every interval.
+    assert polls == [
+        (15.0, "sw2"), (17.5, "sw3"), (20.0, "sw0"), (22.5, "sw1"),
+        (25.0, "sw2"), (27.5, "sw3"), (30.0, "sw0"), (32.5, "sw1"),
+    ]  # fmt: skip
+
+
+def test_the_daemon_spreads_polled_targets_evenly_in_config_order() -> None:
+    from collector.config import Config
+    from collector.daemon import _phases
+
+    config = Config.model_validate(
+        {
+            "targets": [
+                {"name": "a", "snmp": {"address": "127.0.0.1:161", "community_env": "C"}},
+                {"name": "g", "gnmi": {"address": "127.0.0.1:6030", "insecure": True}},
+                {"name": "b", "snmp": {"address": "127.0.0.1:162", "community_env": "C"}},
+            ]
+        }
+    )
+    assert _phases(config) == {"a": 0.0, "b": 0.5}  # a streaming target takes no phase

@@ -272,6 +272,30 @@ class Decoder:
             self._size = 0
         return out, gone
 
+    def counter_key(self, n: Any) -> tuple[bytes, ...] | None:
+        """What a notification updates, when that is only counters (or unmapped paths) already decided.
+
+        Two notifications with the same key update the same counters, so the older one may be skipped
+        unread under a backlog: the newer one carries every increment. None when it holds a delete, a
+        gauge, a reset marker or a path not decided yet: then every reading of it counts.
+        """
+        if n.delete:
+            return None
+        pkey = n.prefix.SerializeToString() if n.HasField("prefix") else b""
+        sub = self._cache.get(pkey)
+        if sub is None:
+            return None
+        key = [pkey]
+        for u in n.update:
+            pb = u.path.SerializeToString()
+            leaf = sub.get(pb)
+            if leaf is not _NOMATCH and (
+                leaf.__class__ is not _Leaf or not leaf.rule.counter or leaf.rule.is_epoch
+            ):
+                return None
+            key.append(pb)
+        return tuple(key)
+
     def _updates(
         self, sub: dict[bytes, Any], prefix: Any, updates: Any, ts: int | None
     ) -> tuple[list[Sample], list[tuple[_Leaf, Any]], bool]:

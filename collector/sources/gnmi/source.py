@@ -22,12 +22,17 @@ cheap: the device resends the current value of those paths at most twice per sta
 apart with the default 10 s floor), far below the SAMPLE traffic of the same stream.
 
 Never silently behind (issue 18): a reader task queues each response as it arrives and a drain task
-ingests what has queued every ``DRAIN_WINDOW``. ``spanwatch_ingest_backlog_seconds`` is how long the
-oldest queued response waited (or the device-time span of the queue, if longer) and
-``spanwatch_ingest_lag_seconds`` the collector time at ingest minus each notification's timestamp. A queue
-spanning one sample interval or more is folded (``collector.coalesce``: newest per counter; min, max and
-newest per gauge) and the folded readings are counted in ``spanwatch_coalesced_samples_total``, so the
-exposition catches up within one batch instead of replaying a stale backlog.
+ingests what has queued every ``DRAIN_WINDOW``. ``spanwatch_ingest_backlog_seconds`` is how far behind
+the stream is: the longest of how long the oldest queued response waited, the device-time span of the
+queue, and how late a response was read after its timestamp (net of the device clock's offset). The last
+is where a backlog shows that builds upstream of the reader, in grpc's buffers and HTTP/2 flow control,
+which the queue alone never sees. ``spanwatch_ingest_lag_seconds`` is the collector time at ingest minus
+each notification's timestamp. A batch one sample interval or more behind is folded: responses whose
+counters a newer response of the batch repeats are skipped before they are decoded (decoding is the cost),
+the rest goes through ``collector.coalesce`` (newest per counter; min, max and newest per gauge), all of it
+counted in ``spanwatch_coalesced_samples_total``; while behind, the drain gathers half a sample interval
+per batch so there is something to fold. The exposition then catches up instead of replaying a stale
+backlog.
 
 Health: ``spanwatch_target_up`` is 1 only while every stream of the target delivers (a target whose sets
 use two prefix targets has two streams; one failing stream makes the target down),
@@ -84,6 +89,7 @@ SOURCE = "gnmi"
 PRUNE_SECONDS = 60.0  # how often the decoder forgets series the store expired
 PREFERRED_ENCODINGS = ("proto", "json_ietf", "json")
 DRAIN_WINDOW = 0.01  # seconds the drain lets the reader gather before ingesting a batch
+BEHIND_WINDOW = 0.5  # sample intervals it gathers (at most a second) while the stream is behind
 _parse = gnmi_pb2.SubscribeResponse.FromString
 
 
@@ -162,6 +168,7 @@ class GnmiSource:
         self.status = "idle"
         self.responses = 0  # SubscribeResponses handled (tests wait on it)
         self._skewed = False
+        self.behind = False  # the last batch was a sample interval or more behind: it was folded
         self._pruned = self.clock.monotonic()
         self._up: dict[str | None, bool] = {}  # prefix target -> its stream is delivering
         self._dev = (("device", device),)
@@ -326,8 +333,10 @@ class GnmiSource:
     async def _drain(self, store: Store, backlog: Backlog) -> None:
         while True:
             await backlog.ready.wait()
-            # A short window lets the reader pull what grpc already holds, so a backlog is seen whole.
-            await asyncio.sleep(DRAIN_WINDOW)
+            # A short window lets the reader pull what grpc already holds, so a backlog is seen whole;
+            # behind, a longer one lets it gather newer rounds that make the older ones redundant.
+            behind = min(self.cfg.sample_interval * BEHIND_WINDOW, 1.0)
+            await asyncio.sleep(behind if self.behind else DRAIN_WINDOW)
             self.ingest_batch(store, backlog.take())
 
     # -- responses -----------------------------------------------------------------------------------
@@ -343,18 +352,22 @@ class GnmiSource:
             except DecodeError:
                 # gRPC framed it, so the stream itself is fine: drop the one message, keep the stream.
                 store.invalid(self.device, SOURCE, "undecodable_message")
-        backlog = now - items[0][1]
-        stamps = [resp.update.timestamp for resp, _ in parsed if resp.update.timestamp]
-        if stamps:
-            backlog = max(backlog, (max(stamps) - min(stamps)) / 1e9)
+        backlog = self._backlog(now - items[0][1], parsed)
         store.set("spanwatch_ingest_backlog_seconds", self._ds, backlog)
         fold = backlog >= self.cfg.sample_interval
+        self.behind = fold
+        readings = parsed
+        if fold:
+            readings, skipped = self._skip_superseded(parsed)
+            if skipped:
+                store.inc("spanwatch_gnmi_updates_total", self._dev, skipped)
+                store.inc("spanwatch_coalesced_samples_total", self._ds, skipped)
         pending: list[Sample] = []
 
         def flush() -> None:
             self._fold(store, pending)
 
-        for resp, received in parsed:
+        for resp, received in readings:
             try:
                 samples = self._decode(store, resp, received, flush=flush)
             except Exception as e:  # one bad update must not end the stream (issue 16)
@@ -368,7 +381,55 @@ class GnmiSource:
                 store.ingest(self.device, SOURCE, samples, received)
         if pending:
             self._fold(store, pending, items[-1][2])
-        self._observe_lag(store, parsed)
+        self._observe_lag(store, parsed)  # skipped responses too: how late they were is the point
+
+    def _backlog(self, waited: float, parsed: list[tuple[Any, int]]) -> float:
+        """How far behind the stream is, seconds: the longest of how long the oldest queued response
+        waited (``waited``), the device-time span of the batch, and how late a response was read after
+        its timestamp. The last is where a backlog held upstream (grpc buffers, HTTP/2 flow control, the
+        device's send queue) shows; it is net of the device clock's offset (the least delay of the last
+        minute and of this batch, ``ClockOffset``), so a skewed clock does not look like a backlog. (A
+        stream behind for all of the last minute then looks skewed instead: the lag histogram, which
+        is not corrected, still shows it.)
+        """
+        # the batch's device-time span, and its largest received - timestamp
+        first: int | None = None
+        last: int | None = None
+        delay: int | None = None
+        for resp, received in parsed:
+            ts: int = resp.update.timestamp
+            if ts:
+                self.offset.observe(ts, received)
+                first = ts if first is None else min(first, ts)
+                last = ts if last is None else max(last, ts)
+                delay = received - ts if delay is None else max(delay, received - ts)
+        if first is None or last is None or delay is None:
+            return waited
+        late = delay + (self.offset.estimate or 0.0) * 1e9
+        return max(waited, (last - first) / 1e9, late / 1e9)
+
+    def _skip_superseded(self, parsed: list[tuple[Any, int]]) -> tuple[list[tuple[Any, int]], int]:
+        """Drop responses a newer one of the batch makes redundant (``Decoder.counter_key``) before they
+        are decoded: under a backlog decoding is the cost, and the newest counter reading is exact.
+
+        Returns:
+            the responses to decode, oldest first, and how many updates were skipped.
+        """
+        seen: set[tuple[bytes, ...]] = set()
+        kept: list[tuple[Any, int]] = []
+        skipped = 0
+        for resp, received in reversed(parsed):
+            if resp.HasField("update"):
+                key = self.decoder.counter_key(resp.update)
+                if key is not None:
+                    if key in seen:
+                        skipped += len(resp.update.update)
+                        self.responses += 1
+                        continue
+                    seen.add(key)
+            kept.append((resp, received))
+        kept.reverse()
+        return kept, skipped
 
     def _fold(self, store: Store, pending: list[Sample], received: int | None = None) -> None:
         """Ingest the folded backlog (before a delete, and at the end of a batch) and count the folding."""

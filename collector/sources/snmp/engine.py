@@ -117,6 +117,7 @@ class Epochs:
         self.boots = 0
         self.uptime: int | None = None
         self.per_ifindex: dict[int, object] = {}
+        self._last: dict[int | None, tuple[object, ...]] = {}  # ifindex -> its epoch as last handed out
 
     def see_uptime(self, ticks: int | None) -> bool:
         """Fold a sysUpTime reading in; True when it went backwards (the device rebooted)."""
@@ -129,9 +130,13 @@ class Epochs:
 
     def of(self, ifindex: int | None) -> Hashable:
         """The epoch for a counter of ``ifindex`` (or of no interface)."""
-        if ifindex is None:
-            return (self.boots,)
-        return (self.boots, self.per_ifindex.get(ifindex))
+        epoch = (self.boots,) if ifindex is None else (self.boots, self.per_ifindex.get(ifindex))
+        # The same tuple while the epoch holds: every counter track keeps one, so equal ones are shared.
+        last = self._last.get(ifindex)
+        if last == epoch:
+            return last
+        self._last[ifindex] = epoch
+        return epoch
 
 
 RowLabels = tuple["int | None", tuple["Labels | None", ...]]
@@ -205,12 +210,19 @@ class Resolver:
         if resolved is None:
             return None
         lbls, ifindex = resolved
+        # Columns of a row mostly carry the same labels: one tuple for all of them, as the store keeps
+        # the tuple of every series it holds (tens of bytes a series at 100k series).
+        shared: dict[Labels, Labels] = {}
         return ifindex, tuple(
             None
             if any(parts[k] != v for k, v in c.where.items())
-            else _series_labels(c.metric, {**lbls, **c.labels})
+            else _share(shared, _series_labels(c.metric, {**lbls, **c.labels}))
             for c in table.columns
         )
+
+
+def _share(seen: dict[Labels, Labels], lbls: Labels) -> Labels:
+    return seen.setdefault(lbls, lbls)
 
 
 def table_samples(

@@ -172,7 +172,8 @@ class SnmpSource:
             self._completed += await self._poll_module(name, module)
         self._running = None
         self.budget.settle()
-        return engine.combine(self._completed)
+        samples, self._completed = engine.combine(self._completed), []  # not kept until the next poll
+        return samples
 
     def salvage(self) -> tuple[list[Sample], str | None]:
         """The samples of the modules the current poll completed, and what it was reading (timeouts)."""

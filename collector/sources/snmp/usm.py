@@ -23,9 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from cryptography.hazmat.decrepit.ciphers.modes import CFB
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
-
 from collector.sources.snmp.ber import (
     REPORT,
     RESPONSE_PDUS,
@@ -207,6 +204,10 @@ def _next_salt() -> bytes:
 
 
 def _aes(key: bytes, iv: bytes, data: bytes, encrypt: bool) -> bytes:
+    # Imported on first use: only SNMPv3 with privacy needs it, and it costs every process ~7 MB.
+    from cryptography.hazmat.decrepit.ciphers.modes import CFB
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
     cipher = Cipher(algorithms.AES(key), CFB(iv))
     ctx = cipher.encryptor() if encrypt else cipher.decryptor()
     return ctx.update(data) + ctx.finalize()
