@@ -688,7 +688,8 @@ def training_board() -> db.Dashboard:
         panel(
             "Share of the step the network costs",
             "percentunit",
-            query(f"sum({network}) / {step}", "all links"),
+            # Per follow instance: a bare sum() drops the instance label the step time keeps, and matches nothing.
+            query(f"sum by (instance) ({network}) / sum by (instance) ({step})", "all links"),
         ).min(0),
         panel(
             "Communication time per step",

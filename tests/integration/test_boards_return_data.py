@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from collector.contracts.catalog import DEVICE_METRICS, STAT_SUFFIXES
+from collector.contracts.catalog import DEVICE_METRICS, STAT_SUFFIXES, TRAINING_METRICS
 from collector.exporters.http import serve
 from collector.links import update as update_links
 from collector.model import Sample, counter, gauge, labels
@@ -34,6 +34,7 @@ RATES = {"dci_interface_transmit_packets_total": 1000, "dci_queue_ecn_marked_pac
          "dci_pfc_pause_duration_seconds_total": 0.5}  # fmt: skip
 GAUGES = {"dci_optics_pre_fec_ber": 8e-3, "dci_optics_osnr_db": 27.0, "dci_interface_oper_up": 1.0,
           "dci_interface_speed_bytes_per_second": 1e11}  # fmt: skip
+TRAINING_LABELS = {"link": "l1", "kind": "queue", "file": "steps.jsonl"}
 SERIES = {"interface": "Ethernet1/1", "queue": "3", "priority": "3", "lane": "1", "direction": "rx",
           "pool": "lossless", "component": "optics1"}  # fmt: skip
 
@@ -80,6 +81,13 @@ def _feed(store: Store, elapsed: float) -> None:
     store.inc("spanwatch_probes_total", (*probe, ("status", "success")))
     store.inc("spanwatch_archive_rows_total", (), 100)
     store.inc("spanwatch_archive_write_errors_total", ())
+    # ``spanwatch follow``'s figures (the training board), as its exporter gives them for link l1.
+    for spec in TRAINING_METRICS:
+        key = tuple((name, TRAINING_LABELS[name]) for name in spec.labels)
+        if spec.is_counter:
+            store.inc(spec.name, key, 10)
+        else:
+            store.set(spec.name, key, 0.05)
 
 
 class Fabric(LoopThread):
