@@ -72,7 +72,8 @@ def _time(text: str | None, option: str) -> datetime | None:
         raise InputError(option, f"not an RFC 3339 time: {text!r}") from None
 
 
-def _duration(text: str | None, option: str) -> float | None:
+def option_seconds(text: str | None, option: str) -> float | None:
+    """A duration option (``2s``, ``500ms``) in seconds, None when not given; InputError names the option."""
     if text is None:
         return None
     try:
@@ -102,8 +103,8 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
     for path in args.logs:
         if not path.is_file():
             raise InputError(path, "--logs: file not found")
-    skew = _duration(args.skew, "--skew")
-    shift = _duration(args.shift_logs, "--shift-logs")
+    skew = option_seconds(args.skew, "--skew")
+    shift = option_seconds(args.shift_logs, "--shift-logs")
     if args.gpus is not None and args.gpus <= 0:
         raise InputError("--gpus", "must be a positive number")
     if args.job_bytes_per_step is not None and not args.job_bytes_per_step > 0:

@@ -47,6 +47,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -378,6 +379,32 @@ def collector(args: argparse.Namespace, config: Path, listen: int) -> Iterator[s
         stop(proc)
 
 
+@dataclass(frozen=True)
+class Window:
+    """One measured stretch of a running collector: its /metrics before and after, and its processes'
+    CPU seconds over it and memory (MB) at its end."""
+
+    before: str
+    after: str
+    seconds: float
+    cpu: float
+    rss: float
+    hwm: float
+    pss: float
+
+
+def measure(args: argparse.Namespace, config: Path, listen: int) -> Window:
+    """Run the collector on ``config``, let it warm up, then measure it for ``args.duration`` seconds."""
+    with collector(args, config, listen) as proc:
+        time.sleep(args.warmup)
+        pids = tree_pids(proc.pid)
+        before, t0, cpu0 = scrape(listen), time.monotonic(), cpu_seconds(pids)
+        time.sleep(args.duration)
+        pids = tree_pids(proc.pid)  # a worker restarted meanwhile counts from here
+        after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
+        return Window(before, after, t1 - t0, cpu1 - cpu0, rss_mb(pids), rss_mb(pids, "VmHWM"), pss_mb(pids))
+
+
 def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path) -> dict[str, float]:
     listen = free_port()
     targets = [
@@ -390,15 +417,8 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
     if args.reps != 25:
         for t in targets:
             t["snmp"]["max_repetitions"] = args.reps
-    config = collector_config(folder, listen, targets, args.interval)
-    with collector(args, config, listen) as proc:
-        time.sleep(args.warmup)
-        pids = tree_pids(proc.pid)
-        before, t0, cpu0 = scrape(listen), time.monotonic(), cpu_seconds(pids)
-        time.sleep(args.duration)
-        pids = tree_pids(proc.pid)
-        after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
-        rss, hwm, pss = rss_mb(pids), rss_mb(pids, "VmHWM"), pss_mb(pids)
+    w = measure(args, collector_config(folder, listen, targets, args.interval), listen)
+    before, after, cpu, rss, hwm, pss = w.before, w.after, w.cpu, w.rss, w.hwm, w.pss
     polls = series_sum(after, "spanwatch_polls_total", status="success") - series_sum(
         before, "spanwatch_polls_total", status="success"
     )
@@ -412,9 +432,9 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
         "rss_mb": rss,
         "pss_mb": pss,
         "peak_rss_mb": hwm,
-        "cpu_share": (cpu1 - cpu0) / (t1 - t0),
-        "cpu_ms_per_poll": 1000 * (cpu1 - cpu0) / max(polls, 1),
-        "values_per_cpu_s": polls * per_poll / max(cpu1 - cpu0, 1e-9),
+        "cpu_share": cpu / w.seconds,
+        "cpu_ms_per_poll": 1000 * cpu / max(polls, 1),
+        "values_per_cpu_s": polls * per_poll / max(cpu, 1e-9),
         "values_per_poll": per_poll,
         "failed_polls": failed,
         "p50_s": p50,  # only the histogram exists: the same estimate in both rows
@@ -544,20 +564,12 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, float]:
                 }
                 for i, port in enumerate(ports)
             ]
-            config = collector_config(folder, listen, targets, 10)
-            with collector(args, config, listen) as proc:
-                time.sleep(args.warmup)
-                pids = tree_pids(proc.pid)
-                before, t0, cpu0 = scrape(listen), time.monotonic(), cpu_seconds(pids)
-                time.sleep(args.duration)
-                pids = tree_pids(proc.pid)
-                after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
-                rss = rss_mb(pids)
+            w = measure(args, collector_config(folder, listen, targets, 10), listen)
     finally:
         for p in loads:
             p.terminate()
             p.wait()
-    span = t1 - t0
+    before, after, span = w.before, w.after, w.seconds
     lag0, lag1 = (
         buckets(before, "spanwatch_ingest_lag_seconds"),
         buckets(after, "spanwatch_ingest_lag_seconds"),
@@ -573,8 +585,8 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, float]:
             - series_sum(before, "spanwatch_coalesced_samples_total")
         )
         / span,
-        "cpu": (cpu1 - cpu0) / span,
-        "rss": rss,
+        "cpu": w.cpu / span,
+        "rss": w.rss,
     }
 
 

@@ -31,10 +31,10 @@ import polars as pl
 
 from analyzer import blame, live, topology
 from analyzer.archive_tail import ArchiveTail
+from analyzer.cli import option_seconds
 from analyzer.errors import IngestError, InputError
 from analyzer.ingest.tail import TAILABLE, LogTail
 from analyzer.thresholds import Thresholds, load_thresholds
-from collector.durations import parse_duration
 from collector.exporters.http import Exporter
 from collector.lifecycle import Signals
 from collector.lograte import RateLimitedLog
@@ -69,21 +69,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", default=None, help="stop after this long (default: until SIGINT/SIGTERM)")
 
 
-def _seconds(text: str | None, option: str) -> float | None:
-    if text is None:
-        return None
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise InputError(option, str(exc)) from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Follow until stopped (or ``--duration``); exit status 0."""
     settings = live.Settings(
-        window_seconds=_seconds(args.window, "--window") or 60.0,
-        recent_seconds=_seconds(args.recent, "--recent") or 5.0,
-        skew_seconds=_seconds(args.skew, "--skew"),
+        window_seconds=option_seconds(args.window, "--window") or 60.0,
+        recent_seconds=option_seconds(args.recent, "--recent") or 5.0,
+        skew_seconds=option_seconds(args.skew, "--skew"),
     )
     if settings.recent_seconds > settings.window_seconds:
         raise InputError("--recent", "must not be longer than --window")
@@ -92,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
     follower = Follower(
         args.logs, args.log_format, args.archive, members, job, settings, load_thresholds(args.thresholds)
     )
-    interval = _seconds(args.interval, "--interval") or 1.0
+    interval = option_seconds(args.interval, "--interval") or 1.0
     return asyncio.run(
-        follower.serve(args.listen, args.web_config, interval, _seconds(args.duration, "--duration"))
+        follower.serve(args.listen, args.web_config, interval, option_seconds(args.duration, "--duration"))
     )
 
 
