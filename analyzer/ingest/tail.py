@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 TAILABLE = ("steplog", "megatron", "torchtitan", "deepspeed")
 CONTEXT_LINES = 256  # enough for one iteration line per rank of a torchtitan job between two steps
 READ_BYTES = 8 << 20  # at most this much per read, so a huge backlog is caught up over several reads
+# A line longer than this is no log line (a binary blob, a file without newlines): it is dropped up to its
+# newline and reported, so an unterminated one cannot grow follow's memory read after read.
+MAX_LINE_BYTES = 1 << 20
 
 
 @dataclass
@@ -63,6 +66,7 @@ class LogTail:
         self._chunk = Path(tempfile.mkstemp(prefix="tail-", suffix=".log", dir=scratch)[1])
         self._offset = 0
         self._partial = b""
+        self._skipping = False  # dropping an overlong line up to its newline
         self._lines = 0  # complete lines consumed
         self._context: deque[bytes] = deque(maxlen=CONTEXT_LINES)
 
@@ -83,13 +87,27 @@ class LogTail:
         if not data:
             return Chunk(schemas.empty("steps"))
         head, newline, self._partial = (self._partial + data).rpartition(b"\n")
+        overlong = self._overlong(head if newline else b"")
         if not newline:
-            return Chunk(schemas.empty("steps"))
+            return Chunk(schemas.empty("steps"), overlong)
         new = head.split(b"\n")
+        if self._skipping:  # the rest of a dropped line
+            new[0], self._skipping = b"", False
         chunk = self._parse(self.format, list(self._context), new)
+        chunk.problems[:0] = overlong
         self._context.extend(new)
         self._lines += len(new)
         return chunk
+
+    def _overlong(self, complete: bytes) -> list[Malformed]:
+        """Drop an unterminated line past ``MAX_LINE_BYTES``: reported once, skipped up to its newline."""
+        if len(self._partial) <= MAX_LINE_BYTES:
+            return []
+        number = self._lines + complete.count(b"\n") + (1 if complete else 0) + 1
+        self._partial, skipping, self._skipping = b"", self._skipping, True
+        if skipping:
+            return []
+        return [Malformed(str(self.path), number, f"a line longer than {MAX_LINE_BYTES} bytes: skipped")]
 
     def _appended(self) -> bytes:
         try:
@@ -98,7 +116,7 @@ class LogTail:
             return b""
         if size < self._offset:  # truncated or replaced: start again
             log.warning("%s: shrank to %d bytes, reading it again from the start", self.path, size)
-            self._offset, self._partial, self._lines = 0, b"", 0
+            self._offset, self._partial, self._lines, self._skipping = 0, b"", 0, False
             self._context.clear()
         if size == self._offset:
             return b""

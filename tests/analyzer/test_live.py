@@ -14,6 +14,7 @@ from synthetic_fabric import T0, Episode, config_yaml, step_rows, write_archive
 from analyzer import blame, live, topology
 from analyzer.archive_tail import ArchiveTail
 from analyzer.errors import IngestError
+from analyzer.ingest import tail as tail_module
 from analyzer.ingest.tail import LogTail
 from analyzer.thresholds import Thresholds
 from spanwatch.follow import Follower
@@ -44,6 +45,24 @@ def test_tail_reads_complete_lines_and_numbers_bad_ones_in_the_file(tmp_path: Pa
     assert second.steps["source_file"].unique().to_list() == [str(log)]
     log.write_text(_line(9, 9.0, 10.0))  # rotated: a new, shorter file
     assert tail.read().steps["step"].to_list() == [9]
+    tail.close()
+
+
+def test_tail_drops_a_line_that_never_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A log that stops writing newlines (a binary blob): the line is reported once, dropped up to its
+    # newline, and the tail's memory stays bounded while it grows.
+    monkeypatch.setattr(tail_module, "MAX_LINE_BYTES", 100)
+    log = tmp_path / "steps.jsonl"
+    log.write_text(_line(1, 1.0, 2.0))
+    tail = LogTail(log, "steplog", tmp_path)
+    assert tail.read().steps["step"].to_list() == [1]
+    _append(log, "x" * 150)
+    assert [(p.line, "longer than 100 bytes" in p.reason) for p in tail.read().problems] == [(2, True)]
+    _append(log, "y" * 150)
+    assert tail.read().problems == [] and len(tail._partial) == 0
+    _append(log, "z\n" + _line(3, 3.0, 4.0))
+    after = tail.read()
+    assert after.steps["step"].to_list() == [3] and after.problems == []
     tail.close()
 
 
