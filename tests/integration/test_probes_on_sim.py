@@ -32,6 +32,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 40.0
 WINDOWS = 2  # full windows to wait for after the first, so the figures are steady
+LOOP_SLACK_S = 0.5e-3  # event-loop latency a loaded 2-core machine adds to an emulated round trip
 SERIES = re.compile(r"^(dci_link_rtt_seconds(?:_min|_avg|_max)?)\{([^}]*)\} (\S+)$", re.M)
 LINK = builtin(episodes=False).links[0].name
 
@@ -108,9 +109,10 @@ def test_measured_round_trip_is_within_5_percent_of_the_configured_one(
         print(f"  {target}: " + ", ".join(f"{n.removeprefix('dci_link_rtt_seconds') or 'latest'} "
                                           f"{v * 1e3:.3f} ms" for n, v in figures.items() if v is not None))  # fmt: skip
         # The fastest probe of a window is the propagation measurement: within 5 %. The average also
-        # carries what a loaded 2-core machine adds to each emulated one-way wait (event-loop latency,
-        # seen up to +7 % at 500 km while the whole suite runs), so it is bounded, not matched.
+        # carries what a loaded 2-core machine adds to each emulated one-way wait: event-loop latency,
+        # absolute, not a share of the distance (seen +0.34 ms at 500 km and +0.29 ms at 100 km while
+        # the whole suite runs), so it is bounded by 5 % plus LOOP_SLACK_S, not matched.
         low, avg = figures["dci_link_rtt_seconds_min"], figures["dci_link_rtt_seconds_avg"]
         assert low is not None and avg is not None, f"no window figures for {target}: {seen}"
         assert low == pytest.approx(configured, rel=0.05), ("min", target, low, configured)
-        assert configured * 0.95 <= avg <= configured * 1.25, ("avg", target, avg, configured)
+        assert configured * 0.95 <= avg <= configured * 1.05 + LOOP_SLACK_S, ("avg", target, avg, configured)
