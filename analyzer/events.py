@@ -25,7 +25,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer import optical_signal, schemas
-from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_SENT, SURGE, Rule
+from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_DROPPED, QUEUE_SENT, SURGE, Rule
 from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
 
@@ -209,16 +209,13 @@ def per_queue_drops(events: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     """Interface-level drop events where the interface also counts drops per queue: the same drops
     counted twice (transmit discards are the queues' drops summed), the per-queue copy says which class."""
     counted = (
-        labels.filter(
-            (pl.col("metric").cast(pl.String) == "dci_queue_dropped_packets_total")
-            & pl.col("queue").is_not_null()
-        )
+        labels.filter((pl.col("metric").cast(pl.String) == QUEUE_DROPPED) & pl.col("queue").is_not_null())
         .select("device", "interface")
         .unique()
         .with_columns(per_queue=pl.lit(True))
     )
     marked = events.join(counted, on=["device", "interface"], how="left")
-    interface_level = ~pl.col("metrics").str.contains("dci_queue_dropped_packets_total")
+    interface_level = ~pl.col("metrics").str.contains(QUEUE_DROPPED)
     copy = (pl.col("kind") == "drops") & pl.col("queue").is_null() & interface_level
     copy = copy & pl.col("per_queue").fill_null(False)
     return marked.filter(~copy).drop("per_queue")
@@ -279,12 +276,49 @@ def _touching(
     return frame.join(hits, on=keys, how="semi" if touch else "anti", nulls_equal=True)
 
 
-def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
+def offered_rise(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
+    """Per reading of another class's queue, its offered packet rate (transmitted + dropped) over the
+    median of its readings: ``device``, ``interface``, ``queue``, ``time``, ``rise``.
+
+    Only readings that carry both counters at one time count: one alone is not what was offered.
+    """
+    place = ["device", "interface", "queue"]
+    queues = labels.filter(pl.col("queue").is_not_null() & (pl.col("queue") != job_class))
+    rows = signals.filter(pl.col("metric").is_in([QUEUE_SENT, QUEUE_DROPPED]) & pl.col("value").is_not_null())
+    both = (
+        rows.join(queues.select("series", *place), on="series")
+        .group_by(*place, "time")
+        .agg(offered=pl.col("value").sum(), counters=pl.col("metric").n_unique())
+        .filter(pl.col("counters") == 2)
+    )
+    return both.select(*place, "time", rise=pl.col("offered") / pl.col("offered").median().over(place))
+
+
+def _offered_more(other: pl.LazyFrame, offered: pl.LazyFrame, level: float, keys: list[str]) -> pl.LazyFrame:
+    """The ``other`` events whose class offered at least ``level`` x its normal load over their time, or
+    whose load no reading shows (no evidence against them)."""
+    place = ["device", "interface", "queue"]
+    inside = (pl.col("time") > pl.col("start_time")) & (pl.col("time") <= pl.col("end_time"))
+    load = other.join(offered, on=place).filter(inside).group_by(keys).agg(rise=pl.col("rise").mean())
+    unseen = other.join(load, on=keys, how="anti", nulls_equal=True)
+    risen = other.join(load.filter(pl.col("rise") >= level), on=keys, how="semi", nulls_equal=True)
+    return pl.concat([risen, unseen])
+
+
+def background(
+    events: pl.LazyFrame,
+    surge: pl.LazyFrame,
+    job_class: str,
+    offered: pl.LazyFrame | None = None,
+    offered_level: float = 1.5,
+) -> pl.LazyFrame:
     """Events of other traffic classes that are episodes of their own, and the job's class's bursts.
 
     Under strict priority another class is served with what the job's class leaves: its drops and marks
     while the job's class on the same interface is in an episode, or sends a surge (``surges``), are that
-    episode seen from below, not another one. A surge that squeezed another class while the job's class
+    episode seen from below, not another one. Nor is a state it reaches without being offered more load
+    than usual (``offered``: ``offered_rise``): the job's class took more of the port (catching up after
+    a pause, a few more bytes a step), which no surge threshold sees. Another tenant's episode is more load. A surge that squeezed another class while the job's class
     shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
     the link explains it (the job resends what a failing wave lost). A single reading is evidence of
     neither: a counter read twice within a fraction of a second gives any rate, and another tenant's load
@@ -294,6 +328,8 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
         events: merged events with ``queue``.
         surge: ``surges`` output.
         job_class: the job's traffic class.
+        offered: ``offered_rise`` output; without it every other-class episode of its own stays.
+        offered_level: the least mean ``rise`` over an episode of its own.
     """
     place = ["device", "interface"]
     is_other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
@@ -316,13 +352,11 @@ def background(events: pl.LazyFrame, surge: pl.LazyFrame, job_class: str) -> pl.
         worst="score",
         duration_seconds=duration,
     )
-    kept = pl.concat(
-        [
-            events.filter(~is_other.fill_null(False)),
-            # An episode that only starts where the job's class ends (the same reading) is its own.
-            _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False, edges=False),
-        ]
-    )
+    # An episode that only starts where the job's class ends (the same reading) is its own.
+    own_episodes = _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False, edges=False)
+    if offered is not None:
+        own_episodes = _offered_more(own_episodes, offered, offered_level, EVENT_KEYS_QUEUE)
+    kept = pl.concat([events.filter(~is_other.fill_null(False)), own_episodes])
     return pl.concat([kept, found], how="diagonal_relaxed")
 
 
@@ -416,7 +450,11 @@ def detect_events(
     merged = one_per_wave(per_queue_drops(merged, labels).collect().lazy())
     if job_class is not None:
         merged = background(
-            merged, surges(signals, labels, thresholds, job_class).collect().lazy(), job_class
+            merged,
+            surges(signals, labels, thresholds, job_class).collect().lazy(),
+            job_class,
+            offered_rise(signals, labels, job_class).collect().lazy(),
+            thresholds.background_offered_rise,
         )
     events = (
         merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)

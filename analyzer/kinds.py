@@ -165,6 +165,7 @@ def _class_rate(metrics: tuple[str, ...], prefix: str, unit: str) -> Rule:
 
 ECN = "dci_queue_ecn_marked_packets_total"
 QUEUE_SENT = "dci_queue_transmit_packets_total"
+QUEUE_DROPPED = "dci_queue_dropped_packets_total"
 SURGE = Rule(
     (QUEUE_SENT,),
     # A queue that is idle half the time has no normal rate to surge from.
@@ -188,7 +189,7 @@ KINDS: dict[str, EventKind] = {
             1.0,
             (
                 _class_rate(
-                    ("dci_queue_dropped_packets_total", "dci_interface_transmit_discards_total"),
+                    (QUEUE_DROPPED, "dci_interface_transmit_discards_total"),
                     "drop_rate",
                     "_pps",
                 ),

@@ -28,10 +28,11 @@ import numpy as np
 import polars as pl
 
 from analyzer import schemas
+from analyzer.kinds import QUEUE_DROPPED
 
 SENT = "dci_queue_transmit_bytes_total"
 DROPPED = "dci_queue_dropped_bytes_total"
-DROPPED_PACKETS = "dci_queue_dropped_packets_total"
+DROPPED_PACKETS = QUEUE_DROPPED
 PAUSED = "dci_pfc_pause_duration_seconds_total"
 FCS = "dci_interface_receive_fcs_errors_total"
 UP = "dci_interface_oper_up"

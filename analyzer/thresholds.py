@@ -40,6 +40,11 @@ class SharedThresholds(BaseModel):
         default=3.0, ge=1, description="another traffic class enters past this x its normal (analyzer.kinds)"
     )
     background_rise_exit: float = Field(default=2.0, ge=1, description="... and leaves under this x")
+    background_offered_rise: float = Field(
+        default=1.5,
+        ge=1,
+        description="... and is its own episode only if offered this x its normal load (analyzer.events)",
+    )
     inflated_min_ratio: float = Field(
         default=0.05, ge=0, description="a step is inflated when it exceeds its baseline by this share"
     )

@@ -221,3 +221,16 @@ def test_another_class_starting_where_a_surge_ends_is_its_own_episode() -> None:
     drops = _series("dci_queue_dropped_packets_total", _total(_window(12, 20, 10_000, 0)), queue="0")
     found = _detect(sent, drops, job_class="3")
     assert ("drops", "0") in found.select("kind", "queue").rows()
+
+
+def test_another_class_squeezed_without_more_load_is_not_its_own_episode() -> None:
+    # Class 0 is offered 1e5 packets/s all run. From 20 to 30 s the job's class takes more of the port
+    # (no surge: 1.3x its rate), so class 0 sends less and drops the rest: nothing more was offered.
+    drops = _series("dci_queue_dropped_packets_total", _total(_window(20, 30, 30_000, 2_000)), queue="0")
+    sent = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 70_000, 98_000)), queue="0")
+    job = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 1.3e6, 1e6)), queue="3")
+    assert _detect(drops, sent, job, job_class="3").height == 0
+    # Another tenant offering twice its load in that class is an episode of its own.
+    tenant = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 170_000, 98_000)), queue="0")
+    found = _detect(drops, tenant, job, job_class="3")
+    assert found.select("kind", "queue", "duration_seconds").rows() == [("drops", "0", 10.0)]
