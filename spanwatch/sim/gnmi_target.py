@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
@@ -46,17 +46,29 @@ class Subscription:
 class SimTarget(GnmiServer):
     """A simulated switch's gNMI target.
 
+    Streams sample on the wall clock, or with ``published`` on the data's own clock: a switch samples on
+    its own clock, so a model that fell behind the wall clock and catches up still gives one sample per
+    interval of its time, never a gap where the wall clock skipped ahead.
+
     Args:
         snapshot: returns the latest fabric snapshot.
         device: the device index (the fabric layout's).
         epoch_ns: the counters' last-clear (fabric start).
+        published: waits for the next snapshot.
     """
 
-    def __init__(self, snapshot: Callable[[], Snapshot], device: int, epoch_ns: int) -> None:
+    def __init__(
+        self,
+        snapshot: Callable[[], Snapshot],
+        device: int,
+        epoch_ns: int,
+        published: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         super().__init__()
         self.snapshot = snapshot
         self.device = device
         self.epoch_ns = epoch_ns
+        self.published = published
         self._cache: tuple[Snapshot | None, list[tree.Group]] = (None, [])
 
     def groups(self) -> tuple[Snapshot, list[tree.Group]]:
@@ -133,13 +145,23 @@ class SimTarget(GnmiServer):
         out = [gnmi_pb2.SubscribeResponse(update=tree.notification(g, ts)) for g in gs]
         return [*out, gnmi_pb2.SubscribeResponse(sync_response=True)]
 
+    def _now(self) -> float:
+        """Seconds on the stream's clock: the data's time with ``published``, else the wall clock."""
+        return self.current()[0] / 1e9 if self.published is not None else time.monotonic()
+
+    async def _until(self, due: float) -> None:
+        if self.published is not None:
+            await self.published()
+        else:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+
     async def _sim_stream(self, subs: list[Subscription], updates_only: bool) -> AsyncIterator[Any]:
-        now = time.monotonic()
+        now = self._now()
         for s in subs:
             s.due = now
         synced = False
         while True:
-            now = time.monotonic()
+            now = self._now()
             for s in subs:
                 if now < s.due:
                     continue
@@ -149,7 +171,7 @@ class SimTarget(GnmiServer):
             if not synced:
                 synced = True
                 yield gnmi_pb2.SubscribeResponse(sync_response=True)
-            await asyncio.sleep(max(0.0, min(s.due for s in subs) - time.monotonic()))
+            await self._until(min(s.due for s in subs))
 
     def _due(self, s: Subscription, skip: bool) -> list[Any]:
         ts, gs = self.select([s.want])

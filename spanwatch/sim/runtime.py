@@ -71,6 +71,7 @@ class SimulatedFabric:
         self._transports: list[asyncio.DatagramTransport] = []
         self._servers: list[grpc.aio.Server] = []
         self._task: asyncio.Task[None] | None = None
+        self._published = asyncio.Event()
         self.lag_s = 0.0
         # A TWAMP-light responder at each end of each link, answering with that link's fibre delay.
         self.reflectors = {
@@ -90,7 +91,8 @@ class SimulatedFabric:
                 self._transports.append(transport)
                 self.snmp_ports.append(port)
             if telemetry.gnmi:
-                server, gport = await serve_gnmi(SimTarget(lambda: self.snap, d, epoch_ns))
+                target = SimTarget(lambda: self.snap, d, epoch_ns, self.next_snapshot)
+                server, gport = await serve_gnmi(target)
                 self._servers.append(server)
                 self.gnmi_ports.append(gport)
         for reflectors in self.reflectors.values():
@@ -122,7 +124,14 @@ class SimulatedFabric:
             if f.t - published >= SNAPSHOT_S:
                 published = f.t
                 self.snap = snapshot.take(f, int((self.t0 + f.t) * 1e9), f.t, self.snap)
+                self._published.set()
+                self._published = asyncio.Event()
             await asyncio.sleep(TICK_S if self.lag_s < CHUNK_S else 0)
+
+    async def next_snapshot(self) -> None:
+        """Wait until the next snapshot is published (catching up, the loop turns once per chunk, so a
+        waiter sees every snapshot)."""
+        await self._published.wait()
 
     def _drain(self) -> None:
         job = self.fabric.job
