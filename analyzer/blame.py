@@ -5,7 +5,8 @@ the job's queue (``../shared/design/measurement.md``).
    *excess* is its duration above the clean baseline of its rank around it (clean: no physical cause on
    any link), compared within the job's communication cycle (DiLoCo syncs every N steps, and its quiet
    steps are never blamed); a log line that averages N iterations is one interval of N steps, weighted by
-   N, never read as one step.
+   N, never read as one step; its network time goes to the iterations where the physics says it fell
+   (``place``).
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+import polars.selectors as cs
 
 from analyzer import physics
 
@@ -126,6 +128,192 @@ def expand(lines: pl.LazyFrame) -> pl.LazyFrame:
         hi=pl.col("lo") + per * (pl.col("i") + 1),
         per_step="per_step",
     )
+
+
+def place(
+    lines: pl.DataFrame, cells: pl.DataFrame, grid: pl.DataFrame, gains: pl.DataFrame, skew_seconds: float
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Where each iteration of an interval line lay, and what of the line's network time was its.
+
+    A line says its N iterations took ``hi - lo`` and ended at ``hi``; the physics (each link's cells scaled
+    by the line's gain for it, the slowest link deciding) says when in that span the network added time.
+    The line's network time is spread over its span as a density in proportion to the physics (never more
+    than all of the time: a stall stops progress, it cannot undo it); the rest of the span is the
+    iterations' own work, equal for each. An iteration ends when its share of that work is done, so a slow
+    iteration pushes the later ones later, and an iteration's network time is the density integrated over
+    its span. With no physics in the span the iterations are even and share the network time equally.
+
+    Args:
+        lines: interval lines with a wall clock: ``rank``, ``step`` (the line's last), ``n``, ``lo``,
+            ``hi`` (host clock), ``network`` (seconds), ``joint_gain``.
+        cells: ``floor``-ed ``step_physics`` over the grid (``window`` is the cell).
+        grid: ``window``, ``time`` (the cells' centres, regular).
+        gains: ``link_gains`` output.
+        skew_seconds: host minus switch clock.
+
+    Returns:
+        Iterations (``rank``, ``line``, ``step``, ``lo``, ``hi`` on the host clock, ``weight``: the
+        iteration's share of the line's network time) and each link's part of their physics (``rank``,
+        ``step``, ``link``, ``device``, ``cause``, ``share``: its ``shapley`` share integrated over the
+        iteration).
+    """
+    line = ["rank", "line"]
+    iterations = pl.DataFrame(
+        schema={
+            "rank": pl.Int64(),
+            "line": pl.Int64(),
+            "step": pl.Int64(),
+            "lo": physics.READINGS["time"],
+            "hi": physics.READINGS["time"],
+            "weight": pl.Float64(),
+        }
+    )
+    per_link = pl.DataFrame(
+        schema={
+            "rank": pl.Int64(),
+            "step": pl.Int64(),
+            "link": pl.String(),
+            "device": pl.String(),
+            "cause": pl.String(),
+            "share": pl.Float64(),
+        }
+    )
+    if lines.is_empty() or grid.height < 2:
+        return iterations, per_link
+    # Seconds on the switch clock from the grid's first cell edge: cell k is [k, k + 1) x width.
+    centres = grid["time"].dt.epoch("us")
+    width_us = int(centres.diff().median())  # type: ignore[arg-type]
+    origin_us = int(centres.min()) - width_us / 2  # type: ignore[arg-type]
+    width = width_us / 1e6
+
+    def switch(column: str) -> pl.Expr:
+        return (pl.col(column).dt.epoch("us") - round(skew_seconds * 1e6) - origin_us) / 1e6
+
+    spans = lines.select(
+        "rank", "n", "network", "joint_gain", "lo", line="step", t0=switch("lo"), t1=switch("hi")
+    )
+    # The line's span cut at the cells' edges: piece k is the part of the span in cell k.
+    pieces = (
+        spans.with_columns(
+            k=pl.int_ranges(
+                (pl.col("t0") / width).floor(), (pl.col("t1") / width).floor() + 1, dtype=pl.Int64
+            )
+        )
+        .explode("k")
+        .with_columns(
+            a=pl.max_horizontal("t0", pl.col("k") * width),
+            b=pl.min_horizontal("t1", (pl.col("k") + 1) * width),
+        )
+    )
+    gained = (
+        pieces.select(*line, "k", "joint_gain")
+        .join(cells.filter(pl.col("physics") > 0).rename({"window": "k"}), on="k")
+        .join(gains, on=[*line, "link"], how="left")
+        .select(
+            *line,
+            "k",
+            "link",
+            "device",
+            "cause",
+            physics=pl.col("physics") * pl.coalesce("gain", "joint_gain", pl.lit(1.0)),
+        )
+    )
+    # At each moment the slowest link decides; the links share that as the airport game (``shapley``).
+    gained = shapley(gained.lazy(), [*line, "k"]).collect()
+    density = gained.group_by(*line, "k").agg(d=pl.col("share").sum())
+    pieces = pieces.join(density, on=[*line, "k"], how="left").with_columns(pl.col("d").fill_null(0.0))
+    # The share of the time the network took (``g``), scaled to the line's network time; what is left
+    # (``work``) is the iterations' own.
+    total = (pl.col("d") * (pl.col("b") - pl.col("a"))).sum().over(line)
+    g = pl.when(total > 0).then(pl.col("d") * pl.col("network") / total).otherwise(0.0).clip(0.0, 1.0)
+    pieces = (
+        pieces.with_columns(g=g)
+        .with_columns(work=(pl.col("b") - pl.col("a")) * (1 - pl.col("g")))
+        .sort(*line, "k")
+        .with_columns(done=pl.col("work").cum_sum().over(line))
+    )
+    # Iteration j starts when j / n of the line's work is done (the first at the line's start).
+    starts = (
+        pieces.group_by(line)
+        .agg(n=pl.col("n").first(), all_work=pl.col("work").sum())
+        .with_columns(j=pl.int_ranges(0, pl.col("n")))
+        .explode("j")
+        .with_columns(target=pl.col("j") * pl.col("all_work") / pl.col("n"))
+        .sort("target")
+    )
+    found = starts.join_asof(
+        pieces.select(*line, "k", "a", "g", "done", "work").sort("done", "k"),
+        left_on="target",
+        right_on="done",
+        by=line,
+        strategy="forward",
+        check_sortedness=False,
+    )
+    rate = 1 - pl.col("g")
+    into = pl.when(rate > 0).then((pl.col("target") - pl.col("done") + pl.col("work")) / rate).otherwise(0.0)
+    # The first iteration starts with the line, whatever stalls open it.
+    u = pl.when(pl.col("j") == 0).then(pl.col("t0")).otherwise(pl.col("a") + into.clip(lower_bound=0.0))
+    bounds = found.join(spans.select(*line, "t0"), on=line).select(*line, "j", u=u)
+    # Sub-pieces: the pieces cut again at the iterations' starts, each in one cell (the last piece begun
+    # by then: a start computed a rounding past a cell's edge stays in the right cell) and one iteration.
+    cuts = (
+        pl.concat(
+            [pieces.select(*line, "k", j=pl.lit(None, pl.Int64), u="a"), bounds], how="diagonal_relaxed"
+        )
+        .sort(*line, "u", pl.col("j").is_null())
+        .with_columns(pl.col("k", "j").forward_fill().over(line))
+        .join(pieces.select(*line, "k", "g"), on=[*line, "k"], how="left")
+        .join(spans.select(*line, "t1", "n", "lo"), on=line)
+        .with_columns(v=pl.col("u").shift(-1).over(line).fill_null(pl.col("t1")))
+        .with_columns(seconds=(pl.col("v") - pl.col("u")).clip(lower_bound=0.0))
+    )
+    spent = cuts.group_by(*line, "j").agg(
+        first=pl.col("u").min(),
+        extra=(pl.col("g") * pl.col("seconds")).sum(),
+        n=pl.col("n").first(),
+        lo=pl.col("lo").first(),
+    )
+    t0 = spans.select(*line, "t0")
+    offset = pl.duration(microseconds=((pl.col("first") - pl.col("t0")) * 1e6).round().cast(pl.Int64))
+    placed = (
+        spent.join(t0, on=line)
+        .with_columns(start=pl.col("lo") + offset)
+        .sort(*line, "j")
+        .with_columns(
+            end=pl.col("start").shift(-1).over(line),
+            weight=pl.when(pl.col("extra").sum().over(line) > 0)
+            .then(pl.col("extra") / pl.col("extra").sum().over(line))
+            .otherwise(1 / pl.col("n")),
+        )
+    )
+    ends = lines.select("rank", line="step", last="hi")
+    iterations = placed.join(ends, on=line).select(
+        "rank",
+        "line",
+        step=pl.col("line") - pl.col("n") + 1 + pl.col("j"),
+        lo="start",
+        hi=pl.coalesce("end", "last"),
+        weight="weight",
+    )
+    linked = cuts.select(*line, "k", "j", "seconds").join(gained, on=[*line, "k"])
+    per_link = (
+        linked.sort("physics", descending=True)
+        .group_by(*line, "j", "link")
+        .agg(
+            pl.col("device", "cause").first(),
+            share=(pl.col("share") * pl.col("seconds")).sum(),
+        )
+        .join(spent.select(*line, "j", "n"), on=[*line, "j"])
+        .select(
+            "rank",
+            step=pl.col("line") - pl.col("n") + 1 + pl.col("j"),
+            link="link",
+            device="device",
+            cause="cause",
+            share="share",
+        )
+    )
+    return iterations, per_link
 
 
 def steady(
@@ -792,6 +980,38 @@ def attribute(
         .join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
         .with_columns(pl.col("scaled").fill_null(0.0))
     ).collect()
+    # A line's network time goes to its steps in proportion to their physics (evenly without any); an
+    # interval line's iterations are first placed by where the physics fell in it (``place``).
+    of_line = pl.col("step_physics").sum().over("rank", "line")
+    steps = steps.with_columns(
+        weight=pl.when(of_line > 0)
+        .then(pl.col("step_physics") / of_line)
+        .otherwise(1 / pl.len().over("rank", "line"))
+    )
+    spread = judged.filter((pl.col("n") > 1) & pl.col("lo").is_not_null() & (pl.col("network") > 0))
+    iterations, placed = place(spread, floor(cells), grid, gains, skew_seconds)
+    seconds = (pl.col("placed_hi") - pl.col("placed_lo")).dt.total_nanoseconds() / 1e9
+    steps = (
+        steps.join(
+            iterations.drop("line").rename(lambda c: f"placed_{c}" if c not in _STEP else c),
+            on=_STEP,
+            how="left",
+        )
+        .with_columns(
+            lo=pl.coalesce("placed_lo", "lo"),
+            hi=pl.coalesce("placed_hi", "hi"),
+            per_step=pl.coalesce(seconds, "per_step"),
+            weight=pl.coalesce("placed_weight", "weight"),
+        )
+        .drop(cs.starts_with("placed_"))
+    )
+    shares = pl.concat(
+        [
+            shares.join(iterations.select(_STEP), on=_STEP, how="anti"),
+            placed,
+        ],
+        how="diagonal_relaxed",
+    )
     return _outputs(
         steps,
         judged,
@@ -816,14 +1036,13 @@ def _outputs(
     links: pl.DataFrame,
     summary: dict[str, object],
 ) -> Blame:
-    """Lines' network time down to steps (in proportion to their physics) and links (Shapley shares)."""
+    """Lines' network time down to steps (by their ``weight``) and links (their Shapley shares)."""
     from analyzer import schemas
 
     line = judged.select(
         "rank",
         line="step",
         n="n",
-        line_physics="scaled",
         baseline_seconds="baseline",
         line_excess="excess",
         line_network="network",
@@ -832,14 +1051,9 @@ def _outputs(
         source_file="source_file",
     )
     rows = steps.join(line, on=["rank", "line"], how="left")
-    weight = (
-        pl.when(pl.col("line_physics") > 0)
-        .then(pl.col("step_physics") / pl.col("line_physics"))
-        .otherwise(1 / pl.col("n"))
-    )
     rows = rows.with_columns(
-        network=pl.col("line_network") * weight,
-        inflation_seconds=(pl.col("line_excess") / pl.col("n")).clip(lower_bound=0.0),
+        network=pl.col("line_network") * pl.col("weight"),
+        inflation_seconds=(pl.col("per_step") - pl.col("baseline_seconds")).clip(lower_bound=0.0),
         unexplained_seconds=pl.col("line_unexplained") / pl.col("n"),
     )
     path = links.select(
@@ -848,13 +1062,11 @@ def _outputs(
         + 2 * pl.col("round_trip_seconds").fill_null(0.0),
     ).filter(pl.col("steady") > 0)
     steady_s = path["steady"].max() if path.height else None
-    given = shares.join(rows.select("step", "rank", "network", "step_physics"), on=_STEP)
+    given = shares.join(rows.select("step", "rank", "network"), on=_STEP)
     given = (
         given.filter(pl.col("share") > 0)
-        .with_columns(
-            attributed_seconds=pl.col("network") * pl.col("share") / pl.col("step_physics"),
-            share=pl.col("share") / pl.col("step_physics"),
-        )
+        .with_columns(share=pl.col("share") / pl.col("share").sum().over(_STEP))
+        .with_columns(attributed_seconds=pl.col("network") * pl.col("share"))
         .filter(pl.col("attributed_seconds") > 0)
     )
     attribution = given.select(

@@ -312,3 +312,93 @@ def test_a_block_within_its_noise_is_not_blamed() -> None:
     physics_s = [0.05 if 100 <= i < 130 else 0.0 for i in range(200)]
     judged = _judge(_timed(per_step, physics_s))
     assert judged["network"].sum() == 0
+
+
+def _interval(lo: float, hi: float, n: int, network: float, skew: float = 0.0) -> pl.DataFrame:
+    """One interval line of ``n`` iterations on the host clock (``lo``, ``hi`` seconds after T0)."""
+    return pl.DataFrame(
+        {
+            "rank": [0],
+            "step": [n],
+            "n": [n],
+            "lo": [T0 + timedelta(seconds=lo + skew)],
+            "hi": [T0 + timedelta(seconds=hi + skew)],
+            "network": [network],
+            "joint_gain": [1.0],
+        }
+    )
+
+
+def _cells(spans: dict[str, tuple[float, float, float]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A grid of 0.1 s cells from T0 (cell k covers [0.1 k, 0.1 (k + 1)) s) and each link's physics over
+    its (start, end, seconds per step)."""
+    grid = pl.DataFrame({"time": [T0 + timedelta(seconds=0.05 + 0.1 * k) for k in range(300)]})
+    grid = grid.with_row_index("window").with_columns(pl.col("window").cast(pl.Int64))
+    rows = [
+        {"window": k, "link": link, "device": f"{link}-a", "cause": "queueing", "physics": level}
+        for link, (a, b, level) in spans.items()
+        for k in range(300)
+        if a <= 0.1 * k + 1e-9 and 0.1 * (k + 1) <= b + 1e-9
+    ]
+    return pl.DataFrame(rows), grid
+
+
+def _no_gains() -> pl.DataFrame:
+    return pl.DataFrame(schema={"rank": pl.Int64, "line": pl.Int64, "link": pl.String, "gain": pl.Float64})
+
+
+def _seconds(times: pl.Series) -> list[float]:
+    return [round((t - T0).total_seconds(), 3) for t in times]
+
+
+def test_a_stall_inside_an_interval_is_one_iterations_and_pushes_the_rest_later() -> None:
+    # Ten iterations of 1 s work took 12 s: the physics says the network stalled everything from 4.5 s to
+    # 6.5 s. The fifth iteration (4 s to 7 s) holds the whole stall; the later ones start 2 s later.
+    cells, grid = _cells({"l": (4.5, 6.5, 0.05)})
+    iterations, links = blame.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    iterations = iterations.sort("step")
+    assert iterations["step"].to_list() == list(range(1, 11))
+    assert _seconds(iterations["lo"]) == [0, 1, 2, 3, 4, 7, 8, 9, 10, 11]
+    assert _seconds(iterations["hi"]) == [1, 2, 3, 4, 7, 8, 9, 10, 11, 12]
+    assert iterations["weight"].to_list() == pytest.approx([0.0] * 4 + [1.0] + [0.0] * 5, abs=1e-9)
+    assert links["step"].to_list() == [5]
+    assert links["share"].item() > 0
+
+
+def test_placement_is_on_the_switch_clock_through_the_skew() -> None:
+    # The same stall with the hosts 2 s ahead of the switches: the same iteration holds it.
+    cells, grid = _cells({"l": (4.5, 6.5, 0.05)})
+    iterations, _ = blame.place(_interval(0.0, 12.0, 10, 2.0, skew=2.0), cells, grid, _no_gains(), 2.0)
+    weights = iterations.sort("step")["weight"].to_list()
+    assert weights == pytest.approx([0.0] * 4 + [1.0] + [0.0] * 5, abs=1e-9)
+
+
+def test_congestion_over_part_of_an_interval_slows_the_iterations_it_covers() -> None:
+    # Congestion from 5 s to the end of a 10-iteration line of 12 s (2 s of network time): the iterations
+    # before it keep their 1 s of work; those under it share the 2 s in proportion to their time under it.
+    cells, grid = _cells({"l": (5.0, 12.0, 0.02)})
+    iterations, _ = blame.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    iterations = iterations.sort("step")
+    assert _seconds(iterations["lo"])[:6] == [0, 1, 2, 3, 4, 5]
+    weights = iterations["weight"].to_list()
+    assert weights[:5] == pytest.approx([0.0] * 5, abs=1e-9)
+    assert weights[5:] == pytest.approx([0.2] * 5)  # 2/7 of each 1.4 s iteration: 0.4 s of 2 s
+    assert _seconds(iterations["hi"])[5:] == pytest.approx([6.4, 7.8, 9.2, 10.6, 12.0], abs=2e-3)
+
+
+def test_links_share_each_moment_as_the_airport_game() -> None:
+    # Two links slow the same second: the slower one decides, the first 10 ms shared by both.
+    cells, grid = _cells({"a": (4.0, 5.0, 0.03), "b": (4.0, 5.0, 0.01)})
+    _, links = blame.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    per_link = links.group_by("link").agg(pl.col("share").sum())
+    shares = dict(per_link.iter_rows())
+    assert shares["b"] / (shares["a"] + shares["b"]) == pytest.approx(0.005 / 0.03)
+
+
+def test_an_interval_without_physics_is_spread_evenly() -> None:
+    cells, grid = _cells({"l": (20.0, 22.0, 0.05)})  # outside the line
+    iterations, links = blame.place(_interval(0.0, 12.0, 10, 1.0), cells, grid, _no_gains(), 0.0)
+    iterations = iterations.sort("step")
+    assert iterations["weight"].to_list() == pytest.approx([0.1] * 10)
+    assert _seconds(iterations["lo"]) == pytest.approx([1.2 * i for i in range(10)], abs=2e-3)
+    assert links.is_empty()
