@@ -253,3 +253,16 @@ def test_an_ingress_queue_has_its_own_normal_beside_the_egress_queue() -> None:
     ingress = _series("dci_queue_watermark_bytes", _window(20, 30, 12e6, 0.0), queue="0", direction="rx")
     found = _detect(egress, ingress, job_class="3")
     assert found.select("kind", "queue", "duration_seconds").rows() == [("queue", "0", 10.0)]
+
+
+def test_queue_depth_samples_read_egress_queues_only() -> None:
+    from analyzer import network
+
+    egress = _series("dci_queue_watermark_bytes", [5e6] * 11, queue="3")
+    ingress = _series("dci_queue_watermark_bytes", [0.0] * 11, queue="3", direction="rx")
+    readings = schemas.conform_lazy(
+        schemas.TELEMETRY, pl.concat([egress, ingress], how="diagonal_relaxed").lazy()
+    )
+    sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
+    counts = network.samples(sig, labels).collect()
+    assert counts["count"].sum() == 11  # the ingress queue's readings do not dilute the egress depths
