@@ -10,7 +10,8 @@ the job's queue (``../shared/design/measurement.md``).
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
-   in the class takes capacity (queueing), a wave down or a port's lower speed shrinks it (lost capacity),
+   in the class takes capacity, or the far end holds the class in its ingress queue (queueing), a wave
+   down or a port's lower speed shrinks it (lost capacity),
    PFC pauses stop it for a share of the time, lost bytes (drops, FCS errors) are sent again after a round
    trip. A step longer than the typical one is read over its last typical step (its collectives), so a
    checkpoint stays compute.
@@ -410,7 +411,7 @@ def step_physics(
                 pl.min_horizontal(RATE_NOISE_SIGMAS * pl.col("rate_noise"), NOISE_SHARE * pl.col("capacity")),
             )
         )
-        | (pl.col("down") + pl.col("slow") > 0)
+        | (pl.col("down") + pl.col("slow") + pl.col("ingress") > 0)
         | (
             pl.col("paused")
             + pl.col("pausing")
@@ -444,12 +445,16 @@ def step_physics(
     dropped = pl.max_horizontal(pl.col("dropped"), pl.col("dropped_frames") * FRAME_BYTES)
     lost = (dropped + pl.col("fcs") * FRAME_BYTES) / pl.col("seconds") * pl.col("seconds_step")
     paused_share = ((pl.col("paused") + pl.col("held")) / slots).clip(0.0, 1 - MIN_SHARE)
+    # The job's bytes the far end holds in its ingress queue reach its hosts that much later: the bytes
+    # held over their drain rate. That rate (the far hosts' share of their port) is not in the telemetry:
+    # the end's line rate stands for it, and the link's measured gain scales the result.
+    ingress_delay = pl.col("ingress") / pl.col("seconds") / pl.col("capacity")
     causes = rows.with_columns(cap_up=cap_up).with_columns(
         # With the job's bytes unknown, a wave down is read as the share of the step its waves carried.
         lost_capacity=pl.when(pl.col("known"))
         .then(pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")))
         .otherwise((1 - pl.col("cap_up") / pl.col("capacity")) * pl.col("seconds_step")),
-        queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")),
+        queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")) + ingress_delay,
         # Paused a share f of the time, the job's bytes go at (1 - f) of what is available: the cost is
         # per step (the step's bytes), whatever the step's length. Unknown bytes: f of the step.
         pause=pl.when(pl.col("known"))

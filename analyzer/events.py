@@ -49,11 +49,12 @@ def ecn_fraction(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
         ``schemas.SIGNALS`` rows: paired ECN-mark rows as ``ECN_FRACTION`` rows (same series id), unpaired
         ones unchanged, each metric's rows grouped by series in time order. No other metric.
     """
-    queue = labels.select("series", "device", "interface", "queue")
-    on = ["device", "interface", "queue", "time"]
+    # An ingress queue (``direction``) is another queue than the egress one of the same name.
+    queue = labels.select("series", "device", "interface", "queue", "direction")
+    on = ["device", "interface", "queue", "direction", "time"]
     marks = signals.filter(pl.col("metric") == ECN).join(queue, on="series")
     sent = signals.filter(pl.col("metric") == QUEUE_SENT).join(queue, on="series").select(*on, sent="value")
-    paired = marks.join(sent, on=on, how="inner")
+    paired = marks.join(sent, on=on, how="inner", nulls_equal=True)
     share = pl.when(pl.col("sent") > 0).then(pl.col("value") / pl.col("sent")).otherwise(0.0)
     fraction = paired.with_columns(metric=pl.lit(ECN_FRACTION, schemas.METRIC), value=share).select(
         list(schemas.SIGNALS)
@@ -89,8 +90,9 @@ def _coverage() -> tuple[pl.Expr, pl.Expr]:
 
 
 def _normal(rule: Rule) -> pl.Expr:
-    """The normal of a place (device, interface, queue): the median of the readings with signal of each of
-    its series, the most lenient of them (a queue's watermark, not the occupancy that is mostly 0)."""
+    """The normal of a place (device, interface, queue, direction): the median of the readings with signal
+    of each of its series, the most lenient of them (a queue's watermark, not the occupancy that is mostly
+    0)."""
     median = pl.col("value").filter(~pl.col("masked")).median().over("series")
     return (median.min() if rule.low_is_bad else median.max()).over("place")
 
@@ -399,7 +401,7 @@ def detect_events(
     ecn = ecn_fraction(signals, labels).collect().lazy()
     queue = pl.coalesce("queue", "priority")
     other = queue.is_not_null() & (queue != job_class) if job_class is not None else pl.lit(False)
-    where = [pl.col("device"), pl.coalesce("interface", "component"), queue]
+    where = [pl.col("device"), pl.coalesce("interface", "component"), queue, pl.col("direction")]
     per_series = labels.select(
         "series",
         "device",

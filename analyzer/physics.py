@@ -11,7 +11,13 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   pause time the end sent (to its own hosts, and over the wave to the far end);
 * ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link);
 * ``slow``: wave-seconds lost to a member's speed below its usual (its median over the run): a port that
-  steps down its line rate shrinks the link as a wave down does, in part.
+  steps down its line rate shrinks the link as a wave down does, in part;
+* ``ingress``: byte-seconds of the job's class the end held in its ingress queues (``direction="rx"``
+  watermarks x their interval): a deep-buffer switch draining the class slowly to its hosts (an incast)
+  holds the job's bytes there without pausing the link or queueing at the sender. The watermark, the
+  peak over the interval it closes, is read rather than the instant length: every OpenConfig device
+  reports it, and it covers the interval as a counter's increase does (an upper bound of the bytes held,
+  which the blame's measured gain scales).
 
 Only readings that add something, and their neighbours (the anchors of the interpolation), are kept: a
 quiet counter between two quiet readings adds nothing to any window. Each end's first and last reading
@@ -37,10 +43,11 @@ PAUSED = "dci_pfc_pause_duration_seconds_total"
 FCS = "dci_interface_receive_fcs_errors_total"
 UP = "dci_interface_oper_up"
 SPEED = "dci_interface_speed_bytes_per_second"
+HELD = "dci_queue_watermark_bytes"
 RTT_MIN = "dci_link_rtt_seconds_min"
-METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, RTT_MIN})
+METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
-QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow")
+QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress")
 KEYS = ["link", "device", "quantity"]
 
 READINGS: pl.Schema = pl.Schema(
@@ -53,7 +60,8 @@ READINGS: pl.Schema = pl.Schema(
     }
 )
 """One row per reading: what it adds to its quantity's running total (counters: the interval's increase;
-``down``: 1 - up, and ``slow``: the share of its usual speed missing, x the interval's seconds)."""
+``down``: 1 - up, ``slow``: the share of its usual speed missing, and ``ingress``: the bytes held, x the
+interval's seconds)."""
 
 MEMBERS: pl.Schema = pl.Schema(
     {"link": pl.String(), "device": pl.String(), "interfaces": pl.UInt32(), "capacity": pl.Float64()}
@@ -74,7 +82,7 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         ``READINGS`` rows of link member interfaces.
     """
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
-    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED]
+    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD]
     metric = pl.col("metric").cast(pl.String)
     # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``).
     usual = pl.col("value").median().over("series")
@@ -85,6 +93,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .then((1 - pl.col("value")) * pl.col("seconds"))
         .when(metric == SPEED)
         .then(missing * pl.col("seconds"))
+        .when(metric == HELD)
+        .then(pl.col("value") * pl.col("seconds"))
         .otherwise(pl.col("increase"))
     )
     # Signals are grouped by series in time order: neighbours are a shift away.
@@ -101,6 +111,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     )
     rows = sig.filter(keep).join(place, on="series").filter(pl.col("link").is_not_null())
     mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
+    # Egress queues are read through what the class sent (other traffic in it); only ingress lengths here.
+    ingress = mine & (pl.col("direction") == "rx")
     job_priority = pl.col("priority") == (job_class or "")
     paused_here = job_priority & (pl.col("direction").fill_null("rx") == "rx")
     pausing_here = job_priority & (pl.col("direction") == "tx")
@@ -121,6 +133,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .then(pl.lit("down"))
         .when(metric == SPEED)
         .then(pl.lit("slow"))
+        .when((metric == HELD) & ingress)
+        .then(pl.lit("ingress"))
     )
     out = rows.select("link", "device", "time", quantity=quantity, amount="amount")
     return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))

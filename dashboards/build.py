@@ -334,6 +334,7 @@ def links_board() -> db.Dashboard:
         ),
     )
     q, lbl = "device, interface, queue", "{{device}} {{interface}} q{{queue}}"
+    qd, lbld = f"{q}, direction", f"{lbl} {{{{direction}}}}"
     congestion = section(
         "Loss and congestion",
         panel("Queue drops", "pps", query(rate("dci_queue_dropped_packets_total", q), lbl)),
@@ -385,8 +386,9 @@ def links_board() -> db.Dashboard:
         panel(
             "Queue occupancy and watermark against buffer and BDP",
             "bytes",
-            query(f"max by ({q}) ({metric('dci_queue_occupancy_bytes')}{{{DEVICE}}})", f"{lbl} occupancy"),
-            query(f"max by ({q}) ({metric('dci_queue_watermark_bytes')}{{{DEVICE}}})", f"{lbl} watermark"),
+            # Ingress queues (direction="rx") are lines of their own; egress lines carry no direction.
+            query(f"max by ({qd}) ({metric('dci_queue_occupancy_bytes')}{{{DEVICE}}})", f"{lbld} occupancy"),
+            query(f"max by ({qd}) ({metric('dci_queue_watermark_bytes')}{{{DEVICE}}})", f"{lbld} watermark"),
             query(
                 f"max by (device, pool) ({metric('dci_buffer_pool_watermark_bytes')}"
                 f'{{site=~"$site", device=~"$device"}})',

@@ -52,6 +52,8 @@ def metrics_page() -> str:
         "Every name spanwatch exports (`collector/contracts/catalog.py`). Device series also carry `device`,",
         "the target's labels and, for link members, `link`. A name marked *stats* also exists with the",
         f"suffixes {', '.join(f'`{s}`' for s in STAT_SUFFIXES)} (OpenConfig stat containers, PM bins).",
+        "A label marked *optional* is absent where it has its usual meaning (a queue without `direction`",
+        "is an egress queue).",
         "",
         "| name | type | unit | labels | meaning |",
         "|---|---|---|---|---|",
@@ -60,7 +62,8 @@ def metrics_page() -> str:
         if any(name.endswith(s) for s in STAT_SUFFIXES) and name[: -len(STAT_SUFFIXES[0])] in CATALOG:
             continue
         stats = " *stats*" if spec.stats else ""
-        labels = ", ".join(f"`{label}`" for label in spec.labels) or "-"
+        optional = " (optional)"
+        labels = ", ".join(f"`{n}`{optional * (n in spec.optional)}" for n in spec.labels) or "-"
         lines.append(f"| `{name}` | {spec.kind}{stats} | {spec.unit or '-'} | {labels} | {spec.help} |")
     return "\n".join(lines) + "\n"
 

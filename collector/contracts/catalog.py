@@ -37,6 +37,9 @@ class MetricSpec:
         help: the HELP text.
         labels: labels beyond ``device`` (device metrics) or all labels (health and link metrics).
         stats: whether ``_min``/``_max``/``_avg`` variants exist (OpenConfig stat containers).
+        optional: those of ``labels`` a series may leave out, where their absence has a meaning (a queue
+            series without ``direction`` is an egress queue, as every queue source reported before
+            ingress queues were mapped).
     """
 
     name: str
@@ -45,6 +48,7 @@ class MetricSpec:
     help: str
     labels: tuple[str, ...] = ()
     stats: bool = False
+    optional: tuple[str, ...] = ()
 
     @property
     def is_counter(self) -> bool:
@@ -62,6 +66,8 @@ def _g(name: str, unit: str, help: str, *labels: str, stats: bool = False) -> Me
 _I = "interface"
 _IQ = ("interface", "queue")
 _IPD = ("interface", "priority", "direction")
+_IQD = (*_IQ, "direction")
+_D = ("direction",)
 _IL = ("interface", "lane")
 
 DEVICE_METRICS: tuple[MetricSpec, ...] = (
@@ -84,8 +90,19 @@ DEVICE_METRICS: tuple[MetricSpec, ...] = (
     _c("dci_queue_dropped_packets_total", "packets", "Packets dropped by the queue (tail and AQM).", *_IQ),
     _c("dci_queue_dropped_bytes_total", "bytes", "Bytes dropped by the queue (tail and AQM).", *_IQ),
     _c("dci_queue_ecn_marked_packets_total", "packets", "Packets ECN-marked (ECT to CE) by the queue.", *_IQ),
-    _g("dci_queue_occupancy_bytes", "bytes", "Instantaneous queue length.", *_IQ),
-    _g("dci_queue_watermark_bytes", "bytes", "Peak queue length since the previous sample.", *_IQ),
+    # Queue lengths are also read on ingress queues (``direction="rx"``: a deep-buffer switch holding the
+    # traffic it received, its VOQs or ingress priority groups); egress series carry no ``direction``.
+    MetricSpec(
+        "dci_queue_occupancy_bytes", Kind.GAUGE, "bytes", "Instantaneous queue length.", _IQD, optional=_D
+    ),
+    MetricSpec(
+        "dci_queue_watermark_bytes",
+        Kind.GAUGE,
+        "bytes",
+        "Peak queue length since the previous sample.",
+        _IQD,
+        optional=_D,
+    ),
     _c("dci_pfc_pause_frames_total", "frames", "Priority flow control pause frames.", *_IPD),
     _c("dci_pfc_pause_duration_seconds_total", "seconds", "Time paused by priority flow control.", *_IPD),
     _c(
@@ -317,6 +334,7 @@ def _expand(specs: tuple[MetricSpec, ...]) -> dict[str, MetricSpec]:
                 spec.unit,
                 f"{spec.help} ({suffix[1:]} over the interval)",
                 spec.labels,
+                optional=spec.optional,
             )
             out[variant.name] = variant
     return out

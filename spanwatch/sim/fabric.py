@@ -18,7 +18,10 @@ Each step of ``dt`` (1 ms) is a fluid update, exact for rates constant within th
   of it under incast). When that stage passes xoff on a lossless link the far switch pauses the sender's
   job class over the wave (PFC received at the near end); past the buffer it drops (on a lossless link
   only if the headroom, the buffer above xoff, is less than what is in flight: shallow buffers at
-  distance). The job's lost bytes are sent again one round trip later.
+  distance). The job's lost bytes are sent again one round trip later. The receive stage is the far
+  switch's ingress queue of the job's class on that port (a deep-buffer switch's VOQ or ingress priority
+  group): it is reported as such (``ingress_occupancy``, ``ingress_watermark``) and it shares the
+  device's buffer pool with the egress queues.
 
 While the job is syncing, each step also classifies the service each of its waves did not get into the
 truth's causes (``lost``): a wave down (lost_capacity), paused (pause), retransmissions pending
@@ -118,6 +121,7 @@ class Fabric:
         self.win_steps = max(1, round(WINDOW_S / dt))
         self.peak, self.peak_o = z(size), z(size)
         self.peaks, self.peaks_o = z((WINDOWS, size)), z((WINDOWS, size))
+        self.rq_peak, self.rq_peaks = z(size), z((WINDOWS, size))
         self.pool_peak = z(len(lay.devices))
         self.pool_peaks = z((WINDOWS, len(lay.devices)))
         self.pause_run = z(size)
@@ -212,8 +216,8 @@ class Fabric:
         self.tail = np.where(a_t > 1.0, qj, np.maximum(self.tail - serve_j, 0.0))
         np.maximum(self.peak, qj, out=self.peak)
         np.maximum(self.peak_o, q_o, out=self.peak_o)
-        np.maximum(self.pool_peak, np.add.reduceat(qj + q_o, self.lay.device_starts), out=self.pool_peak)
         self._deliver(srv_t, srv_x, srv_o)
+        np.maximum(self.pool_peak, self._pool(), out=self.pool_peak)
         if self.job.syncing:
             self._causes(srv_t, paused | (ratio < 0.999), srv_x)
         return srv_t
@@ -273,6 +277,7 @@ class Fabric:
             acc[DROP_RX_X] += d_x
             self.resend(d_t[lay.peer])
             rq = rq_t + rq_x
+        np.maximum(self.rq_peak, rq, out=self.rq_peak)
         self.rx_paused = lay.lossless[lay.peer] & np.where(
             rq > self.xoff, True, (rq >= self.xon) & self.rx_paused
         )
@@ -364,8 +369,9 @@ class Fabric:
         qj = self.q_t + self.q_x
         self.peaks[i], self.peak = self.peak, qj.copy()
         self.peaks_o[i], self.peak_o = self.peak_o, self.q_o.copy()
+        self.rq_peaks[i], self.rq_peak = self.rq_peak, self.ingress_occupancy()
         self.pool_peaks[i] = self.pool_peak
-        self.pool_peak = np.add.reduceat(qj + self.q_o, self.lay.device_starts)
+        self.pool_peak = self._pool()
         self.optics.roll()
         paused = self.acc[PAUSE_RX] - self._pause_mark
         self._pause_mark = self.acc[PAUSE_RX].copy()
@@ -389,9 +395,22 @@ class Fabric:
     def watermark_other(self) -> F:
         return np.asarray(np.maximum(self.peaks_o.max(axis=0), self.peak_o))
 
+    def ingress_occupancy(self) -> F:
+        """Bytes of the job's class in the receive stage of each port now: its ingress queue."""
+        return np.asarray(np.maximum(self.rq_t + self.rq_x, 0.0))
+
+    def ingress_watermark(self) -> F:
+        """Peak bytes in the job's class ingress queue of each port over the last second."""
+        return np.asarray(np.maximum(self.rq_peaks.max(axis=0), self.rq_peak))
+
+    def _pool(self) -> F:
+        # One buffer per device: its egress queues and its receive stages (ingress queues) share it.
+        held = self.occupancy() + self.occupancy_other() + self.ingress_occupancy()
+        return np.asarray(np.add.reduceat(held, self.lay.device_starts))
+
     def pool_occupancy(self) -> F:
-        """Bytes in each device's buffer (the sum of its queues)."""
-        return np.asarray(np.add.reduceat(self.occupancy() + self.occupancy_other(), self.lay.device_starts))
+        """Bytes in each device's buffer (the sum of its egress and ingress queues)."""
+        return self._pool()
 
     def pool_watermark(self) -> F:
         return np.asarray(np.maximum(self.pool_peaks.max(axis=0), self.pool_peak))

@@ -8,8 +8,9 @@ Served paths (what ``collector/mappings/gnmi`` maps, in wire units):
 - Arista flavour for PFC: ``.../ethernet/pfc/priorities/priority[index]/state/{in,out}-frames`` and
   ``.../ethernet/pfc/watchdog/tx-queues/tx-queue[index][queue-type]/state/stuck-count``;
 - OpenConfig QoS: ``/qos/interfaces/interface[interface-id]/output/queues/queue[name]/state`` (transmit /
-  dropped / ECN counters, max-queue-len watermark, and Cumulus' instant-queue-len), Cumulus' per
-  switch-priority pause durations (us) and shared-buffer pool occupancy;
+  dropped / ECN counters, max-queue-len watermark, and Cumulus' instant-queue-len), the job's class
+  ingress queue ``.../input/queues/queue[name]/state`` (the same two lengths: what the receive stage
+  holds), Cumulus' per switch-priority pause durations (us) and shared-buffer pool occupancy;
 - platform: ``/components/component[name=OpticalChannel1/N]/optical-channel/state`` (frequency MHz, power
   dBm, bias mA, CD ps/nm, PMD ps, PDL, OSNR, ESNR, Q, CFO MHz, BER; stat containers with
   instant/min/max/avg) and ``/components/component[name=Transceiver1/N]/transceiver/state``.
@@ -175,9 +176,14 @@ def _qos(s: Snapshot, d: int, w: int) -> list[Group]:
         (_p("max-queue-len"), _u(int(g["bg_watermark"][d][w]))),
         (_p("instant-queue-len"), _u(int(g["bg_occupancy"][d][w]))),
     ]
+    ingress = [
+        (_p("max-queue-len"), _u(int(g["ingress_watermark"][d][w]))),
+        (_p("instant-queue-len"), _u(int(g["ingress_occupancy"][d][w]))),
+    ]
     occupancy, watermark = s.pool[d]
     return [
         Group(_p(f"{base}/output/queues/queue[name={s.queue}]/state"), queue),
+        Group(_p(f"{base}/input/queues/queue[name={s.queue}]/state"), ingress),
         Group(_p(f"{base}/output/queues/queue[name={s.other_queue}]/state"), background),
         Group(
             _p(f"{base}/switch-priority[priority={s.queue}]/state"),

@@ -35,8 +35,8 @@ CHUNK_S = 0.05
 TICK_S = 0.01
 SNMP_MODULES = ("if_mib", "etherlike", "juniper_ifoptics")
 # qos before cumulus_qos: the first set wins the shared queue leaves; cumulus adds instant-queue-len,
-# pause durations and the buffer pool.
-GNMI_SETS = ("qos", "cumulus_qos", "optical_channel", "transceiver", "arista_pfc")
+# pause durations and the buffer pool; qos_input reads the receive stage as the ingress queues.
+GNMI_SETS = ("qos", "cumulus_qos", "qos_input", "optical_channel", "transceiver", "arista_pfc")
 
 
 class SimulatedFabric:

@@ -5,7 +5,8 @@ so a counter cannot step back by a rounding hair); packet counts follow from byt
 The servers only ever read a ``Snapshot``; the model replaces it whole, so a reader never sees half an
 update. Values are per device (``[d]``, the fabric layout's device order) and per its waves (``[d][w]``);
 devices of different links have different numbers of waves. ``queue_*`` rows are the job's class (queue
-``queue``), ``bg_*`` the background class (queue ``other_queue``). An optics value is NaN where a wave is
+``queue``), ``bg_*`` the background class (queue ``other_queue``), ``ingress_*`` the job's class in the
+port's ingress queue (the fabric's receive stage). An optics value is NaN where a wave is
 down (no signal): the servers leave it out.
 """
 
@@ -58,7 +59,8 @@ class Snapshot:
         time_ns: wall-clock time of the snapshot (the gNMI notification timestamp).
         uptime_ticks: hundredths of a second since the fabric started (sysUpTime).
         counters: monotonic integer totals.
-        gauges: instant values (optics, occupancy, watermark, oper_up, speed).
+        gauges: instant values (optics, occupancy, watermark, ingress_occupancy, ingress_watermark,
+            oper_up, speed).
         stats: optics ``{name: (min, max, avg)}`` over the last second, each ``[d][w]``.
         pool: per device ``(occupancy, watermark)`` bytes of its shared buffer.
         frequency_hz: carrier frequency per device and wave.
@@ -148,6 +150,8 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
     gauges["watermark"] = _split(f.watermark(), starts, sizes)
     gauges["bg_occupancy"] = _split(f.occupancy_other(), starts, sizes)
     gauges["bg_watermark"] = _split(f.watermark_other(), starts, sizes)
+    gauges["ingress_occupancy"] = _split(f.ingress_occupancy(), starts, sizes)
+    gauges["ingress_watermark"] = _split(f.ingress_watermark(), starts, sizes)
     gauges["oper_up"] = _split(f.up.astype(float), starts, sizes)
     lo, hi, avg = o.stats()
     stats = {

@@ -256,7 +256,9 @@ def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     # capacity); 9 MB/s above it is other traffic.
     rates = [7e6 + d * 1e6 for d in (-1.5, -0.5, 0.0, 0.5, 1.5) * 40] + [8.8e6, 16e6]
     n = len(rates)
-    zeros = dict.fromkeys(("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow"), 0.0)
+    zeros = dict.fromkeys(
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress"), 0.0
+    )
     amounts = pl.DataFrame(
         {
             "window": range(n),
@@ -279,6 +281,69 @@ def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     cells = blame.step_physics(windows, amounts.join(typical, on=["link", "device"]), ends, links)
     assert cells["window"].to_list() == [n - 1]
     assert cells["cause"].item() == "queueing"
+
+
+def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
+    # Watermarks of queue 3 on one interface: the ingress one holds 4 MB for two readings, the egress one
+    # and another class's ingress queue hold more but are not the far end holding the job's bytes.
+    times = [T0 + timedelta(seconds=s) for s in range(5)]
+    held = [0.0, 0.0, 4e6, 4e6, 0.0]
+    rows = [
+        (series, t, prev, value)
+        for series, values in ((1, held), (2, [9e6] * 5), (3, [9e6] * 5))
+        for prev, t, value in zip([None, *times[:-1]], times, values, strict=True)
+    ]
+    signals = pl.LazyFrame(
+        {
+            "series": [r[0] for r in rows],
+            "metric": [physics.HELD] * len(rows),
+            "prev_time": [r[2] for r in rows],
+            "time": [r[1] for r in rows],
+            "next_time": [None] * len(rows),
+            "value": [r[3] for r in rows],
+            "increase": [None] * len(rows),
+            "seconds": [None if r[2] is None else 1.0 for r in rows],
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {
+            "series": [1, 2, 3],
+            "link": ["l1"] * 3,
+            "device": ["b"] * 3,
+            "interface": ["e1"] * 3,
+            "queue": ["3", "3", "0"],
+            "direction": ["rx", None, "rx"],
+        },
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(priority=pl.lit(None, pl.String))
+    rows_out = physics.readings(signals, labels, "3").collect()
+    assert set(rows_out["quantity"]) == {"ingress"}
+    assert rows_out["amount"].sum() == pytest.approx(8e6)  # byte-seconds
+    # Over a one-second window the end held 4 MB: 4 MB over its 400 MB/s line rate is 10 ms per step.
+    columns = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow")
+    amounts = pl.DataFrame(
+        {
+            "window": [0, 1],
+            "link": "l1",
+            "device": "b",
+            "covered": 1.0,
+            "seconds": 1.0,
+            **dict.fromkeys(columns, 0.0),
+            "ingress": [0.0, 4e6],
+            "base_rate": 0.0,
+            "rate_noise": 0.0,
+        }
+    )
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["b"], "interfaces": [1], "capacity": [4e8]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1e8], "round_trip_seconds": [1e-3]})
+    windows = pl.DataFrame({"window": [0, 1], "seconds_step": 0.3})
+    cells = blame.step_physics(windows, amounts, ends, links)
+    assert cells.select("window", "device", "cause").rows() == [(1, "b", "queueing")]
+    assert cells["physics"].item() == pytest.approx(0.01)
 
 
 def _timed(per_step: list[float], physics_s: list[float]) -> pl.LazyFrame:

@@ -234,3 +234,35 @@ def test_another_class_squeezed_without_more_load_is_not_its_own_episode() -> No
     tenant = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 170_000, 98_000)), queue="0")
     found = _detect(drops, tenant, job, job_class="3")
     assert found.select("kind", "queue", "duration_seconds").rows() == [("drops", "0", 10.0)]
+
+
+def test_a_standing_ingress_queue_of_the_job_class_is_a_queue_event() -> None:
+    # A far switch holding the job's bytes (an incast on its hosts) shows in its ingress queue only.
+    held = _series("dci_queue_watermark_bytes", _window(20, 30, 5e6, 0.0), queue="3", direction="rx")
+    egress = _series("dci_queue_watermark_bytes", [0.0] * 61, queue="3")
+    found = _detect(held, egress, job_class="3")
+    assert found.select("kind", "link", "interface", "queue").rows() == [("queue", "l1", "Ethernet1", "3")]
+    assert found["start_time"].item() == T0 + timedelta(seconds=20)
+    assert found["duration_seconds"].item() == 10.0
+
+
+def test_an_ingress_queue_has_its_own_normal_beside_the_egress_queue() -> None:
+    # Another class's egress queue stands at 8 MB all run (its normal); its ingress queue, usually empty,
+    # holding 12 MB is an episode: with one normal for both it would be under 3 x 8 MB.
+    egress = _series("dci_queue_watermark_bytes", [8e6] * 61, queue="0")
+    ingress = _series("dci_queue_watermark_bytes", _window(20, 30, 12e6, 0.0), queue="0", direction="rx")
+    found = _detect(egress, ingress, job_class="3")
+    assert found.select("kind", "queue", "duration_seconds").rows() == [("queue", "0", 10.0)]
+
+
+def test_queue_depth_samples_read_egress_queues_only() -> None:
+    from analyzer import network
+
+    egress = _series("dci_queue_watermark_bytes", [5e6] * 11, queue="3")
+    ingress = _series("dci_queue_watermark_bytes", [0.0] * 11, queue="3", direction="rx")
+    readings = schemas.conform_lazy(
+        schemas.TELEMETRY, pl.concat([egress, ingress], how="diagonal_relaxed").lazy()
+    )
+    sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
+    counts = network.samples(sig, labels).collect()
+    assert counts["count"].sum() == 11  # the ingress queue's readings do not dilute the egress depths

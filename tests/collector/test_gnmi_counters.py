@@ -6,6 +6,7 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
+from collector.exporters.prometheus import render
 from collector.sources.gnmi.client import make_path
 from collector.sources.gnmi.decode import Decoder
 from collector.sources.gnmi.paths import combined_table, load_set
@@ -85,3 +86,20 @@ def test_cumulus_pause_duration_is_scaled_and_keeps_reset_tracking() -> None:
     assert store.value(*pause("swp1", "3", "rx")) == 0.25
     metric = (("device", "d"), ("metric", "dci_pfc_pause_duration_seconds_total"))
     assert store.value("dci_counter_discontinuities_total", metric) == 1
+
+
+def test_ingress_and_egress_lengths_of_one_queue_are_two_exported_series() -> None:
+    decoder, store = Decoder(combined_table([load_set("qos"), load_set("qos_input")])), Store()
+    base = "/qos/interfaces/interface[interface-id=Et1]"
+    for side, length in (("output", 10), ("input", 20)):
+        feed(
+            decoder,
+            store,
+            make_path(f"{base}/{side}/queues/queue[name=3]/state"),
+            {"max-queue-len": {"uint_val": length}},
+            1,
+        )
+    text = render(store)
+    assert 'dci_queue_watermark_bytes{device="d",interface="Et1",queue="3"} 10' in text
+    assert 'dci_queue_watermark_bytes{device="d",interface="Et1",queue="3",direction="rx"} 20' in text
+    assert text.count("# TYPE dci_queue_watermark_bytes gauge") == 1

@@ -206,6 +206,25 @@ def test_enum_values_and_unmapped_strings() -> None:
     assert got == {"dci_interface_oper_up": 0, "dci_interface_speed_bytes_per_second": 5e10}
 
 
+def test_ingress_queues_are_rx_series_beside_the_egress_ones() -> None:
+    d = decoder("qos", "cumulus_qos", "qos_input")
+    base = "/openconfig-qos:qos/interfaces/interface[interface-id=Ethernet1/1]"
+    lengths = {"max-queue-len": tv(uint_val=9000), "instant-queue-len": tv(uint_val=4000)}
+    got = {
+        (s.metric, s.labels): s.value
+        for side in ("output", "input")
+        for s in d.notification(notif(f"{base}/{side}/queues/queue[name=3]/state", lengths))[0]
+    }
+    egress = (("interface", "Ethernet1/1"), ("queue", "3"))  # egress series keep their labels
+    ingress = (*egress, ("direction", "rx"))
+    assert got == {
+        ("dci_queue_watermark_bytes", egress): 9000,
+        ("dci_queue_occupancy_bytes", egress): 4000,
+        ("dci_queue_watermark_bytes", ingress): 9000,
+        ("dci_queue_occupancy_bytes", ingress): 4000,
+    }
+
+
 def test_sonic_element_name_captures_and_json_val_queues() -> None:
     d = decoder("sonic_counters")
     n = gnmi_pb2.Notification(timestamp=1, prefix=gnmi_pb2.Path(target="COUNTERS_DB"))

@@ -21,6 +21,7 @@ EXPECTED_SETS = {
     "arista_pfc",
     "sonic_counters",
     "cumulus_qos",
+    "qos_input",
     "juniper_optics",
     "juniper_qmon",
 }

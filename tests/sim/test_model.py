@@ -290,3 +290,25 @@ def test_truth_shape_and_sums() -> None:
     assert kinds["wave_down"].interfaces == ["dci-ab-a/Ethernet1/1", "dci-ab-b/Ethernet1/1"]
     assert kinds["wave_down"].components == ["dci-ab-a/OpticalChannel1/1", "dci-ab-b/OpticalChannel1/1"]
     assert truth.episodes[0].queues[0] == "dci-ab-a/Ethernet1/1/3" and truth.episodes[0].affects_job
+
+
+def test_the_receive_stage_is_the_far_ingress_queue() -> None:
+    incast = [{"kind": "incast", "link": "ab", "start": "0s", "duration": "3s", "fan_in": 16}]
+    f = Fabric(scenario([link(buffer="deep", lossless=True)], incast, params="7e9"))
+    f.advance(1.5)
+    far = f.lay.block(0, 1)
+    held = f.ingress_occupancy()
+    assert held[far].sum() > 0 and held[f.lay.block(0, 0)].sum() == 0  # only the incast's end holds bytes
+    assert np.all(f.ingress_watermark() >= held)
+    snap = take(f, 0, 1.5)
+    assert snap.gauges["ingress_occupancy"][1] == pytest.approx(held[far].tolist())
+    pool_occupancy, _ = snap.pool[1]
+    assert pool_occupancy >= int(held[far].sum())  # one buffer: the pool holds the receive stage too
+    ingress = {
+        tuple(n for n, _ in g.prefix): {path[0][0]: val.uint_val for path, val in g.leaves}
+        for g in gnmi_tree.groups(snap, 1, 0)
+        if any(n == "input" for n, _ in g.prefix) and g.prefix[2][1]["interface-id"] == "Ethernet1/1"
+    }
+    (leaves,) = ingress.values()
+    assert leaves["instant-queue-len"] == int(held[far][0]) > 0
+    assert leaves["max-queue-len"] >= leaves["instant-queue-len"]

@@ -187,7 +187,9 @@ class Module(_Strict):
             for label, expr in table.labels.items():
                 _check_expr(expr, parts, set(self.lookups), f"{table.name}.labels.{label}")
             for col in table.columns:
-                missing = sorted(set(CATALOG[col.metric].labels) & {"direction"} - set(col.labels))
+                spec = CATALOG[col.metric]
+                required = set(spec.labels) - set(spec.optional)
+                missing = sorted(required & {"direction"} - set(col.labels))
                 if missing and "direction" not in table.labels:
                     raise ValueError(f"{table.name}: {col.metric} needs label {missing}")
         return self
