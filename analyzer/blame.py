@@ -473,15 +473,15 @@ def step_physics(
         pl.col("lost_capacity")
         + pl.col("queueing")
         + pl.when(pl.col("known")).then(pl.col("pause")).otherwise(0.0)
-        + pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0))
+        + pl.when(lost > 0).then(pl.col("rtt").fill_null(0.0)).otherwise(0.0)
     )
     per_end = causes.select(
         "window",
         "link",
         "device",
         physics=total,
-        per_step=per_step.fill_null(0.0),
-        per_second=((total - per_step.fill_null(0.0)) / pl.col("seconds_step")).fill_nan(0.0),
+        per_step=per_step,
+        per_second=((total - per_step) / pl.col("seconds_step")).fill_nan(0.0),
         cause=pl.when(total > 0).then(cause.replace_strict(dict(enumerate(names)), return_dtype=pl.String)),
     )
     # The two directions of a link run in parallel: the slower one decides.
