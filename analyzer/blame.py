@@ -563,6 +563,39 @@ def on_steps(cells: pl.DataFrame, grid: pl.DataFrame, windows: pl.DataFrame) -> 
     return floor(out)
 
 
+def collective_windows(windows: pl.DataFrame, typical_seconds: float, skew_seconds: float) -> pl.DataFrame:
+    """Where each step's collectives may have run, on the switch clock: a typical step's length of time.
+
+    A step under one and a half typical steps is read over its last typical step's worth of time. A longer
+    one (a checkpoint, a stall, or its collective slowed) gets every typical-length window inside it, half
+    a typical step apart, ending with its last: a checkpoint's collectives ran after it, at its end, and there the network cost as
+    much as anywhere in it; a collective the network held ran from where it began to the step's end, and
+    the window where it began (the worst, an episode's onset) is what the physics must read.
+
+    Args:
+        windows: ``window``, ``lo``, ``hi`` (host clock).
+        typical_seconds: the typical step's length.
+        skew_seconds: host minus switch clock.
+
+    Returns:
+        ``window`` (repeated for a long step), ``lo``, ``hi``, ``seconds_step``.
+    """
+    typical = pl.duration(microseconds=round(typical_seconds * 1e6))
+    stride = max(typical_seconds / 2, 1e-6)
+    seconds = (pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9
+    back = pl.int_ranges(0, ((seconds - typical_seconds) / stride).floor().clip(lower_bound=0) + 1)
+    ends = windows.with_columns(j=back).explode("j")
+    hi = pl.col("hi") - pl.duration(microseconds=(pl.col("j") * stride * 1e6).round().cast(pl.Int64))
+    lo = pl.max_horizontal(pl.col("lo"), pl.col("hi_j") - typical)
+    skew = pl.duration(microseconds=round(skew_seconds * 1e6))
+    return ends.with_columns(hi_j=hi).select(
+        "window",
+        lo=lo - skew,
+        hi=pl.col("hi_j") - skew,
+        seconds_step=(pl.col("hi_j") - lo).dt.total_nanoseconds() / 1e9,
+    )
+
+
 def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
     """Split a step's physical extra time (the largest link's: a phase ends with its slowest link) over its
     links: each increment of lateness equally among the links at least that late (the airport game).
@@ -943,7 +976,6 @@ def attribute(
         top = proxy["excess"].quantile(0.95) or 0.0
         proxy = proxy.with_columns(pl.col("excess").clip(upper_bound=top))
         skew_seconds, correlation = estimate_skew(proxy, signal.select("time", "physics"))
-    skew = pl.duration(microseconds=round(skew_seconds * 1e6))
     windows = (
         steps.filter(pl.col("lo").is_not_null())
         .select("lo", "hi")
@@ -951,17 +983,10 @@ def attribute(
         .with_row_index("window")
         .with_columns(pl.col("window").cast(pl.Int64))
     )
-    # A step longer than the typical one (a checkpoint, a stall) spent the extra on compute: its
-    # collectives ran in its last typical step's worth of time, and only that is read for physics.
-    typical = pl.duration(microseconds=round(median_step * 1e6))
-    comm_lo = pl.max_horizontal(pl.col("lo"), pl.col("hi") - typical)
-    switch = windows.select(
-        "window",
-        lo=comm_lo - skew,
-        hi=pl.col("hi") - skew,
-        seconds_step=(pl.col("hi") - comm_lo).dt.total_nanoseconds() / 1e9,
-    )
-    per_link = on_steps(cells, grid, switch).filter(pl.col("physics") > 0)
+    per_link = on_steps(cells, grid, collective_windows(windows, median_step, skew_seconds))
+    # A long step's physics is the worst of its typical-length windows (``collective_windows``).
+    per_link = per_link.sort("physics", descending=True).group_by("window", "link").first()
+    per_link = per_link.filter(pl.col("physics") > 0)
     steps = steps.join(windows, on=["lo", "hi"], how="left")
     caused = steps.select("rank", "line", "step", "window").join(per_link, on="window")
     raw = caused.group_by("rank", "step").agg(raw=pl.col("physics").max())
