@@ -51,7 +51,11 @@ JOB_LINK_SHARE = 0.01
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
 GATE_SIGMAS = 1.0  # a line's excess past this many noise deviations lets its scaled physics stand
-PHYSICS_ERROR = 0.25  # the relative error of a line's scaled physics (1 s counters against step timing)
+PHYSICS_ERROR = (
+    0.25  # the largest relative error of a line's scaled physics (1 s counters against step timing)
+)
+PHYSICS_ERROR_FLOOR = 0.1  # ... and the least: the physics is never taken as exact
+MIN_ERROR_LINES = 10  # lines with both measures needed to read the physics' error from the data
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
@@ -772,6 +776,40 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
 
 
+def poll_seconds(readings: pl.DataFrame) -> float:
+    """The usual time between two readings of one quantity of one link end (1 s when unknown)."""
+    gaps = readings.group_by("link", "device", "quantity").agg(
+        gap=pl.col("time").sort().diff().dt.total_microseconds().median() / 1e6
+    )
+    gap = gaps["gap"].median()
+    return float(gap) if isinstance(gap, (int, float)) and gap > 0 else 1.0
+
+
+def timing_spread(lines: pl.LazyFrame, around: int) -> pl.LazyFrame:
+    """``spread``: how much a line's scaled physics changes within ``around`` lines of it (one poll
+    interval each way): a reading covers its whole interval, so physics that rises or falls within one
+    is known only that well in time (an episode's first and last steps)."""
+    size = 2 * around + 1
+    scaled = pl.col("scaled")
+    high = scaled.rolling_max(size, min_samples=1, center=True).over("rank", order_by="step")
+    low = scaled.rolling_min(size, min_samples=1, center=True).over("rank", order_by="step")
+    return lines.with_columns(spread=high - low)
+
+
+def physics_error() -> pl.Expr:
+    """The relative error of the rank's scaled physics, read from the lines where both measures saw a
+    cost: what their differences spread beyond the timing noise, relative to the physics (robust: MAD),
+    between ``PHYSICS_ERROR_FLOOR`` and ``PHYSICS_ERROR`` (the bound when too few lines tell)."""
+    both = (pl.col("scaled") > 0) & (pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise"))
+    residual = ((pl.col("excess") - pl.col("scaled")) / pl.col("scaled")).filter(both)
+    spread = MAD_TO_SIGMA * (residual - residual.median()).abs().median()
+    relative_noise = (pl.col("noise") / pl.col("scaled")).filter(both).median()
+    beyond = (spread**2 - relative_noise**2).clip(lower_bound=0.0).sqrt()
+    told = both.sum() >= MIN_ERROR_LINES
+    error = pl.when(told).then(beyond.clip(PHYSICS_ERROR_FLOOR, PHYSICS_ERROR)).otherwise(PHYSICS_ERROR)
+    return error.over("rank")
+
+
 def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     """Each line's network time: its scaled physics, never more than the measured excess allows.
 
@@ -782,17 +820,18 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     time as compute (``unexplained``). The quiet steps of a communication cycle are never blamed.
 
     Args:
-        lines: ``measured`` output with ``scaled`` (the line's physics, each link's scaled by its gain).
+        lines: ``measured`` output with ``scaled`` (the line's physics, each link's scaled by its gain) and
+            ``spread`` (``timing_spread``).
 
     Returns:
         ``lines`` with ``network`` and ``unexplained`` (seconds over the line's steps).
     """
     above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
     # Two measures of one quantity: the line's excess (off by its timing noise) and its scaled physics
-    # (off by about PHYSICS_ERROR of itself). Where they agree within their errors, the estimate weighs
+    # (off by ``physics_error`` of itself, and by half its change within a poll: ``timing_spread``). Where they agree within their errors, the estimate weighs
     # each by the inverse of its variance; where the excess is far above the physics the rest is compute
     # (a checkpoint, a stall), and the scaled physics stands, capped.
-    physics_var = (PHYSICS_ERROR * pl.col("scaled")) ** 2
+    physics_var = (physics_error() * pl.col("scaled")) ** 2 + (pl.col("spread") / 2) ** 2
     noise_var = pl.col("noise") ** 2
     weight = physics_var / (physics_var + noise_var)
     agree = (pl.col("excess") - pl.col("scaled")).abs() <= AGREE_SIGMAS * (physics_var + noise_var).sqrt()
@@ -1005,11 +1044,10 @@ def attribute(
     step_total = shares.group_by(_STEP).agg(step_physics=pl.col("physics").max())
     steps = steps.join(step_total, on=_STEP, how="left").with_columns(pl.col("step_physics").fill_null(0.0))
     line_scaled = steps.group_by("rank", "line").agg(scaled=pl.col("step_physics").sum())
-    judged = reconcile(
-        judged.lazy()
-        .join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
-        .with_columns(pl.col("scaled").fill_null(0.0))
-    ).collect()
+    scaled_lines = judged.lazy().join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
+    scaled_lines = scaled_lines.with_columns(pl.col("scaled").fill_null(0.0))
+    around = max(1, round(poll_seconds(readings) / median_step)) if median_step > 0 else 1
+    judged = reconcile(timing_spread(scaled_lines, around)).collect()
     # A line's network time goes to its steps in proportion to their physics (evenly without any); an
     # interval line's iterations are first placed by where the physics fell in it (``place``).
     of_line = pl.col("step_physics").sum().over("rank", "line")

@@ -26,7 +26,7 @@ def _lines(per_step: list[float], physics_s: list[float], n: int = 1) -> pl.Lazy
     )
 
 
-def _judge(lines: pl.LazyFrame) -> pl.DataFrame:
+def _judge(lines: pl.LazyFrame, around: int = 1) -> pl.DataFrame:
     """The reconciliation of one-link lines: each line's physics scaled by the link's gain."""
     judged = blame.measured(blame.baselines(lines, 1)).collect()
     cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("l"))
@@ -37,7 +37,7 @@ def _judge(lines: pl.LazyFrame) -> pl.DataFrame:
     with_scaled = judged.join(scaled, on=["rank", "step"], how="left").with_columns(
         pl.col("scaled").fill_null(0.0)
     )
-    return blame.reconcile(with_scaled.lazy()).collect().sort("step")
+    return blame.reconcile(blame.timing_spread(with_scaled.lazy(), around)).collect().sort("step")
 
 
 def test_shapley_splits_the_slowest_links_lateness() -> None:
@@ -62,6 +62,20 @@ def test_a_checkpoint_inside_an_episode_keeps_its_compute() -> None:
     assert network[25] == pytest.approx(0.1, abs=0.01)
     assert judged["unexplained"][25] == pytest.approx(2.0, abs=0.01)
     assert sum(network[20:30]) == pytest.approx(1.0, rel=0.03)
+
+
+def test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there() -> None:
+    # An episode adds 0.1 s a step; its first step's window caught only a third of the onset (a 1 s
+    # reading covers its whole interval): within a poll of a step whose physics says 0.1 s, the
+    # measured 0.1 s stands, where the physics alone would have cut it to a third.
+    rng = np.random.default_rng(2)
+    per_step = list(1.0 + 0.002 * rng.standard_normal(60))
+    for i in range(20, 40):
+        per_step[i] += 0.1
+    phys = [0.0] * 20 + [0.05 / 3] + [0.05] * 19 + [0.0] * 20
+    network = _judge(_lines(per_step, phys))["network"].to_list()
+    assert network[20] == pytest.approx(0.1, abs=0.01)
+    assert sum(network) == pytest.approx(2.0, rel=0.05)
 
 
 def test_no_physical_cause_no_blame() -> None:
