@@ -108,13 +108,15 @@ MEASURED = [
 BLAME = [
     "A step's excess is its time above its rank's clean baseline (the median of steps with no physical "
     "cause on any link, per position in the job's communication cycle); a line averaging N iterations is "
-    "one interval of N steps.",
+    "one interval of N steps, its iterations placed in it by where the physics fell.",
     "Each link's cost per step comes from the physics of the job's queue (other traffic in its class, PFC "
-    "pauses, lost bytes, waves down), scaled per link by the excess it explained where it was the only "
-    "cause; links late in the same step share it as a shared runway is shared (the slowest decides).",
-    "A step is blamed its scaled physics weighed against its excess, never more than the excess allows, "
-    "nothing within the step-time noise; the rest (a checkpoint, a straggler) stays unexplained, never a "
-    "link's. The host clock's skew is estimated by correlation and applied.",
+    "pauses, lost bytes, waves down, the far end holding the job's bytes), scaled per link by the excess it "
+    "explained where it was the only cause; links late in the same step share it as a shared runway is "
+    "shared (the slowest decides). A step longer than usual is read where its collective may have run.",
+    "A step is blamed its scaled physics weighed against its excess by their errors (the physics' read "
+    "from the run, and how much it changes within one telemetry interval), never more than the excess "
+    "allows, nothing within the step-time noise; the rest (a checkpoint, a straggler) stays unexplained, "
+    "never a link's. The host clock's skew is estimated by correlation and applied.",
     "The steady cost of distance and capacity (propagation, serialization) is reported apart, never hidden "
     "in the baseline.",
 ]
