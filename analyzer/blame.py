@@ -57,6 +57,7 @@ PHYSICS_ERROR = (
 PHYSICS_ERROR_FLOOR = 0.1  # ... and the least: the physics is never taken as exact
 MIN_ERROR_LINES = 10  # lines with both measures needed to read the physics' error from the data
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
+STALL_SHARE = 0.5  # a run of an interval's time the network took at least this much of is one stall
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
@@ -132,6 +133,36 @@ def expand(lines: pl.LazyFrame) -> pl.LazyFrame:
         lo=pl.col("lo") + per * pl.col("i"),
         hi=pl.col("lo") + per * (pl.col("i") + 1),
         per_step="per_step",
+    )
+
+
+def stalls(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
+    """A stall, sharpened: a run of pieces with network time (``g`` > 0) where the network took at least
+    ``STALL_SHARE`` of the time is one stall (a wave's loss, a pause storm) that a poll's counters smeared
+    over their interval; it becomes one block of ``g`` = 1 as long as its network time, centred where the
+    run's network time is, in whole pieces, so the iteration it caught takes all of it, as a collective held
+    by the network does. Slower, longer runs (congestion) keep their density.
+
+    Args:
+        pieces: ``line`` keys, ``k``, ``a``, ``b`` (seconds), ``g``, sorted by ``k`` within each line.
+        line: the columns naming one line.
+    """
+    seconds = pl.col("b") - pl.col("a")
+    run = (pl.col("g") > 0).rle_id().over(line)
+    spent = (pl.col("g") * seconds).sum().over(*line, "run")
+    length = seconds.sum().over(*line, "run")
+    centre = (pl.col("g") * seconds * (pl.col("a") + pl.col("b")) / 2).sum().over(*line, "run") / spent
+    lo = pl.max_horizontal(centre - spent / 2, pl.col("a").min().over(*line, "run"))
+    hi = pl.min_horizontal(lo + spent, pl.col("b").max().over(*line, "run"))
+    # Whole pieces (those whose middle it covers): a piece half stalled would let an iteration end or
+    # begin inside the stall, where the held collective ends only with it.
+    middle = (pl.col("a") + pl.col("b")) / 2
+    inside = ((middle >= lo) & (middle < hi)).cast(pl.Float64)
+    stall = (pl.col("g") > 0) & (spent >= STALL_SHARE * length)
+    return (
+        pieces.with_columns(run=run)
+        .with_columns(g=pl.when(stall).then(inside).otherwise(pl.col("g")))
+        .drop("run")
     )
 
 
@@ -232,7 +263,7 @@ def place(
     total = (pl.col("d") * (pl.col("b") - pl.col("a"))).sum().over(line)
     g = pl.when(total > 0).then(pl.col("d") * pl.col("network") / total).otherwise(0.0).clip(0.0, 1.0)
     pieces = (
-        pieces.with_columns(g=g)
+        stalls(pieces.with_columns(g=g).sort(*line, "k"), line)
         .with_columns(work=(pl.col("b") - pl.col("a")) * (1 - pl.col("g")))
         .sort(*line, "k")
         .with_columns(done=pl.col("work").cum_sum().over(line))

@@ -503,3 +503,18 @@ def test_a_long_step_is_read_over_every_typical_window_in_it_ending_with_its_las
         (1, -0.15, 0.15, 0.3),
         (1, 0.0, 0.3, 0.3),
     ]
+
+
+def test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_density() -> None:
+    # 0.1 s pieces. A 1 s stall smeared by 1 s counters reads 0.5 over 2 s (1 s of network time in 2 s:
+    # a stall) and becomes 1 s of g = 1 centred on it; 0.2 over 2 s is congestion and stays.
+    a = [i / 10 for i in range(40)]
+    smeared = [0.0] * 10 + [0.5] * 20 + [0.0] * 10
+    slow = [0.0] * 10 + [0.2] * 20 + [0.0] * 10
+    frame = pl.DataFrame({"rank": [0] * 80, "line": [1] * 40 + [2] * 40, "k": list(range(40)) * 2})
+    frame = frame.with_columns(a=pl.Series(a * 2), b=pl.Series([x + 0.1 for x in a] * 2))
+    frame = frame.with_columns(g=pl.Series(smeared + slow))
+    out = blame.stalls(frame, ["rank", "line"])
+    stall = out.filter(pl.col("line") == 1)["g"].to_list()
+    assert stall == [0.0] * 15 + [1.0] * 10 + [0.0] * 15
+    assert out.filter(pl.col("line") == 2)["g"].to_list() == slow
