@@ -135,7 +135,11 @@ class Lab:
         self.processes += [s.process for s in snmpds]
         self.processes += [services.agent(plan, site, self.state, self.logs) for site in SITES]
         self.processes += services.iperf_servers(plan, self.logs)
-        services.wait_ready(self.processes, {f"gnmi-{s}": "gnmi agent on" for s in SITES})
+        reflectors = services.reflectors(plan, self.logs)
+        self.processes += reflectors
+        ready = {f"gnmi-{s}": "gnmi agent on" for s in SITES}
+        ready |= {p.name: "reflecting TWAMP-light" for p in reflectors}
+        services.wait_ready(self.processes, ready)
         rtt = self.round_trips()
         log.info("lab: round trips %s", {k: f"{v * 1e6:.0f} us" for k, v in rtt.items()})
 

@@ -23,6 +23,7 @@ IPERF3 = "/usr/bin/iperf3"
 COMMUNITY = "spanwatch-lab"
 COLLECTOR_LISTEN = "127.0.0.1:9464"  # the management namespace's own loopback
 READY_TIMEOUT_S = 30.0
+PROBE_INTERVAL = "5s"  # ten probes spread over it per link: a handful of packets a second
 ETHERNET_CSMACD = 6  # IANAifType of a veth, as snmpd reads it
 
 
@@ -110,6 +111,20 @@ def agent(plan: Plan, site: str, state: Path, logs: Path) -> Process:
     return Process(f"gnmi-{site}", router_ns(site), argv, logs)
 
 
+def reflectors(plan: Plan, logs: Path) -> list[Process]:
+    """A TWAMP-light reflector per link on the far router, on its address on the link."""
+    far = router_ns(SITES[1])
+    return [
+        Process(
+            f"reflect-{link.spec.name}",
+            far,
+            [sys.executable, "-m", "spanwatch", "reflect", "--listen", plan.probe_target(link)],
+            logs,
+        )
+        for link in plan.links
+    ]
+
+
 def iperf_servers(plan: Plan, logs: Path) -> list[Process]:
     """One iperf3 server per link in site b's generator (idle until a bounded client asks)."""
     gen = plan.generator(SITES[1])
@@ -173,6 +188,12 @@ def collector_config(plan: Plan, out: Path, distance_km: dict[str, float]) -> Pa
             "site_b": SITES[1],
             "distance_km": distance_km[link.spec.name],
             "members": [{"device": device(site), "interface": link.ifname} for site in SITES],
+            "probe": {
+                "interval": PROBE_INTERVAL,
+                "count": 10,
+                "timeout": "1s",
+                "targets": [{"name": f"site-{SITES[1]}", "address": plan.probe_target(link)}],
+            },
         }
         for link in plan.links
     ]

@@ -29,6 +29,8 @@ GLOO_PORT = 29500
 SNMP_PORT = 161
 GNMI_PORT = 6030
 TABLE = 100  # + link index: the policy table that pins flows to one link
+PROBE_PORT = 862  # TWAMP-light: each link's far router reflects on its own address on the link
+PROBE_TABLE = 200  # + link index: the far router's table that returns a probe over the link it came by
 MTU_BYTES = 1500
 
 
@@ -154,7 +156,27 @@ class Plan:
             cmds += self._link(link, netem)
         for site in SITES:
             cmds += self._routes(site)
+        for link in self.links:
+            cmds += self._probe_path(link)
         return cmds
+
+    def probe_target(self, link: Link) -> str:
+        """Where the collector probes ``link``: the far router's address on it (site b's)."""
+        return f"{link.address(SITES[1])}:{PROBE_PORT}"
+
+    def _probe_path(self, link: Link) -> list[list[str]]:
+        """A probe from the management namespace crosses ``link`` both ways: to the far router's address
+        on it through the near router, and back from that address over the same link."""
+        near, far = SITES
+        target, table = link.address(far), str(PROBE_TABLE + link.index)
+        mgmt_net = f"198.19.{1 + SITES.index(near)}.0/24"
+        r = router_ns(far)
+        return [
+            ["ip", "-n", MGMT, "route", "add", f"{target}/32", "via", self.mgmt_address(near)],
+            ["ip", "-n", r, "rule", "add", "from", target, "to", mgmt_net, "table", table],
+            ["ip", "-n", r, "route", "add", mgmt_net, "via", link.address(near), "dev", link.ifname,
+             "table", table],
+        ]  # fmt: skip
 
     def _router(self, site: str) -> list[list[str]]:
         r, n = router_ns(site), 1 + SITES.index(site)

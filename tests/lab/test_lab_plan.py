@@ -101,3 +101,29 @@ def test_duration_override_rechecks_episodes() -> None:
     with pytest.raises(ConfigError):
         lab_config.load(EXAMPLES / "two-links.yaml", duration=30)
     assert LabConfig.model_validate({"links": [{"name": "x"}, {"name": "y"}]}).duration == 120
+
+
+def test_each_link_is_probed_over_itself_both_ways(plan: Plan) -> None:
+    """The collector (management namespace) reaches each link's far address through the near router, and
+    the far router answers over the same link (its own table, chosen by the reflector's address)."""
+    cmds = plan.build(netem=False)
+    for link in plan.links:
+        far = link.address("b")
+        assert plan.probe_target(link) == f"{far}:862"
+        assert ["ip", "-n", "swlab-mgmt", "route", "add", f"{far}/32", "via", plan.mgmt_address("a")] in cmds
+        table = str(200 + link.index)
+        assert [
+            "ip",
+            "-n",
+            "swlab-rb",
+            "rule",
+            "add",
+            "from",
+            far,
+            "to",
+            "198.19.1.0/24",
+            "table",
+            table,
+        ] in cmds
+        back = ["ip", "-n", "swlab-rb", "route", "add", "198.19.1.0/24", "via", link.address("a")]
+        assert [*back, "dev", link.ifname, "table", table] in cmds
