@@ -57,6 +57,7 @@ PHYSICS_ERROR = (
 PHYSICS_ERROR_FLOOR = 0.1  # ... and the least: the physics is never taken as exact
 MIN_ERROR_LINES = 10  # lines with both measures needed to read the physics' error from the data
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
+EDGE_SHARE = 0.5  # a run's ramp is what comes before (after) its first (last) level of this share of its peak
 STALL_SHARE = 0.5  # a run of an interval's time the network took at least this much of is one stall
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
@@ -134,6 +135,46 @@ def expand(lines: pl.LazyFrame) -> pl.LazyFrame:
         hi=pl.col("lo") + per * (pl.col("i") + 1),
         per_step="per_step",
     )
+
+
+def edges(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
+    """An episode's first and last readings, sharpened: a counter read over an interval the episode began
+    (or ended) in spreads its part of that interval evenly over all of it. In a run of network time, what
+    comes before its first level of at least half its peak (the ramp up) is that level over the ramp's
+    last seconds, as many as hold the ramp's network time, and nothing before; likewise the ramp down.
+
+    Args:
+        pieces: ``line`` keys, ``k``, ``a``, ``b`` (seconds), ``g``, sorted by ``k`` within each line.
+        line: the columns naming one line.
+    """
+    run = [*line, "region"]
+    frame = pieces.with_columns(region=(pl.col("g") > 0).rle_id().over(line))
+    big = pl.col("g") >= EDGE_SHARE * pl.col("g").max().over(run)
+    k_big = pl.when(big).then(pl.col("k"))
+    frame = frame.with_columns(first_k=k_big.min().over(run), last_k=k_big.max().over(run))
+    at = pl.col("g").filter(pl.col("k") == pl.col("first_k")).first().over(run)
+    at_end = pl.col("g").filter(pl.col("k") == pl.col("last_k")).first().over(run)
+    frame = frame.with_columns(up_level=at, down_level=at_end)
+    up = (pl.col("g") > 0) & (pl.col("k") < pl.col("first_k"))
+    down = (pl.col("g") > 0) & (pl.col("k") > pl.col("last_k"))
+    mass = pl.col("g") * (pl.col("b") - pl.col("a"))
+    frame = frame.with_columns(
+        up_mass=mass.filter(up).sum().over(run),
+        up_end=pl.col("b").filter(up).max().over(run),
+        down_mass=mass.filter(down).sum().over(run),
+        down_start=pl.col("a").filter(down).min().over(run),
+    )
+    middle = (pl.col("a") + pl.col("b")) / 2
+    opens = pl.col("up_end") - pl.col("up_mass") / pl.col("up_level")
+    closes = pl.col("down_start") + pl.col("down_mass") / pl.col("down_level")
+    g = (
+        pl.when(up)
+        .then(pl.when(middle >= opens).then(pl.col("up_level")).otherwise(0.0))
+        .when(down)
+        .then(pl.when(middle < closes).then(pl.col("down_level")).otherwise(0.0))
+        .otherwise(pl.col("g"))
+    )
+    return frame.with_columns(g=g).select(pieces.columns)
 
 
 def stalls(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
@@ -263,7 +304,7 @@ def place(
     total = (pl.col("d") * (pl.col("b") - pl.col("a"))).sum().over(line)
     g = pl.when(total > 0).then(pl.col("d") * pl.col("network") / total).otherwise(0.0).clip(0.0, 1.0)
     pieces = (
-        stalls(pieces.with_columns(g=g).sort(*line, "k"), line)
+        stalls(edges(pieces.with_columns(g=g).sort(*line, "k"), line), line)
         .with_columns(work=(pl.col("b") - pl.col("a")) * (1 - pl.col("g")))
         .sort(*line, "k")
         .with_columns(done=pl.col("work").cum_sum().over(line))

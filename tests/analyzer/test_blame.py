@@ -518,3 +518,14 @@ def test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_de
     stall = out.filter(pl.col("line") == 1)["g"].to_list()
     assert stall == [0.0] * 15 + [1.0] * 10 + [0.0] * 15
     assert out.filter(pl.col("line") == 2)["g"].to_list() == slow
+
+
+def test_an_episodes_smeared_first_reading_is_its_level_over_the_readings_last_part() -> None:
+    # A poll that caught the last 0.2 s of a 1 s interval reads a fifth of the plateau over all of it;
+    # sharpened, the plateau's level holds over that interval's last 0.2 s and nothing before.
+    a = [i / 10 for i in range(30)]
+    g = [0.0] * 5 + [0.05] * 10 + [0.25] * 10 + [0.0] * 5
+    frame = pl.DataFrame({"rank": [0] * 30, "line": [1] * 30, "k": list(range(30)), "a": a})
+    frame = frame.with_columns(b=pl.col("a") + 0.1, g=pl.Series(g))
+    out = blame.edges(frame, ["rank", "line"])["g"].to_list()
+    assert out == pytest.approx([0.0] * 13 + [0.25] * 12 + [0.0] * 5)
