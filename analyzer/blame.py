@@ -738,7 +738,8 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
         base = base.join(local_baselines(keyed), on=["rank", "step"], how="left")
         base = base.select("rank", "step", baseline=pl.coalesce("local", "baseline"))
     keyed = keyed.join(base, on=[c for c in base.collect_schema().names() if c != "baseline"])
-    deviation = (pl.col("per_step") - pl.col("baseline")).abs()
+    # A line's seconds per step average its n steps: its deviation times the root of n is one step's.
+    deviation = (pl.col("per_step") - pl.col("baseline")).abs() * pl.col("n").sqrt()
     noise = keyed.group_by("rank").agg(
         sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA
     )
