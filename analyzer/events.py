@@ -279,13 +279,14 @@ def _touching(
 
 
 def offered_rise(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
-    """Per reading of another class's queue, its offered packet rate (transmitted + dropped) over the
-    median of its readings: ``device``, ``interface``, ``queue``, ``time``, ``rise``.
+    """Per reading of another class's egress queue, its offered packet rate (transmitted + dropped) over
+    the median of its readings: ``device``, ``interface``, ``queue``, ``time``, ``rise``.
 
     Only readings that carry both counters at one time count: one alone is not what was offered.
     """
     place = ["device", "interface", "queue"]
-    queues = labels.filter(pl.col("queue").is_not_null() & (pl.col("queue") != job_class))
+    egress = pl.col("direction").is_null() | (pl.col("direction") != "rx")
+    queues = labels.filter(pl.col("queue").is_not_null() & (pl.col("queue") != job_class) & egress)
     rows = signals.filter(pl.col("metric").is_in([QUEUE_SENT, QUEUE_DROPPED]) & pl.col("value").is_not_null())
     both = (
         rows.join(queues.select("series", *place), on="series")
@@ -320,7 +321,8 @@ def background(
     while the job's class on the same interface is in an episode, or sends a surge (``surges``), are that
     episode seen from below, not another one. Nor is a state it reaches without being offered more load
     than usual (``offered``: ``offered_rise``): the job's class took more of the port (catching up after
-    a pause, a few more bytes a step), which no surge threshold sees. Another tenant's episode is more load. A surge that squeezed another class while the job's class
+    a pause, a few more bytes a step), which no surge threshold sees; another tenant's episode is more
+    load. A surge that squeezed another class while the job's class
     shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
     the link explains it (the job resends what a failing wave lost). A single reading is evidence of
     neither: a counter read twice within a fraction of a second gives any rate, and another tenant's load
