@@ -160,9 +160,7 @@ def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     )
     transmit = labels.filter(pl.col("metric") == measures.TX_BYTES).select("series", "device", "interface")
     speed_of = transmit.join(speed.filter(pl.col("speed") > 0), on=["device", "interface"])
-    # Egress queues only: the depth measures compare how deep a vendor's queues run, and an ingress queue
-    # (``direction="rx"``, mostly empty) would dilute its percentiles.
-    egress = labels.filter(pl.col("direction").is_null()).select("series")
+    egress = labels.filter(measures.EGRESS).select("series")
     depth = (
         signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS)))
         .join(egress, on="series", how="semi")

@@ -15,7 +15,7 @@ import polars as pl
 
 from analyzer import optical_signal, quantiles, schemas, telemetry
 from analyzer.errors import AnalyzerError
-from analyzer.measures import OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
+from analyzer.measures import EGRESS, OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
 
 MAX_POINTS = 240
 RTT_MIN, RTT_AVG = "dci_link_rtt_seconds_min", "dci_link_rtt_seconds_avg"
@@ -149,9 +149,10 @@ def _scalar(frame: pl.DataFrame) -> float | None:
 
 
 def _watermarks(scan: pl.LazyFrame) -> pl.LazyFrame:
-    # Per device, the first of SAMPLE_METRICS it reports, as the queue_watermark_p99_bytes measure does.
+    # Per device, the first of SAMPLE_METRICS it reports on egress queues, as the queue_watermark_p99_bytes
+    # measure does.
     order = {metric: index for index, metric in enumerate(SAMPLE_METRICS)}
-    rows = scan.filter(pl.col("link").is_not_null(), pl.col("metric").is_in(list(SAMPLE_METRICS)))
+    rows = scan.filter(pl.col("link").is_not_null(), pl.col("metric").is_in(list(SAMPLE_METRICS)), EGRESS)
     rows = rows.with_columns(preference=pl.col("metric").replace_strict(order, return_dtype=pl.Int32()))
     best = pl.col("preference") == pl.col("preference").min().over("device")
     distinct = quantiles.distinct_readings(rows.filter(best), schemas.SERIES_KEYS)
