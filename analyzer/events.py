@@ -30,6 +30,7 @@ from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
 
 EVENT_KEYS = ["kind", "link", "device", "interface"]
+RELOCK_SECONDS = 2.0  # after a wave is seen up again, its errors are still the outage's (``outages``)
 EVENT_KEYS_QUEUE = [*EVENT_KEYS, "queue", "start_time"]  # one merged event
 RULES: tuple[tuple[str, Rule], ...] = tuple(
     (kind.name, rule) for kind in KINDS.values() for rule in kind.rules
@@ -365,13 +366,16 @@ def background(
 
 
 def outages(signals: pl.LazyFrame, labels: pl.LazyFrame, thresholds: Thresholds) -> pl.LazyFrame:
-    """When each interface was down: ``device``, ``interface``, ``down_start``, ``down_end``."""
+    """When each interface was down, and relocking after: ``device``, ``interface``, ``down_start``,
+    ``down_end`` (``RELOCK_SECONDS`` past the reading that saw it up: the far end's transmitter comes back
+    on its own poll, and the errors a receiver counts while the wave relocks are the outage's)."""
     down_rule = KINDS["wave_down"].rules[0]
     rows = signals.filter(pl.col("metric").is_in(list(down_rule.metrics)))
     runs = raw_episodes(rows, "wave_down", down_rule, thresholds)
     place = labels.select("series", "device", "interface")
+    relock = pl.duration(microseconds=round(RELOCK_SECONDS * 1e6))
     return runs.join(place, on="series").select(
-        "device", "interface", down_start="start_time", down_end="end_time"
+        "device", "interface", down_start="start_time", down_end=pl.col("end_time") + relock
     )
 
 

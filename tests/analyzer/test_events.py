@@ -266,3 +266,13 @@ def test_queue_depth_samples_read_egress_queues_only() -> None:
     sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
     counts = network.samples(sig, labels).collect()
     assert counts["count"].sum() == 11  # the ingress queue's readings do not dilute the egress depths
+
+
+def test_errors_while_the_wave_relocks_are_the_outage_not_optics() -> None:
+    # The far end's transmitter comes back a poll later: its receiver counts FCS errors for a reading or
+    # two after it reads up again. Those are the outage's; errors later on are an episode of their own.
+    down = _series("dci_interface_oper_up", _window(19, 30, 0.0, 1.0))
+    relocking = _series("dci_interface_receive_fcs_errors_total", _total(_window(30, 32, 1_000, 0)))
+    assert _detect(down, relocking)["kind"].to_list() == ["wave_down"]
+    later = _series("dci_interface_receive_fcs_errors_total", _total(_window(40, 45, 1_000, 0)))
+    assert sorted(_detect(down, later)["kind"].to_list()) == ["fcs", "wave_down"]
