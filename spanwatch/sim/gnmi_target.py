@@ -146,8 +146,10 @@ class SimTarget(GnmiServer):
         return [*out, gnmi_pb2.SubscribeResponse(sync_response=True)]
 
     def _now(self) -> float:
-        """Seconds on the stream's clock: the data's time with ``published``, else the wall clock."""
-        return self.current()[0] / 1e9 if self.published is not None else time.monotonic()
+        """Seconds on the stream's clock: the data's time with ``published``, else the wall clock. (The
+        snapshot's own time: a stream wakes at every snapshot, and building its groups waits until one is
+        due.)"""
+        return self.snapshot().time_ns / 1e9 if self.published is not None else time.monotonic()
 
     async def _until(self, due: float) -> None:
         if self.published is not None:

@@ -89,9 +89,13 @@ def test_measured_round_trip_is_within_5_percent_of_the_configured_one(
             )  # fmt: skip
         start = time.monotonic()
         seen: dict[tuple[str, str], float] = {}
+        lowest: dict[str, float] = {}  # each target's least window minimum over the scrapes
         while time.monotonic() - start < DEADLINE_S:
             assert collector.poll() is None, (tmp_path / "collector.log").read_text()[-3000:]
             seen = _scrape(f"http://{listen}/metrics")
+            for (name, target), value in seen.items():
+                if name == "dci_link_rtt_seconds_min":
+                    lowest[target] = min(value, lowest.get(target, value))
             if all(("dci_link_rtt_seconds_avg", t) in seen for t in targets) and (
                 time.monotonic() - start > (WINDOWS + 1) * window_s
             ):
@@ -108,11 +112,12 @@ def test_measured_round_trip_is_within_5_percent_of_the_configured_one(
                                                       "dci_link_rtt_seconds_avg", "dci_link_rtt_seconds_max")}  # fmt: skip
         print(f"  {target}: " + ", ".join(f"{n.removeprefix('dci_link_rtt_seconds') or 'latest'} "
                                           f"{v * 1e3:.3f} ms" for n, v in figures.items() if v is not None))  # fmt: skip
-        # The fastest probe of a window is the propagation measurement: within 5 %. The average also
+        # The fastest probe of the windows is the propagation measurement: within 5 % (one window's
+        # fastest can still carry event-loop latency on every probe of a loaded machine). The average also
         # carries what a loaded 2-core machine adds to each emulated one-way wait: event-loop latency,
         # absolute, not a share of the distance (seen +0.34 ms at 500 km and +0.29 ms at 100 km while
         # the whole suite runs), so it is bounded by 5 % plus LOOP_SLACK_S, not matched.
-        low, avg = figures["dci_link_rtt_seconds_min"], figures["dci_link_rtt_seconds_avg"]
+        low, avg = lowest.get(target), figures["dci_link_rtt_seconds_avg"]
         assert low is not None and avg is not None, f"no window figures for {target}: {seen}"
         assert low == pytest.approx(configured, rel=0.05), ("min", target, low, configured)
         assert configured * 0.95 <= avg <= configured * 1.05 + LOOP_SLACK_S, ("avg", target, avg, configured)
