@@ -13,8 +13,9 @@ the job's queue (``../shared/design/measurement.md``).
    in the class takes capacity, or the far end holds the class in its ingress queue (queueing), a wave
    down or a port's lower speed shrinks it (lost capacity),
    PFC pauses stop it for a share of the time, lost bytes (drops, FCS errors) are sent again after a round
-   trip. A step longer than the typical one is read over its last typical step (its collectives), so a
-   checkpoint stays compute.
+   trip. A step over one and a half typical ones is read over every typical-length window in it, the
+   worst deciding (``collective_windows``): a checkpoint costs no more than its neighbours, a collective
+   the network held is read where the episode began.
 4. Reconciliation: each link's physics is scaled by its own gain, the measured excess per unit of that
    link's physics where it was the only cause (``link_gains``); a step's links share its scaled physics
    as the airport game shares a runway (``shapley``: a phase ends with its slowest link); a line is blamed
@@ -51,9 +52,7 @@ JOB_LINK_SHARE = 0.01
 PHYSICS_FLOOR_SECONDS = 1e-3
 SIGNIFICANT_SIGMAS = 3.0  # an excess past this many noise deviations is measured, not noise
 GATE_SIGMAS = 1.0  # a line's excess past this many noise deviations lets its scaled physics stand
-PHYSICS_ERROR = (
-    0.25  # the largest relative error of a line's scaled physics (1 s counters against step timing)
-)
+PHYSICS_ERROR = 0.25  # the largest relative error of a line's scaled physics (1 s counters, step timing)
 PHYSICS_ERROR_FLOOR = 0.1  # ... and the least: the physics is never taken as exact
 MIN_ERROR_LINES = 10  # lines with both measures needed to read the physics' error from the data
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
@@ -644,9 +643,10 @@ def collective_windows(windows: pl.DataFrame, typical_seconds: float, skew_secon
 
     A step under one and a half typical steps is read over its last typical step's worth of time. A longer
     one (a checkpoint, a stall, or its collective slowed) gets every typical-length window inside it, half
-    a typical step apart, ending with its last: a checkpoint's collectives ran after it, at its end, and there the network cost as
-    much as anywhere in it; a collective the network held ran from where it began to the step's end, and
-    the window where it began (the worst, an episode's onset) is what the physics must read.
+    a typical step apart, ending with its last: a checkpoint's collectives ran at its end, where the
+    network cost as much as anywhere in it; a collective the network held ran from where it began to the
+    step's end, and the window where it began (the worst, an episode's onset) is what the physics must
+    read.
 
     Args:
         windows: ``window``, ``lo``, ``hi`` (host clock).
@@ -901,9 +901,10 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
     """
     above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
     # Two measures of one quantity: the line's excess (off by its timing noise) and its scaled physics
-    # (off by ``physics_error`` of itself, and by half its change within a poll: ``timing_spread``). Where they agree within their errors, the estimate weighs
-    # each by the inverse of its variance; where the excess is far above the physics the rest is compute
-    # (a checkpoint, a stall), and the scaled physics stands, capped.
+    # (off by ``physics_error`` of itself, and by half its change within a poll: ``timing_spread``).
+    # Where they agree within their errors, the estimate weighs each by the inverse of its variance; where
+    # the excess is far above the physics the rest is compute (a checkpoint, a stall), and the scaled
+    # physics stands, capped.
     physics_var = (physics_error() * pl.col("scaled")) ** 2 + (pl.col("spread") / 2) ** 2
     noise_var = pl.col("noise") ** 2
     weight = physics_var / (physics_var + noise_var)
@@ -1129,8 +1130,8 @@ def attribute(
         .then(pl.col("step_physics") / of_line)
         .otherwise(1 / pl.len().over("rank", "line"))
     )
-    spread = judged.filter((pl.col("n") > 1) & pl.col("lo").is_not_null() & (pl.col("network") > 0))
-    iterations, placed = place(spread, floor(cells), grid, gains, skew_seconds)
+    interval_lines = judged.filter((pl.col("n") > 1) & pl.col("lo").is_not_null() & (pl.col("network") > 0))
+    iterations, placed = place(interval_lines, floor(cells), grid, gains, skew_seconds)
     seconds = (pl.col("placed_hi") - pl.col("placed_lo")).dt.total_nanoseconds() / 1e9
     steps = (
         steps.join(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer import optical_signal, schemas
+from analyzer import kinds, optical_signal, schemas
 from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_DROPPED, QUEUE_SENT, SURGE, Rule
 from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
 from analyzer.thresholds import Thresholds
@@ -286,8 +286,7 @@ def offered_rise(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str) ->
     Only readings that carry both counters at one time count: one alone is not what was offered.
     """
     place = ["device", "interface", "queue"]
-    egress = pl.col("direction").is_null() | (pl.col("direction") != "rx")
-    queues = labels.filter(pl.col("queue").is_not_null() & (pl.col("queue") != job_class) & egress)
+    queues = labels.filter(pl.col("queue").is_not_null() & (pl.col("queue") != job_class) & kinds.EGRESS)
     rows = signals.filter(pl.col("metric").is_in([QUEUE_SENT, QUEUE_DROPPED]) & pl.col("value").is_not_null())
     both = (
         rows.join(queues.select("series", *place), on="series")

@@ -166,6 +166,9 @@ def _class_rate(metrics: tuple[str, ...], prefix: str, unit: str) -> Rule:
 ECN = "dci_queue_ecn_marked_packets_total"
 QUEUE_SENT = "dci_queue_transmit_packets_total"
 QUEUE_DROPPED = "dci_queue_dropped_packets_total"
+EGRESS = pl.col("direction").is_null()
+"""An egress queue's series (an ingress one carries ``direction="rx"``): what a class offered and how deep a
+vendor's queues run are read there; the far end's ingress queue, mostly empty, would dilute them."""
 SURGE = Rule(
     (QUEUE_SENT,),
     # A queue that is idle half the time has no normal rate to surge from.

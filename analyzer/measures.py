@@ -40,9 +40,6 @@ PRE_FEC = ("dci_optics_pre_fec_ber", "dci_optics_pre_fec_ber_max")
 POST_FEC = ("dci_optics_post_fec_ber", "dci_optics_post_fec_ber_max")
 OSNR = ("dci_optics_osnr_db", "dci_optics_osnr_db_min")
 SAMPLE_METRICS = (WATERMARK, OCCUPANCY)
-EGRESS = pl.col("direction").is_null()
-"""The depth measures read egress queues only: they compare how deep a vendor's queues run, and an
-ingress queue (``direction="rx"``, mostly empty) would dilute its percentiles."""
 CONGESTION = ("drops", "ecn", "pfc", "queue")
 
 

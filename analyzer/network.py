@@ -22,6 +22,7 @@ import polars as pl
 
 from analyzer import measures, optical_signal, physics, quantiles, schemas, spill, telemetry, topology
 from analyzer.events import detect_events
+from analyzer.kinds import EGRESS
 from analyzer.kinds import METRICS as EVENT_METRICS
 from analyzer.thresholds import Thresholds
 
@@ -160,7 +161,7 @@ def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     )
     transmit = labels.filter(pl.col("metric") == measures.TX_BYTES).select("series", "device", "interface")
     speed_of = transmit.join(speed.filter(pl.col("speed") > 0), on=["device", "interface"])
-    egress = labels.filter(measures.EGRESS).select("series")
+    egress = labels.filter(EGRESS).select("series")
     depth = (
         signals.filter(pl.col("metric").is_in(list(measures.SAMPLE_METRICS)))
         .join(egress, on="series", how="semi")

@@ -15,7 +15,8 @@ import polars as pl
 
 from analyzer import optical_signal, quantiles, schemas, telemetry
 from analyzer.errors import AnalyzerError
-from analyzer.measures import EGRESS, OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
+from analyzer.kinds import EGRESS
+from analyzer.measures import OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
 
 MAX_POINTS = 240
 RTT_MIN, RTT_AVG = "dci_link_rtt_seconds_min", "dci_link_rtt_seconds_avg"

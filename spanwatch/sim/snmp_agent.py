@@ -40,6 +40,7 @@ _KINDS = {
 MAX_RESPONSE = 60_000  # bytes: stay under a UDP datagram with room to spare
 _TOO_BIG = 1
 _RESPONSE_PDU = 0xA2  # RFC 3416's Response-PDU tag
+MAX_CACHED_OIDS = 100_000  # OID encodings kept (a table's OIDs, and the odd ones a manager asked for)
 
 
 class BadRequest(ValueError):
@@ -141,6 +142,8 @@ class Encodings:
         """The encoded ``SEQUENCE {name, value}``."""
         name = self.oids.get(oid)
         if name is None:
+            if len(self.oids) >= MAX_CACHED_OIDS:  # a manager asking for ever new OIDs: start over
+                self.oids.clear()
             name = self.oids[oid] = bytes(encoder.encode(univ.ObjectIdentifier(oid)))
         held = self.values.get(id(value))
         if held is None or held[0] is not value:  # the id of a value no longer held may be reused

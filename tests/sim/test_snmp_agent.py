@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pysnmp.proto import rfc1905
 from pysnmp.proto.rfc1902 import Counter64, OctetString
 
 from collector.config import Defaults, SnmpConfig
@@ -194,3 +195,12 @@ def test_malformed_and_foreign_requests_are_refused() -> None:
     v1 = ber.encode_request(b"c", 1, [(1, 3, 6, 1)])
     with pytest.raises(snmp_agent.BadRequest, match="not SNMPv2c"):
         snmp_agent.Request(v1.replace(b"\x02\x01\x01", b"\x02\x01\x00", 1))
+
+
+def test_the_oid_encodings_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A manager asking for ever new OIDs (each answered noSuchObject) cannot grow the agent's memory.
+    monkeypatch.setattr(snmp_agent, "MAX_CACHED_OIDS", 10)
+    encodings = snmp_agent.Encodings()
+    for i in range(25):
+        encodings.varbind((1, 3, 6, 1, 99, i), rfc1905.noSuchObject)
+    assert 0 < len(encodings.oids) <= 10
