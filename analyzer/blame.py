@@ -93,7 +93,8 @@ def intervals(steps: pl.DataFrame) -> pl.LazyFrame:
 
     Returns:
         ``rank``, ``step`` (the last of the interval), ``n``, ``lo``, ``hi`` (host clock, null when the log
-        has no wall clock), ``per_step`` (seconds per step), ``source_file``.
+        has no wall clock), ``duration`` (seconds per step), ``per_step`` (the measure judged: the duration,
+        or the step's communication where ``attribute`` is given it), ``source_file``.
     """
     n = (
         pl.when(pl.col("interval_average").fill_null(False))
@@ -113,8 +114,9 @@ def intervals(steps: pl.DataFrame) -> pl.LazyFrame:
         hi=pl.coalesce(pl.col("end_time"), pl.col("start_time") + span),
     )
     unique = rows.unique(_STEP, keep="first", maintain_order=True)
+    per_step = pl.col("span") / pl.col("n")
     return unique.select(
-        "rank", "step", "n", "lo", "hi", per_step=pl.col("span") / pl.col("n"), source_file="source_file"
+        "rank", "step", "n", "lo", "hi", duration=per_step, per_step=per_step, source_file="source_file"
     )
 
 
@@ -122,9 +124,9 @@ def expand(lines: pl.LazyFrame) -> pl.LazyFrame:
     """Every step of every interval, its window spaced evenly inside the interval (host clock).
 
     Returns:
-        ``rank``, ``line`` (the interval's last step), ``step``, ``lo``, ``hi``, ``per_step``.
+        ``rank``, ``line`` (the interval's last step), ``step``, ``lo``, ``hi``, ``duration``, ``per_step``.
     """
-    per = pl.duration(microseconds=(pl.col("per_step") * 1e6).round().cast(pl.Int64))
+    per = pl.duration(microseconds=(pl.col("duration") * 1e6).round().cast(pl.Int64))
     steps = lines.with_columns(i=pl.int_ranges(0, pl.col("n"))).explode("i")
     return steps.select(
         "rank",
@@ -132,6 +134,7 @@ def expand(lines: pl.LazyFrame) -> pl.LazyFrame:
         step=pl.col("step") - pl.col("n") + 1 + pl.col("i"),
         lo=pl.col("lo") + per * pl.col("i"),
         hi=pl.col("lo") + per * (pl.col("i") + 1),
+        duration="duration",
         per_step="per_step",
     )
 
@@ -1068,7 +1071,7 @@ def attribute(
         lines = lines.with_columns(evidence=pl.lit("step_time"))
     steps = expand(lines.lazy()).collect()
     totals = physics.running_totals(readings.lazy()).collect()
-    median_step = float(lines["per_step"].median() or 0.0)  # type: ignore[arg-type]
+    median_step = float(lines["duration"].median() or 0.0)  # type: ignore[arg-type]
     grid = _grid(totals)
     amounts = physics.window_amounts(totals.lazy(), grid.lazy()).collect()
     rates = job_rates(amounts)
@@ -1143,6 +1146,7 @@ def attribute(
             lo=pl.coalesce("placed_lo", "lo"),
             hi=pl.coalesce("placed_hi", "hi"),
             per_step=pl.coalesce(seconds, "per_step"),
+            duration=pl.coalesce(seconds, "duration"),
             weight=pl.coalesce("placed_weight", "weight"),
         )
         .drop(cs.starts_with("placed_"))
@@ -1240,7 +1244,7 @@ def _outputs(
             "rank",
             start_time="lo",
             end_time="hi",
-            duration_seconds="per_step",
+            duration_seconds="duration",
             baseline_seconds="baseline_seconds",
             inflation_seconds="inflation_seconds",
             inflated=pl.col("inflation_seconds") > SIGNIFICANT_SIGMAS * pl.col("sigma").fill_null(0.0),

@@ -43,6 +43,9 @@ STEPS: pl.Schema = pl.Schema(
         "interval_average": pl.Boolean(),
         "interval_steps": pl.Int64(),
         "loss": pl.Float64(),
+        # The step's time in collectives as the log itself timed it (a plain step log's ``comm_seconds``
+        # plus its ``wait_seconds`` at the collective's entry), null when the log does not say.
+        "logged_communication_seconds": pl.Float64(),
     }
 )
 

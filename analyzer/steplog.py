@@ -10,6 +10,16 @@ Two lines in any training loop::
 Each step becomes ``{"step": n, "start": "...Z", "end": "...Z", "rank": 0}`` with RFC 3339 UTC times from
 the wall clock (so steps line up with the network telemetry), flushed at once so a crash loses nothing
 already written. The clock is injectable for tests.
+
+A loop that also times its collectives gives the analyzer stronger evidence than the step's duration (a
+slow step whose communication did not grow was not slowed by the network)::
+
+            with log.step(n):
+                loss = forward_backward(batch)
+                with log.collective():
+                    all_reduce(gradients)
+
+The step's line then carries ``comm_seconds``, the time spent inside ``collective()`` blocks.
 """
 
 from __future__ import annotations
@@ -45,6 +55,8 @@ class StepLog:
         self.rank = rank
         self._clock = clock
         self._file: IO[str] | None = None
+        self._in_step = False
+        self._communication: float | None = None  # the open step's collectives' seconds so far
 
     def __enter__(self) -> StepLog:
         self._file = self.path.open("a", encoding="utf-8")
@@ -61,20 +73,30 @@ class StepLog:
             self._file.close()
             self._file = None
 
-    def record(self, step: int, start: datetime, end: datetime) -> None:
+    def record(
+        self, step: int, start: datetime, end: datetime, communication_seconds: float | None = None
+    ) -> None:
         """Write one step whose times were measured elsewhere.
 
         Args:
             step: the step number.
             start: when it began (aware datetime).
             end: when it ended.
+            communication_seconds: the step's time in collectives, when timed.
 
         Raises:
             RuntimeError: the log is not open (use it as a context manager).
         """
         if self._file is None:
             raise RuntimeError("StepLog is not open; use it as a context manager")
-        line = {"step": step, "start": _rfc3339(start), "end": _rfc3339(end), "rank": self.rank}
+        line: dict[str, object] = {
+            "step": step,
+            "start": _rfc3339(start),
+            "end": _rfc3339(end),
+            "rank": self.rank,
+        }
+        if communication_seconds is not None:
+            line["comm_seconds"] = round(communication_seconds, 6)
         self._file.write(json.dumps(line) + "\n")
         self._file.flush()
 
@@ -92,7 +114,25 @@ class StepLog:
             RuntimeError: the log is not open.
         """
         start = self._clock()
+        self._in_step, self._communication = True, None
         try:
             yield
         finally:
-            self.record(step, start, self._clock())
+            communication, self._in_step, self._communication = self._communication, False, None
+            self.record(step, start, self._clock(), communication)
+
+    @contextmanager
+    def collective(self) -> Iterator[None]:
+        """Time the body of the ``with`` as the step's communication (added up over the step's blocks).
+
+        Raises:
+            RuntimeError: used outside ``step()``.
+        """
+        if not self._in_step:
+            raise RuntimeError("collective() times part of a step: use it inside step()")
+        start = self._clock()
+        try:
+            yield
+        finally:
+            elapsed = (self._clock() - start).total_seconds()
+            self._communication = (self._communication or 0.0) + elapsed

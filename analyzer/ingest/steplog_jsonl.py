@@ -5,11 +5,17 @@
 Times are RFC 3339 strings or epoch seconds (int or float); ``rank`` is optional (null when absent); a
 ``loss`` number is kept when present. A row is one measured step, or, with ``interval_steps`` N > 1, the
 N steps ending at ``step`` between ``start`` and ``end`` (``interval_average``: their mean per step).
+
+A step that timed its collectives says so in ``comm_seconds`` (or ``communication_seconds``), with the
+time it waited at their entry for the other ranks in ``wait_seconds``: their sum is the step's logged
+communication time, the analyzer's evidence before the step's duration (``../shared/design/
+measurement.md``, section 1).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +56,17 @@ def _time(value: Any, key: str) -> datetime:
     raise ValueError(f"{key!r} is neither an RFC 3339 string nor epoch seconds")
 
 
+def _seconds(record: dict[str, Any], *keys: str) -> float | None:
+    """The first of ``keys`` present as a finite number of seconds >= 0, None when none is present."""
+    for key in keys:
+        if key in record:
+            value = record[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise ValueError(f"{key!r} is not a number of seconds >= 0")
+            return float(value)
+    return None
+
+
 def _row(record: Any) -> dict[str, Any]:
     """Validate one record into a steps row; raises ValueError with the reason."""
     if not isinstance(record, dict):
@@ -68,6 +85,8 @@ def _row(record: Any) -> dict[str, Any]:
     n = record.get("interval_steps", 1)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError("'interval_steps' is not a positive integer")
+    communication = _seconds(record, "comm_seconds", "communication_seconds")
+    wait = _seconds(record, "wait_seconds")
     return {
         "rank": rank,
         "step": step,
@@ -77,6 +96,7 @@ def _row(record: Any) -> dict[str, Any]:
         "interval_average": n > 1,
         "interval_steps": n,
         "loss": float(loss) if isinstance(loss, int | float) and not isinstance(loss, bool) else None,
+        "logged_communication_seconds": None if communication is None else communication + (wait or 0.0),
     }
 
 

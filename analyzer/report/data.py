@@ -160,7 +160,9 @@ def build_report(
         warnings=[InputNote(w["input"], w["problem"]) for w in analysis.summary.get("warnings", [])],
         summary=sections.summary(vendors, analysis.links, covered),
         coverage=covered,
-        methodology=sections.methodology(analysis.steps, analysis.links),
+        methodology=sections.methodology(
+            analysis.steps, analysis.links, analysis.summary.get("blame", {}).get("evidence")
+        ),
         bus_bandwidth=sections.bus_bandwidth(analysis.bus_bandwidth, config, readings.link_speed_bytes, plan),
     )
 

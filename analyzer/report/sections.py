@@ -106,9 +106,10 @@ MEASURED = [
     "detected per interface against the analysis's thresholds.",
 ]
 BLAME = [
-    "A step's excess is its time above its rank's clean baseline (the median of steps with no physical "
-    "cause on any link, per position in the job's communication cycle); a line averaging N iterations is "
-    "one interval of N steps, its iterations placed in it by where the physics fell.",
+    "A step's excess is its measure (its communication time where measured, else its duration) above its "
+    "rank's clean baseline (the median of steps with no physical cause on any link, per position in the "
+    "job's communication cycle); a line averaging N iterations is one interval of N steps, its iterations "
+    "placed in it by where the physics fell.",
     "Each link's cost per step comes from the physics of the job's queue (other traffic in its class, PFC "
     "pauses, lost bytes, waves down, the far end holding the job's bytes), scaled per link by the excess it "
     "explained where it was the only cause; links late in the same step share it as a shared runway is "
@@ -122,7 +123,20 @@ BLAME = [
 ]
 
 
-def methodology(steps: pl.DataFrame, links: pl.DataFrame) -> Methodology:
+def evidence_text(evidence: dict[str, int]) -> str:
+    """Which measure each logged line was judged by (``analyzer.blame``'s summary counts)."""
+    timed = evidence.get("communication", 0)
+    alone = evidence.get("step_time", 0)
+    return (
+        f"Evidence: {timed:,} logged line(s) judged by their measured communication time (a profiler "
+        f"trace's exposed communication, NCCL timings, or the step log's own comm_seconds), {alone:,} by "
+        "their duration alone."
+    )
+
+
+def methodology(
+    steps: pl.DataFrame, links: pl.DataFrame, evidence: dict[str, int] | None = None
+) -> Methodology:
     """What was measured, how blame was assigned, and the time that stayed unexplained.
 
     Seconds are summed over steps, mean over ranks (as the per-link totals are).
@@ -130,6 +144,7 @@ def methodology(steps: pl.DataFrame, links: pl.DataFrame) -> Methodology:
     Args:
         steps: ``steps.parquet`` (``inflation_seconds``, ``unexplained_seconds``, ``steady_seconds``).
         links: ``links.parquet``.
+        evidence: the blame's count of lines per measure (``summary.json``'s ``blame.evidence``).
 
     Returns:
         The methodology section.
@@ -154,7 +169,7 @@ def methodology(steps: pl.DataFrame, links: pl.DataFrame) -> Methodology:
     ]
     return Methodology(
         MEASURED,
-        BLAME,
+        ([evidence_text(evidence)] if evidence else []) + BLAME,
         rules_text,
         total("duration_seconds") or 0.0,
         total("inflation_seconds") or 0.0,

@@ -49,3 +49,27 @@ def test_writing_outside_the_context_is_an_error(tmp_path: Path) -> None:
     log = StepLog(tmp_path / "steps.jsonl")
     with pytest.raises(RuntimeError, match="not open"):
         log.record(1, datetime.now(UTC), datetime.now(UTC))
+
+
+def test_collectives_timed_inside_a_step_are_its_logged_communication(tmp_path: Path) -> None:
+    path = tmp_path / "steps.jsonl"
+    with StepLog(path, clock=FakeClock()) as log:
+        with log.step(1):  # start at 250 ms
+            with log.collective():  # 500 -> 750 ms
+                pass
+            with log.collective():  # 1000 -> 1250 ms
+                pass
+        with log.step(2):
+            pass
+    steps = parse_file(path).table("steps")
+    assert steps["logged_communication_seconds"].to_list() == [pytest.approx(0.5), None]
+    assert steps["duration_seconds"].to_list() == pytest.approx([1.25, 0.25])
+
+
+def test_a_collective_outside_a_step_is_an_error(tmp_path: Path) -> None:
+    with (
+        StepLog(tmp_path / "steps.jsonl") as log,
+        pytest.raises(RuntimeError, match="inside step"),
+        log.collective(),
+    ):
+        pass

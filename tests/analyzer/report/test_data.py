@@ -104,3 +104,12 @@ def test_demo_report(demo_dir: Path) -> None:
     assert document["summary"]["vendors"] and document["coverage"]["links"]
     assert document["plan"] is not None and document["optics"]["series"]
     assert document["glance"]["steps"] > 10 and document["timeline"]["step"]
+
+
+def test_the_methodology_says_which_evidence_judged_the_steps(small_analysis: tuple[Path, Path, Path]) -> None:
+    folder, config, claims = small_analysis
+    analysis = data.load_analysis(folder)
+    analysis.summary["blame"] = {"evidence": {"communication": 1200, "step_time": 34}}
+    report = data.build_report(analysis, load_config(config), load_claims(claims))
+    assert report.methodology.blame[0].startswith("Evidence: 1,200 logged line(s) judged by their measured")
+    assert "34 by their duration alone" in report.methodology.blame[0]
