@@ -230,7 +230,7 @@ class Analysis:
         if inspector.height:  # placing nothing would still sort every step
             inspector = gpu_time.inspector_records(inspector.lazy(), placed).collect()
             per_step = gpu_time.inspector_step_communication(inspector.lazy()).collect()
-        evidence = _communication(kineto, per_step, parsed.table("steps"))
+        evidence = _communication(kineto, per_step)
         job = blame.JobFigures(i.job_bytes_per_step, i.job_traffic_class)
         given = None if i.skew_seconds is None and i.prometheus is None else skew
         blamed = blame.attribute(
@@ -299,11 +299,9 @@ def _telemetry_warnings(
     return out
 
 
-def _communication(
-    kineto: pl.DataFrame, inspector: pl.DataFrame | None, steps: pl.DataFrame
-) -> pl.DataFrame | None:
+def _communication(kineto: pl.DataFrame, inspector: pl.DataFrame | None) -> pl.DataFrame | None:
     """Per (step, rank) the strongest communication evidence: Kineto's exposed communication, else the
-    NCCL Inspector's summed collective time, else the step log's own (``logged_communication_seconds``)."""
+    NCCL Inspector's summed collective time (a step log's own comes after both: ``blame.attribute``)."""
     parts = []
     if kineto.height:
         parts.append(
@@ -311,13 +309,6 @@ def _communication(
         )
     if inspector is not None and inspector.height:
         parts.append(inspector.select("step", "rank", communication="inspector_communication_seconds"))
-    logged = steps.filter(
-        pl.col("logged_communication_seconds").is_not_null() & ~pl.col("interval_average").fill_null(False)
-    )
-    if logged.height:
-        parts.append(
-            logged.select("step", pl.col("rank").fill_null(0), communication="logged_communication_seconds")
-        )
     if not parts:
         return None
     return pl.concat(parts).unique(["step", "rank"], keep="first", maintain_order=True)

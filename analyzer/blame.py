@@ -1018,6 +1018,19 @@ class Blame:
     summary: dict[str, object]
 
 
+def _with_logged(evidence: pl.DataFrame | None, parsed_steps: pl.DataFrame) -> pl.DataFrame | None:
+    """The given evidence, then each single step's communication time as its own log timed it."""
+    if "logged_communication_seconds" not in parsed_steps.columns:  # a frame not read through a parser
+        return evidence
+    logged = parsed_steps.filter(
+        pl.col("logged_communication_seconds").is_not_null() & ~pl.col("interval_average").fill_null(False)
+    ).select("step", pl.col("rank").fill_null(0), communication="logged_communication_seconds")
+    parts = [part for part in (evidence, logged) if part is not None and part.height]
+    if not parts:
+        return None
+    return pl.concat(parts, how="vertical_relaxed").unique(_STEP, keep="first", maintain_order=True)
+
+
 def _grid(totals: pl.DataFrame, points: int = 20_000) -> pl.DataFrame:
     """Windows centred on a regular grid over the telemetry (for the skew search and the job's rates)."""
     if totals.is_empty():
@@ -1062,12 +1075,14 @@ def attribute(
         job: the job's figures.
         skew_seconds: a known host-minus-switch skew, or None to estimate it.
         evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
-            profiler or NCCL timings): the step's measure instead of its duration.
+            profiler or NCCL timings): the step's measure instead of its duration; a step without it takes
+            its log's own communication time where the log has one (``logged_communication_seconds``).
 
     Returns:
         The blame.
     """
     lines = intervals(parsed_steps).collect()
+    evidence = _with_logged(evidence, parsed_steps)
     if evidence is not None and evidence.height:
         lines = (
             lines.join(evidence, on=_STEP, how="left")
