@@ -10,8 +10,8 @@ the job's queue (``../shared/design/measurement.md``).
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
-   in the class takes capacity, a standing queue at the sender or the far end's ingress queue holds the
-   job's bytes (queueing), a wave down or a port's lower speed shrinks it (lost capacity),
+   in the class takes capacity, or the far end holds the class in its ingress queue (queueing), a wave
+   down or a port's lower speed shrinks it (lost capacity),
    PFC pauses stop it for a share of the time, lost bytes (drops, FCS errors) are sent again after a round
    trip. A step over one and a half typical ones is read over every typical-length window in it, the
    worst deciding (``collective_windows``): a checkpoint costs no more than its neighbours, a collective
