@@ -106,7 +106,9 @@ def test_demo_report(demo_dir: Path) -> None:
     assert document["glance"]["steps"] > 10 and document["timeline"]["step"]
 
 
-def test_the_methodology_says_which_evidence_judged_the_steps(small_analysis: tuple[Path, Path, Path]) -> None:
+def test_the_methodology_says_which_evidence_judged_the_steps(
+    small_analysis: tuple[Path, Path, Path],
+) -> None:
     folder, config, claims = small_analysis
     analysis = data.load_analysis(folder)
     analysis.summary["blame"] = {"evidence": {"communication": 1200, "step_time": 34}}
