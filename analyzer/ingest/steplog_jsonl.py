@@ -24,6 +24,7 @@ from typing import Any
 from analyzer.ingest._common import Malformed, ParseResult, RowBuffer, numbered_lines, parse_wallclock
 
 NAME = "steplog"
+CLOCK_TOLERANCE_SECONDS = 1e-3
 
 
 def _looks_like_step(line: str) -> bool:
@@ -86,7 +87,10 @@ def _row(record: Any) -> dict[str, Any]:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError("'interval_steps' is not a positive integer")
     communication = _seconds(record, "comm_seconds", "communication_seconds")
-    wait = _seconds(record, "wait_seconds")
+    logged = None if communication is None else communication + (_seconds(record, "wait_seconds") or 0.0)
+    # One step's collectives fit inside it (the tolerance covers a loop timing them on another clock).
+    if logged is not None and n == 1 and logged > (end - start).total_seconds() + CLOCK_TOLERANCE_SECONDS:
+        raise ValueError("'comm_seconds' + 'wait_seconds' exceed the step's own duration")
     return {
         "rank": rank,
         "step": step,
@@ -96,7 +100,7 @@ def _row(record: Any) -> dict[str, Any]:
         "interval_average": n > 1,
         "interval_steps": n,
         "loss": float(loss) if isinstance(loss, int | float) and not isinstance(loss, bool) else None,
-        "logged_communication_seconds": None if communication is None else communication + (wait or 0.0),
+        "logged_communication_seconds": logged,
     }
 
 

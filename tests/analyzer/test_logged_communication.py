@@ -63,28 +63,27 @@ def _blamed_per_hit_step(analysis: AnalysisResult, rows: list[dict[str, object]]
     return float(per_step["attributed_seconds"].median())  # type: ignore[arg-type]
 
 
-def test_the_logged_communication_is_the_evidence(
-    fabric: tuple[Path, list[dict[str, object]]], tmp_path: Path
+@pytest.mark.parametrize(
+    ("with_communication", "evidence", "blamed"),
+    [(True, "communication", COMMUNICATION_GROWTH), (False, "step_time", STEP_GROWTH)],
+)
+def test_the_logged_communication_is_the_evidence_and_step_time_only_bounds_it(
+    fabric: tuple[Path, list[dict[str, object]]],
+    tmp_path: Path,
+    with_communication: bool,
+    evidence: str,
+    blamed: float,
 ) -> None:
     root, rows = fabric
-    analysis = _analyse(root, _log(tmp_path / "steps.jsonl", rows, with_communication=True))
-    assert analysis.summary["blame"]["evidence"] == {"communication": len(rows)}
-    assert _blamed_per_hit_step(analysis, rows) == pytest.approx(COMMUNICATION_GROWTH, rel=0.1)
-    # The steps table keeps each step's own duration; the excess is the communication's.
+    analysis = _analyse(root, _log(tmp_path / "steps.jsonl", rows, with_communication))
+    assert analysis.summary["blame"]["evidence"] == {evidence: len(rows)}
+    assert _blamed_per_hit_step(analysis, rows) == pytest.approx(blamed, rel=0.1)
+    # Either way the steps table keeps each step's own duration; the excess is the judged measure's.
     durations = pl.DataFrame([{"step": r["step"], "rank": r["rank"], "end": r["end"]} for r in rows])
     steps = analysis.steps.join(durations, on=["step", "rank"])
     logged = steps.select((pl.col("end").str.to_datetime(time_zone="UTC") - pl.col("end_time")).abs().max())
     assert logged.item().total_seconds() < 1e-5
     assert steps["duration_seconds"].median() == pytest.approx(1.0, abs=0.01)
-
-
-def test_without_it_the_step_time_bounds_the_blame(
-    fabric: tuple[Path, list[dict[str, object]]], tmp_path: Path
-) -> None:
-    root, rows = fabric
-    analysis = _analyse(root, _log(tmp_path / "steps.jsonl", rows, with_communication=False))
-    assert analysis.summary["blame"]["evidence"] == {"step_time": len(rows)}
-    assert _blamed_per_hit_step(analysis, rows) == pytest.approx(STEP_GROWTH, rel=0.1)
 
 
 def test_the_plain_log_reads_comm_and_wait_seconds(tmp_path: Path) -> None:
@@ -95,6 +94,8 @@ def test_the_plain_log_reads_comm_and_wait_seconds(tmp_path: Path) -> None:
         '{"step": 3, "start": 11.0, "end": 11.5}\n'
         '{"step": 4, "start": 11.5, "end": 12.0, "comm_seconds": -1}\n'
         '{"step": 5, "start": 12.0, "end": 12.5, "comm_seconds": 0.2, "wait_seconds": "soon"}\n'
+        '{"step": 6, "start": 12.5, "end": 13.0, "comm_seconds": 0.4, "wait_seconds": 0.2}\n'
+        '{"step": 7, "start": 13.0, "end": 13.5, "comm_seconds": NaN}\n'
     )
     result = parse_file(path)
     logged = result.table("steps")["logged_communication_seconds"].to_list()
@@ -103,4 +104,6 @@ def test_the_plain_log_reads_comm_and_wait_seconds(tmp_path: Path) -> None:
     assert [(p.line, p.reason) for p in result.problems] == [
         (4, "'comm_seconds' is not a number of seconds >= 0"),
         (5, "'wait_seconds' is not a number of seconds >= 0"),
+        (6, "'comm_seconds' + 'wait_seconds' exceed the step's own duration"),
+        (7, "'comm_seconds' is not a number of seconds >= 0"),
     ]
