@@ -98,7 +98,10 @@ class LabConfig(Strict):
     name: str = "lab"
     seed: int = 1
     duration: Duration = 120.0
-    control: Duration = Field(default=30.0, description="seconds of the clean control run")
+    control: Duration = Field(
+        default=30.0,
+        description="seconds of the clean control run (the noise level; the reference where none is near)",
+    )
     interval: Duration = Field(default=1.0, description="telemetry interval")
     links: tuple[LinkSpec, ...] = Field(min_length=2, max_length=4)
     job: JobSpec = JobSpec()

@@ -1,7 +1,10 @@
 """The lab's ``truth.json`` (spec: scenarios.md, "Truth"): measured, not modelled.
 
-A step's network cost is its extra synchronisation time against the control run: (barrier wait +
-all-reduce) minus that rank's median in the clean control, never below 0. It is assigned to the link of
+A step's network cost is its extra synchronisation time (barrier wait + all-reduce) over the rank's clean
+reference, never below 0. The reference is the median of the rank's clean steps of the same run (those no
+episode window touches) within ``LOCAL_S`` of it, the control run's median where there are none: on a shared
+2-core host the ranks' speed drifts by tens of milliseconds a step over minutes (the control runs first),
+and that drift is not the network's. It is assigned to the link of
 the network episode the step overlaps (its window widened by ``TAIL_S`` for the queue to drain and TCP to
 recover) when that episode measurably slowed the job (``affects_job``: its steps' mean extra time exceeds
 both 1 ms and the control's own spread); otherwise the step's cost is 0 on every link. A step overlapping
@@ -25,6 +28,7 @@ from spanwatch.lab.topology import Plan, device
 
 VERSION = 1
 TAIL_S = 0.5
+LOCAL_S = 30.0  # a step's clean reference: its rank's clean steps within this many seconds of it
 AFFECTS_S = 1e-3
 CAUSE = {"congestion": "queueing", "rate_cut": "lost_capacity", "link_down": "reroute"}
 
@@ -57,6 +61,25 @@ def clean_figures(control: Sequence[dict[str, Any]]) -> dict[int, dict[str, floa
 
 def _overlaps(row: dict[str, Any], lo: float, hi: float) -> bool:
     return float(row["start"]) < hi and float(row["end"]) > lo
+
+
+def references(
+    steps: Sequence[dict[str, Any]],
+    windows: Sequence[tuple[float, float]],
+    control: dict[int, dict[str, float]],
+) -> dict[tuple[int, int], float]:
+    """Per (rank, step): the median synchronisation time of the rank's clean steps (no window overlaps
+    them) within ``LOCAL_S`` of the step's start, else the control's median."""
+    clean: dict[int, list[tuple[float, float]]] = {}
+    for r in steps:
+        if not any(_overlaps(r, lo, hi) for lo, hi in windows):
+            clean.setdefault(int(r["rank"]), []).append((float(r["start"]), sync_seconds(r)))
+    out = {}
+    for r in steps:
+        rank, t = int(r["rank"]), float(r["start"])
+        near = [sync for start, sync in clean.get(rank, []) if abs(start - t) <= LOCAL_S]
+        out[(rank, int(r["step"]))] = statistics.median(near) if near else control[rank]["sync_seconds"]
+    return out
 
 
 def build(
@@ -99,8 +122,10 @@ def build(
         if a.started is not None
     ]
 
+    reference = references(steps, [(lo, hi) for _, lo, hi in windows], clean)
+
     def extra(row: dict[str, Any]) -> float:
-        return sync_seconds(row) - clean[int(row["rank"])]["sync_seconds"]
+        return sync_seconds(row) - reference[(int(row["rank"]), int(row["step"]))]
 
     measured: dict[int, float] = {}
     threshold: dict[int, float] = {}
@@ -123,6 +148,7 @@ def build(
             "control_steps": len(control),
             "clean": {str(k): v for k, v in clean.items()},
             "tail_seconds": TAIL_S,
+            "reference": f"the rank's clean steps within {LOCAL_S:g} s (the control's median where none)",
             "control_noise": {"mean_over_median_seconds": bias, "stdev_seconds": sd},
         },
         "job": _job(config, plan, job_links, log_file),
