@@ -11,7 +11,8 @@ the job's queue (``../shared/design/measurement.md``).
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
    in the class takes capacity, or the far end holds the class in its ingress queue (queueing), a wave
-   down or a port's lower speed shrinks it (lost capacity),
+   down or a port's lower speed shrinks it (lost capacity), the job's bytes a downed link moved onto the
+   others load them (the downed link's reroute, ``rerouted``),
    PFC pauses stop it for a share of the time, lost bytes (drops, FCS errors) are sent again after a round
    trip. A step over one and a half typical ones is read over every typical-length window in it, the
    worst deciding (``collective_windows``): a checkpoint costs no more than its neighbours, a collective
@@ -562,11 +563,49 @@ def step_physics(
         per_second=((total - per_step) / pl.col("seconds_step")).fill_nan(0.0),
         cause=pl.when(total > 0).then(cause.replace_strict(dict(enumerate(names)), return_dtype=pl.String)),
     )
+    per_end = rerouted(per_end, with_capacity)
     # The two directions of a link run in parallel: the slower one decides.
     return (
         per_end.sort("physics", descending=True)
         .group_by("window", "link")
         .agg(pl.all().exclude("window", "link").first())
+    )
+
+
+def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame) -> pl.DataFrame:
+    """A link down sends the job's bytes it carried over the others: what another link's end gains in the
+    job's class while one is down, up to what the downed link no longer carries, is the job's own traffic
+    moved, not other traffic, and the queueing it causes is the downed link's (``reroute``).
+
+    Args:
+        per_end: ``window``, ``link``, ``device``, ``physics``, ``cause`` (and the rest of a cell).
+        amounts: ``window_amounts`` rows with ``base_rate`` and ``capacity``.
+    """
+    rate = pl.col("sent") / pl.col("seconds")
+    down = (
+        amounts.filter(pl.col("down") > 0)
+        .with_columns(missing=(pl.col("base_rate") - rate).clip(lower_bound=0.0))
+        .sort("missing", descending=True)
+        .group_by("window")
+        .agg(pl.col("missing").sum(), to=pl.col("link").first())
+    )
+    if down.is_empty():
+        return per_end
+    gained = amounts.select("window", "link", "device", gained=rate - pl.col("base_rate"))
+    moved = (
+        (pl.col("cause") == "queueing")
+        & (pl.col("link") != pl.col("to"))
+        & (pl.col("gained") > 0)
+        & (pl.col("gained") <= pl.col("missing") * (1 + NOISE_SHARE))
+    ).fill_null(False)
+    return (
+        per_end.join(gained, on=["window", "link", "device"], how="left")
+        .join(down, on="window", how="left")
+        .with_columns(
+            link=pl.when(moved).then("to").otherwise("link"),
+            cause=pl.when(moved).then(pl.lit("reroute")).otherwise("cause"),
+        )
+        .select(per_end.columns)
     )
 
 

@@ -297,6 +297,48 @@ def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     assert cells["cause"].item() == "queueing"
 
 
+def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffic() -> None:
+    # Two parallel links each carry 8 MB/s of the job (one direction each, 12.5 MB/s of capacity). Window 1:
+    # l2 is down and its 8 MB/s go over l1's other direction, queueing there: l2's cost (a reroute).
+    # Window 2: the same on l1 with no link down is other traffic, l1's. Window 3: l2 down, but l1 gains
+    # more than l2 lost: other traffic too.
+    zeros = dict.fromkeys(("dropped", "dropped_frames", "paused", "pausing", "fcs", "slow", "ingress"), 0.0)
+    rows = []
+    for window, l1_back, l2_down in ((0, 0.1e6, 0.0), (1, 8.0e6, 1.0), (2, 8.0e6, 0.0), (3, 11.0e6, 1.0)):
+        l2_sent = 0.0 if l2_down else 8e6
+        for link, device, sent, base, down in (
+            ("l1", "a", 8e6, 8e6, 0.0),
+            ("l1", "b", l1_back, 0.1e6, 0.0),
+            ("l2", "a", 0.1e6 * (1 - l2_down), 0.1e6, l2_down),
+            ("l2", "b", l2_sent, 8e6, l2_down),
+        ):
+            rows.append({"window": window, "link": link, "device": device, "covered": 1.0, "seconds": 1.0,
+                         "sent": sent, "base_rate": base, "rate_noise": 0.0, "down": down, **zeros})  # fmt: skip
+    amounts = pl.DataFrame(rows)
+    ends = pl.DataFrame(
+        {"link": ["l1", "l1", "l2", "l2"], "device": ["a", "b", "a", "b"], "interfaces": [1] * 4,
+         "capacity": [12.5e6] * 4},
+        schema_overrides={"interfaces": pl.UInt32},
+    )  # fmt: skip
+    links = pl.DataFrame({"link": ["l1", "l2"], "bytes": [1.7e6, 1.7e6], "round_trip_seconds": [1e-4] * 2})
+    windows = pl.DataFrame({"window": range(4), "seconds_step": 0.22})
+    cells = blame.step_physics(windows, amounts, ends, links).sort("window", "link")
+    causes = {(w, link): cause for w, link, cause in cells.select("window", "link", "cause").iter_rows()}
+    assert causes == {
+        (1, "l2"): "lost_capacity",  # the downed link's own reading, and the queueing it moved onto l1
+        (2, "l1"): "queueing",
+        (3, "l1"): "queueing",
+        (3, "l2"): "lost_capacity",
+    }
+    moved = blame.rerouted(
+        pl.DataFrame(
+            {"window": [1], "link": ["l1"], "device": ["b"], "physics": [0.1], "cause": ["queueing"]}
+        ),
+        amounts.join(ends, on=["link", "device"]),
+    )
+    assert moved.select("link", "cause").row(0) == ("l2", "reroute")
+
+
 def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
     # Watermarks of queue 3 on one interface: the ingress one holds 4 MB for two readings, the egress one
     # and another class's ingress queue hold more but are not the far end holding the job's bytes.
