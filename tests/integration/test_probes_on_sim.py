@@ -4,7 +4,7 @@ at each end of the simulated fabric's link, which answer with the link's fibre d
 The real collector (``spanwatch collect`` as a subprocess) runs on the config the fabric describes (its
 link has a ``probe`` section naming both ends); the test reads ``/metrics`` until both targets have a full
 window, then checks ``dci_link_rtt_seconds`` (latest, min and avg) against the configured round trip,
-2 x distance x 4.9 us/km, within 5 %.
+2 x distance x 4.9 us/km, within 5 % (plus the emulation's event-loop wake-ups, which are absolute).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 40.0
 WINDOWS = 2  # full windows to wait for after the first, so the figures are steady
 LOOP_SLACK_S = 0.5e-3  # event-loop latency a loaded 2-core machine adds to an emulated round trip
+# ... and to its fastest one: the emulated one-way waits are event-loop sleeps, which wake late by tens of
+# microseconds even at best on a loaded machine (seen +55 us at 100 km, 5 % of which is 49 us).
+WAKE_SLACK_S = 0.1e-3
 SERIES = re.compile(r"^(dci_link_rtt_seconds(?:_min|_avg|_max)?)\{([^}]*)\} (\S+)$", re.M)
 LINK = builtin(episodes=False).links[0].name
 
@@ -112,12 +115,12 @@ def test_measured_round_trip_is_within_5_percent_of_the_configured_one(
                                                       "dci_link_rtt_seconds_avg", "dci_link_rtt_seconds_max")}  # fmt: skip
         print(f"  {target}: " + ", ".join(f"{n.removeprefix('dci_link_rtt_seconds') or 'latest'} "
                                           f"{v * 1e3:.3f} ms" for n, v in figures.items() if v is not None))  # fmt: skip
-        # The fastest probe of the windows is the propagation measurement: within 5 % (one window's
-        # fastest can still carry event-loop latency on every probe of a loaded machine). The average also
+        # The fastest probe of the windows is the propagation measurement: within 5 %, plus the late
+        # wake-ups of the emulation's own sleeps (``WAKE_SLACK_S``), never faster. The average also
         # carries what a loaded 2-core machine adds to each emulated one-way wait: event-loop latency,
         # absolute, not a share of the distance (seen +0.34 ms at 500 km and +0.29 ms at 100 km while
         # the whole suite runs), so it is bounded by 5 % plus LOOP_SLACK_S, not matched.
         low, avg = lowest.get(target), figures["dci_link_rtt_seconds_avg"]
         assert low is not None and avg is not None, f"no window figures for {target}: {seen}"
-        assert low == pytest.approx(configured, rel=0.05), ("min", target, low, configured)
+        assert configured * 0.95 <= low <= configured * 1.05 + WAKE_SLACK_S, ("min", target, low, configured)
         assert configured * 0.95 <= avg <= configured * 1.05 + LOOP_SLACK_S, ("avg", target, avg, configured)
