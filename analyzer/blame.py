@@ -463,7 +463,7 @@ def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.
 
 
 def step_physics(
-    windows: pl.DataFrame, amounts: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame
+    windows: pl.DataFrame, amounts: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame, ahead: int = 0
 ) -> pl.DataFrame:
     """The physical estimate of what each link added to each step window, by cause.
 
@@ -472,6 +472,7 @@ def step_physics(
         amounts: ``physics.window_amounts`` over the widened windows, with ``job_rates`` joined.
         ends: ``physics.MEMBERS`` rows.
         links: ``steady`` output (``bytes``, null when unknown; ``round_trip_seconds``).
+        ahead: windows in one poll interval (``rerouted``).
 
     Returns:
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
@@ -563,7 +564,7 @@ def step_physics(
         per_second=((total - per_step) / pl.col("seconds_step")).fill_nan(0.0),
         cause=pl.when(total > 0).then(cause.replace_strict(dict(enumerate(names)), return_dtype=pl.String)),
     )
-    per_end = rerouted(per_end, with_capacity)
+    per_end = rerouted(per_end, with_capacity, ahead)
     # The two directions of a link run in parallel: the slower one decides.
     return (
         per_end.sort("physics", descending=True)
@@ -572,18 +573,22 @@ def step_physics(
     )
 
 
-def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame) -> pl.DataFrame:
+def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame, ahead: int = 0) -> pl.DataFrame:
     """A link down sends the job's bytes it carried over the others: what another link's end gains in the
     job's class while one is down, up to what the downed link no longer carries, is the job's own traffic
     moved, not other traffic, and the queueing it causes is the downed link's (``reroute``).
 
     Args:
         per_end: ``window``, ``link``, ``device``, ``physics``, ``cause`` (and the rest of a cell).
-        amounts: ``window_amounts`` rows with ``base_rate`` and ``capacity``.
+        amounts: ``window_amounts`` rows with ``base_rate`` and ``capacity``, every window of every end.
+        ahead: windows in one poll interval: a status reading says a port is down once it is, up to a poll
+            after its traffic moved, so a link counts as down that much before it reads down.
     """
     rate = pl.col("sent") / pl.col("seconds")
+    soon = pl.col("down").reverse().rolling_max(ahead + 1, min_samples=1).reverse().over("link", "device")
     down = (
-        amounts.filter(pl.col("down") > 0)
+        amounts.sort("window")
+        .filter(soon > 0)
         .with_columns(missing=(pl.col("base_rate") - rate).clip(lower_bound=0.0))
         .sort("missing", descending=True)
         .group_by("window")
@@ -591,12 +596,16 @@ def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame) -> pl.DataFrame:
     )
     if down.is_empty():
         return per_end
-    gained = amounts.select("window", "link", "device", gained=rate - pl.col("base_rate"))
+    # The job's rate strays from its median (the downed link's median holds the run's slow episodes too):
+    # up to NOISE_SHARE of the gaining end's capacity more than went missing is still the job's.
+    gained = amounts.select(
+        "window", "link", "device", gained=rate - pl.col("base_rate"), slack=NOISE_SHARE * pl.col("capacity")
+    )
     moved = (
         (pl.col("cause") == "queueing")
         & (pl.col("link") != pl.col("to"))
         & (pl.col("gained") > 0)
-        & (pl.col("gained") <= pl.col("missing") * (1 + NOISE_SHARE))
+        & (pl.col("gained") <= pl.col("missing") + pl.col("slack"))
     ).fill_null(False)
     return (
         per_end.join(gained, on=["window", "link", "device"], how="left")
@@ -892,9 +901,15 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
 
 
 def poll_seconds(readings: pl.DataFrame) -> float:
-    """The usual time between two readings of one quantity of one link end (1 s when unknown)."""
-    gaps = readings.group_by("link", "device", "quantity").agg(
-        gap=pl.col("time").sort().diff().dt.total_microseconds().median() / 1e6
+    """The usual time between two readings of one quantity of one link end (1 s when unknown): the median
+    over every two consecutive readings, so that a quantity read twice in a run (a status that never
+    changed, as its running total keeps only its ends) weighs as little as it tells."""
+    gaps = (
+        readings.sort("time")
+        .group_by("link", "device", "quantity")
+        .agg(gap=pl.col("time").diff().dt.total_microseconds() / 1e6)
+        .explode("gap")
+        .filter(pl.col("gap") > 0)
     )
     gap = gaps["gap"].median()
     return float(gap) if isinstance(gap, (int, float)) and gap > 0 else 1.0
@@ -1134,7 +1149,8 @@ def attribute(
     amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
         pl.col("base_rate", "rate_noise").fill_null(0.0)
     )
-    cells = step_physics(grid, amounts, ends, links)
+    cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
+    cells = step_physics(grid, amounts, ends, links, round(poll_seconds(readings) / cell_seconds))
     strongest = floor(cells).group_by("window").agg(pl.col("physics").max())
     signal = grid.join(strongest, on="window", how="left").with_columns(pl.col("physics").fill_null(0.0))
     correlation = None

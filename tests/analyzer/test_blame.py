@@ -145,6 +145,19 @@ def test_steady_figures_from_probes_capacity_and_bytes() -> None:
     assert row["serialization_seconds"] == pytest.approx(0.035)
 
 
+def test_the_poll_interval_is_the_usual_gap_between_readings_not_between_series() -> None:
+    # One counter read every second for a minute, and five statuses that never changed (their running
+    # totals keep only their two ends): the poll is 1 s, not the statuses' 58 s.
+    every = [T0 + timedelta(seconds=i) for i in range(60)]
+    ends = [T0, T0 + timedelta(seconds=58)]
+    rows = [("l1", "a", "sent", t) for t in every]
+    rows += [
+        ("l1", "a", quantity, t) for quantity in ("down", "slow", "fcs", "paused", "ingress") for t in ends
+    ]
+    readings = pl.DataFrame(rows, schema=["link", "device", "quantity", "time"], orient="row")
+    assert blame.poll_seconds(readings) == pytest.approx(1.0)
+
+
 def test_window_amounts_interpolate_running_totals() -> None:
     readings = pl.LazyFrame(
         {
