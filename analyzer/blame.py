@@ -584,6 +584,9 @@ def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame, ahead: int = 0) -> pl
         ahead: windows in one poll interval: a status reading says a port is down once it is, up to a poll
             after its traffic moved, so a link counts as down that much before it reads down.
     """
+    most = amounts["down"].max()
+    if not (isinstance(most, (int, float)) and most > 0):  # no link down in the run
+        return per_end
     rate = pl.col("sent") / pl.col("seconds")
     soon = pl.col("down").reverse().rolling_max(ahead + 1, min_samples=1).reverse().over("link", "device")
     down = (
@@ -594,8 +597,6 @@ def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame, ahead: int = 0) -> pl
         .group_by("window")
         .agg(pl.col("missing").sum(), to=pl.col("link").first())
     )
-    if down.is_empty():
-        return per_end
     # The job's rate strays from its median (the downed link's median holds the run's slow episodes too):
     # up to NOISE_SHARE of the gaining end's capacity more than went missing is still the job's.
     gained = amounts.select(
@@ -904,14 +905,10 @@ def poll_seconds(readings: pl.DataFrame) -> float:
     """The usual time between two readings of one quantity of one link end (1 s when unknown): the median
     over every two consecutive readings, so that a quantity read twice in a run (a status that never
     changed, as its running total keeps only its ends) weighs as little as it tells."""
-    gaps = (
-        readings.sort("time")
-        .group_by("link", "device", "quantity")
-        .agg(gap=pl.col("time").diff().dt.total_microseconds() / 1e6)
-        .explode("gap")
-        .filter(pl.col("gap") > 0)
+    gaps = readings.group_by("link", "device", "quantity").agg(
+        gap=pl.col("time").sort().diff().dt.total_microseconds() / 1e6
     )
-    gap = gaps["gap"].median()
+    gap = gaps.explode("gap").filter(pl.col("gap") > 0)["gap"].median()
     return float(gap) if isinstance(gap, (int, float)) and gap > 0 else 1.0
 
 
