@@ -2,11 +2,11 @@
 
 A step's network cost is its extra synchronisation time (barrier wait + all-reduce) over the rank's clean
 reference, never below 0. The reference is the median of the rank's clean steps of the same run (those no
-episode window touches) within ``LOCAL_S`` of it, the control run's median where there are none: on a shared
-2-core host the ranks' speed drifts by tens of milliseconds a step over minutes (the control runs first),
-and that drift is not the network's. It is assigned to the link of
-the network episode the step overlaps (its window widened by ``TAIL_S`` for the queue to drain and TCP to
-recover) when that episode measurably slowed the job (``affects_job``: its steps' mean extra time exceeds
+episode window touches) within ``LOCAL_S`` of it, the control run's median where there are none: on a
+shared 2-core host the ranks' speed drifts by tens of milliseconds a step over minutes (the control runs
+first), and that drift is not the network's. The cost is assigned to the link of the network episode the
+step overlaps (its window widened by ``TAIL_S`` for the queue to drain and TCP to recover) when that
+episode measurably slowed the job (``affects_job``: its steps' mean extra time exceeds
 both 1 ms and the control's own spread); otherwise the step's cost is 0 on every link. A step overlapping
 a compute stall is 0 too: the others' wait is a straggler, not the network. Background-class traffic is
 on no link's account either: the link's scheduler keeps it in its own queue, so what it costs the job here
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -74,10 +75,13 @@ def references(
     for r in steps:
         if not any(_overlaps(r, lo, hi) for lo, hi in windows):
             clean.setdefault(int(r["rank"]), []).append((float(r["start"]), sync_seconds(r)))
+    starts = {rank: [start for start, _ in sorted(rows)] for rank, rows in clean.items()}
+    syncs = {rank: [sync for _, sync in sorted(rows)] for rank, rows in clean.items()}
     out = {}
     for r in steps:
         rank, t = int(r["rank"]), float(r["start"])
-        near = [sync for start, sync in clean.get(rank, []) if abs(start - t) <= LOCAL_S]
+        times = starts.get(rank, [])
+        near = syncs.get(rank, [])[bisect_left(times, t - LOCAL_S) : bisect_right(times, t + LOCAL_S)]
         out[(rank, int(r["step"]))] = statistics.median(near) if near else control[rank]["sync_seconds"]
     return out
 
