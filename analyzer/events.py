@@ -279,6 +279,26 @@ def _touching(
     return frame.join(hits, on=keys, how="semi" if touch else "anti", nulls_equal=True)
 
 
+def _covered(
+    frame: pl.LazyFrame, spans: pl.LazyFrame, on: list[str], keys: list[str], below: float
+) -> pl.LazyFrame:
+    """The rows of ``frame`` (identified by ``keys``) that the ``spans`` rows with the same ``on`` keys
+    cover for less than ``below`` of their time (overlapping spans counted once each)."""
+    seconds = (pl.col("end_time") - pl.col("start_time")).dt.total_nanoseconds() / 1e9
+    shared = (
+        pl.min_horizontal("end_time", "_end") - pl.max_horizontal("start_time", "_start")
+    ).dt.total_nanoseconds() / 1e9
+    covered = (
+        frame.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
+        .with_columns(shared=shared.clip(lower_bound=0.0), seconds=seconds)
+        .group_by(keys)
+        .agg(pl.col("shared").sum(), pl.col("seconds").first())
+        .filter(pl.col("shared") >= below * pl.col("seconds").clip(lower_bound=1e-9))
+        .select(keys)
+    )
+    return frame.join(covered, on=keys, how="anti", nulls_equal=True)
+
+
 def offered_rise(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str) -> pl.LazyFrame:
     """Per reading of another class's egress queue, its offered packet rate (transmitted + dropped) over
     the median of its readings: ``device``, ``interface``, ``queue``, ``time``, ``rise``.
@@ -318,8 +338,8 @@ def background(
     """Events of other traffic classes that are episodes of their own, and the job's class's bursts.
 
     Under strict priority another class is served with what the job's class leaves: its drops and marks
-    while the job's class on the same interface is in an episode, or sends a surge (``surges``), are that
-    episode seen from below, not another one. Nor is a state it reaches without being offered more load
+    while the job's class on the same interface is in an episode, or sends a surge (``surges``), for at
+    least half of their time, are that episode seen from below, not another one. Nor is a state it reaches without being offered more load
     than usual (``offered``: ``offered_rise``): the job's class took more of the port (catching up after
     a pause, a few more bytes a step), which no surge threshold sees; another tenant's episode is more
     load. A surge that squeezed another class while the job's class
@@ -356,8 +376,10 @@ def background(
         worst="score",
         duration_seconds=duration,
     )
-    # An episode that only starts where the job's class ends (the same reading) is its own.
-    own_episodes = _touching(other, job_spans, place, EVENT_KEYS_QUEUE, touch=False, edges=False)
+    # An episode the job's class spans for less than half of it is its own (one that only starts where the
+    # job's class ends, at the same reading, among them): a short job-class event inside another class's
+    # long one does not explain it.
+    own_episodes = _covered(other, job_spans, place, EVENT_KEYS_QUEUE, below=0.5)
     if offered is not None:
         own_episodes = _offered_more(own_episodes, offered, offered_level, EVENT_KEYS_QUEUE)
     kept = pl.concat([events.filter(~is_other.fill_null(False)), own_episodes])

@@ -208,6 +208,15 @@ def test_a_surge_of_the_job_class_that_squeezes_another_class_is_a_burst() -> No
     assert _detect(quiet, drops, job_class="3").select("kind", "queue").rows() == [("drops", "0")]
 
 
+def test_another_classs_long_episode_with_a_short_surge_inside_is_its_own() -> None:
+    # Class 0 drops from 20 to 30 s; the job's class surges for 2 s inside it: the surge explains a fifth
+    # of the drops' time at most, so they are an episode of their own (the lab's background congestion).
+    drops = _series("dci_queue_dropped_packets_total", _total(_window(20, 30, 10_000, 0)), queue="0")
+    sent = _series("dci_queue_transmit_packets_total", _total(_window(24, 26, 1e6, 1e5)), queue="3")
+    found = _detect(sent, drops, job_class="3")
+    assert ("drops", "0", 10.0) in found.select("kind", "queue", "duration_seconds").rows()
+
+
 def test_one_optical_event_per_wave_end() -> None:
     ber = _series("dci_optics_pre_fec_ber", _window(20, 40, 5e-2, 1e-5))
     fcs = _series("dci_interface_receive_fcs_errors_total", _total(_window(25, 38, 1_000, 0)))
