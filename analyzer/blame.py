@@ -593,9 +593,8 @@ def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame, ahead: int = 0) -> pl
         amounts.sort("window")
         .filter(soon > 0)
         .with_columns(missing=(pl.col("base_rate") - rate).clip(lower_bound=0.0))
-        .sort("missing", descending=True)
         .group_by("window")
-        .agg(pl.col("missing").sum(), to=pl.col("link").first())
+        .agg(pl.col("missing").sum(), to=pl.col("link").sort_by("missing", descending=True).first())
     )
     # The job's rate strays from its median (the downed link's median holds the run's slow episodes too):
     # up to NOISE_SHARE of the gaining end's capacity more than went missing is still the job's.

@@ -263,16 +263,12 @@ def _touching(
     on: list[str],
     keys: list[str],
     touch: bool = True,
-    edges: bool = True,
 ) -> pl.LazyFrame:
     """The rows of ``frame`` (identified by ``keys``) whose time overlaps (``touch``) or overlaps none (not
-    ``touch``) of the ``spans`` rows with the same ``on`` keys; sharing only an edge counts unless not
-    ``edges``."""
-    before = (pl.col("start_time") <= pl.col("_end")) if edges else (pl.col("start_time") < pl.col("_end"))
-    after = (pl.col("end_time") >= pl.col("_start")) if edges else (pl.col("end_time") > pl.col("_start"))
+    ``touch``) of the ``spans`` rows with the same ``on`` keys; sharing only an edge counts."""
     hits = (
         frame.join(spans.select(*on, _start="start_time", _end="end_time"), on=on)
-        .filter(before & after)
+        .filter((pl.col("start_time") <= pl.col("_end")) & (pl.col("end_time") >= pl.col("_start")))
         .select(keys)
         .unique()
     )
@@ -339,10 +335,10 @@ def background(
 
     Under strict priority another class is served with what the job's class leaves: its drops and marks
     while the job's class on the same interface is in an episode, or sends a surge (``surges``), for at
-    least half of their time, are that episode seen from below, not another one. Nor is a state it reaches without being offered more load
-    than usual (``offered``: ``offered_rise``): the job's class took more of the port (catching up after
-    a pause, a few more bytes a step), which no surge threshold sees; another tenant's episode is more
-    load. A surge that squeezed another class while the job's class
+    least half of their time, are that episode seen from below, not another one. Nor is a state it
+    reaches without being offered more load than usual (``offered``: ``offered_rise``): the job's class
+    took more of the port (catching up after a pause, a few more bytes a step), which no surge threshold
+    sees; another tenant's episode is more load. A surge that squeezed another class while the job's class
     shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
     the link explains it (the job resends what a failing wave lost). A single reading is evidence of
     neither: a counter read twice within a fraction of a second gives any rate, and another tenant's load

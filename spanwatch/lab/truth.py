@@ -6,8 +6,8 @@ episode window touches) within ``LOCAL_S`` of it, the control run's median where
 shared 2-core host the ranks' speed drifts by tens of milliseconds a step over minutes (the control runs
 first), and that drift is not the network's. The cost is assigned to the link of the network episode the
 step overlaps (its window widened by ``TAIL_S`` for the queue to drain and TCP to recover) when that
-episode measurably slowed the job (``affects_job``: its steps' mean extra time exceeds
-both 1 ms and the control's own spread); otherwise the step's cost is 0 on every link. A step overlapping
+episode measurably slowed the job (``affects_job``: its steps' mean extra time exceeds both 1 ms and the
+control's own spread); otherwise the step's cost is 0 on every link. A step overlapping
 a compute stall is 0 too: the others' wait is a straggler, not the network. Background-class traffic is
 on no link's account either: the link's scheduler keeps it in its own queue, so what it costs the job here
 is the host's CPU (its packets are forwarded by the same 2 cores that train), a cost no switch puts on a
@@ -75,8 +75,10 @@ def references(
     for r in steps:
         if not any(_overlaps(r, lo, hi) for lo, hi in windows):
             clean.setdefault(int(r["rank"]), []).append((float(r["start"]), sync_seconds(r)))
-    starts = {rank: [start for start, _ in sorted(rows)] for rank, rows in clean.items()}
-    syncs = {rank: [sync for _, sync in sorted(rows)] for rank, rows in clean.items()}
+    for rows in clean.values():
+        rows.sort()
+    starts = {rank: [start for start, _ in rows] for rank, rows in clean.items()}
+    syncs = {rank: [sync for _, sync in rows] for rank, rows in clean.items()}
     out = {}
     for r in steps:
         rank, t = int(r["rank"]), float(r["start"])

@@ -31,13 +31,19 @@ def _rows(
     return rows
 
 
-def test_cost_lands_on_the_affecting_episodes_link_only() -> None:
+def _scheduled() -> tuple[lab_config.LabConfig, Plan, list[Action]]:
+    """The example lab and its episodes, each run on schedule from T0."""
     config = lab_config.load(EXAMPLE)
     plan = Plan(config)
     actions = [Action(i, e, plan, Path("/nonexistent")) for i, e in enumerate(config.episodes)]
     for a in actions:
         a.started = T0 + a.spec.start
         a.ended = a.started + a.spec.duration
+    return config, plan, actions
+
+
+def test_cost_lands_on_the_affecting_episodes_link_only() -> None:
+    config, plan, actions = _scheduled()
     job = actions[0]  # congestion on ab-1, job class
     background = actions[1]  # congestion on ab-2, class 0: harmless here
     stall = actions[-1]
@@ -70,12 +76,7 @@ def test_the_hosts_drift_since_the_control_is_not_the_networks() -> None:
     # The run's ranks synchronise 20 ms slower than in the control throughout (a shared host's drift):
     # measured against the run's own clean steps, only the job-class congestion costs anything, and
     # exactly what it added.
-    config = lab_config.load(EXAMPLE)
-    plan = Plan(config)
-    actions = [Action(i, e, plan, Path("/nonexistent")) for i, e in enumerate(config.episodes)]
-    for a in actions:
-        a.started = T0 + a.spec.start
-        a.ended = a.started + a.spec.duration
+    config, plan, actions = _scheduled()
     job = actions[0]
 
     def extra(t: float) -> float:
