@@ -1,22 +1,21 @@
-"""A short lab end to end (examples/lab/short.yaml, about 2.5 minutes on 2 cores): real namespaces,
+"""A short lab end to end (examples/lab/short.yaml, about 1.5 to 2.5 minutes on 2 cores): real namespaces,
 qdiscs, snmpd, the netlink gNMI agents, the collector, a gloo job, episodes, the analysis and the score.
 
 Bounds here are looser than the issue's (a short run has few steps per episode and a 2-core machine is
 noisy), and stated where they are checked:
 
-- the job-class congestion costs the job at least 20 ms a step and is marked ``affects_job``; the
-  background-class congestion costs less than half of that;
+- each link's job-class congestion costs the job at least 20 ms a step and is marked ``affects_job``;
+  the background-class congestion costs less than half of ab-1's;
 - over gNMI every queue counter lies between the ``tc`` readings taken just before and after the Get,
   allowing the agent's 50 ms sampling (``LAG_S`` at the class's rate); the configured depth matches tc's;
 - the collector archived queue counters of both routers, both classes, and IF-MIB counters over SNMP, with
   each link's shaped rate as its ports' speed, and each link's TWAMP-light round trip, under 1 ms;
-- the score: the control fails a timing goal; ``false_blame`` and ``misplaced_blame`` <= 0.10 (the issue:
-  0.05); event recall >= 0.75 (the issue: 0.9); ``link_error`` <= 0.5 (the issue: 0.20) and the issue's own
-  bounds (``test_issue_bounds``) are expected, not required. On a loaded 2-core host the short run's 6 s
-  link down costs the job 0 to 60 ms a step, around the step noise, and the truth and the analyzer each
-  test that against the noise their own way: when the truth calls it noise, the few tenths of a second
-  the analyzer finds there are misplaced against about 5 s of truth in all (0.047-0.066 seen), and when
-  the analyzer does, ab-2's error swings.
+- the score: the control fails a timing goal; ``link_error`` <= 0.35 (the issue: 0.20); ``false_blame`` and
+  ``misplaced_blame`` <= 0.10 (the issue: 0.05); event recall >= 0.75 (the issue: 0.9). The issue's own
+  bounds (``test_issue_bounds``) are expected, not required. Each link carries a job-class congestion past
+  the step noise, so neither link's error rests on the link down alone: its flows move to the other link's
+  idle direction and it costs the job 0 to 15 ms a step, which the truth and the analyzer each test against
+  the noise their own way (when only the link down was on ab-2, its error swung from 0.01 to near 1).
 """
 
 from __future__ import annotations
@@ -77,9 +76,11 @@ def test_truth_measures_the_episodes(lab: tuple[Path, float]) -> None:
     ranks = {s["rank"] for s in truth["steps"]}
     assert ranks == {0, 1, 2, 3}
     assert len(truth["steps"]) >= 4 * 100
-    job, background = truth["episodes"][0], truth["episodes"][1]
+    job, background, job_on_ab2 = truth["episodes"][:3]
     assert job["kind"] == "congestion" and job["traffic_class"] == 3 and background["traffic_class"] == 0
-    assert job["affects_job"] and job["measured_extra_seconds"] >= 0.020
+    for episode in (job, job_on_ab2):
+        assert episode["traffic_class"] == 3 and episode["affects_job"], episode
+        assert episode["measured_extra_seconds"] >= 0.020, episode
     assert background["measured_extra_seconds"] < job["measured_extra_seconds"] / 2
     cost = {link: sum(s["by_link"][link] for s in truth["steps"]) for link in truth["job"]["links"]}
     assert cost[job["link"]] > 0
@@ -134,23 +135,15 @@ def test_score_loose_bounds(lab: tuple[Path, float]) -> None:
     score = json.loads((lab[0] / "score.json").read_text())
     print(json.dumps({k: score[k] for k in ("link_error", "false_blame", "misplaced_blame", "event_recall")}))
     assert score["control"]["fails_timing_goal"]
+    assert score["link_error"] is not None and score["link_error"] <= 0.35
     assert score["false_blame"] is not None and score["false_blame"] <= 0.10
     assert score["misplaced_blame"] is not None and score["misplaced_blame"] <= 0.10
     assert score["event_recall"] is not None and score["event_recall"] >= 0.75
 
 
 @pytest.mark.xfail(
-    reason="ab-1's error holds (0.18 and under); ab-2's carries only the link down (0 to 60 ms a step, around "
-    "the noise): when the truth finds it past the noise and the analyzer does not (or the other way), ab-2's "
-    "error is near 1",
-    strict=False,
+    reason="a short run on a loaded 2-core host: the issue's bounds are for 120 s", strict=False
 )
-def test_link_error_loose(lab: tuple[Path, float]) -> None:
-    score = json.loads((lab[0] / "score.json").read_text())
-    assert score["link_error"] is not None and score["link_error"] <= 0.5
-
-
-@pytest.mark.xfail(reason="as test_link_error_loose, with the issue's bounds", strict=False)
 def test_issue_bounds(lab: tuple[Path, float]) -> None:
     score = json.loads((lab[0] / "score.json").read_text())
     assert score["link_error"] <= 0.20
