@@ -48,7 +48,12 @@ TOOLS = ("ip", "tc", "ethtool", "timeout", services.SNMPD, services.IPERF3)
 
 def arguments(p: argparse.ArgumentParser) -> None:
     """``spanwatch lab`` options."""
-    p.add_argument("--config", type=Path, required=True, help="a lab file (examples/lab/*.yaml)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=lab_config.DEFAULT,
+        help="a lab file (default: the built-in two-links lab; examples/lab/short.yaml is CI's)",
+    )
     p.add_argument("--duration", type=float, help="seconds of the episode run (default: the file's)")
     p.add_argument("--control", type=float, help="seconds of the clean control run (default: the file's)")
     p.add_argument("--out", type=Path, required=True, help="output folder")

@@ -1,4 +1,5 @@
-"""The lab's YAML (``examples/lab/*.yaml``): links, the job, episodes, validated strictly.
+"""The lab's YAML (``DEFAULT``, the built-in two-links lab, and ``examples/lab/*.yaml``): links, the job,
+episodes, validated strictly.
 
 Like a scenario file (``../shared/spec/scenarios.md``) but for real namespaces: each link is a veth pair
 between the two DCI routers whose bottleneck is an ``htb`` class per traffic class with a fifo of a set
@@ -21,6 +22,7 @@ from collector.yaml_input import read_yaml
 BUFFERS = {"deep": 1_000_000, "shallow": 64_000}
 KINDS = ("congestion", "rate_cut", "link_down", "compute_stall")
 SITES = ("a", "b")
+DEFAULT = Path(__file__).with_name("two-links.yaml")  # the lab `spanwatch lab` runs without --config
 
 
 class Strict(BaseModel):

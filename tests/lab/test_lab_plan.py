@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 from pathlib import Path
 
 import pytest
 
 from collector.errors import ConfigError
+from spanwatch.lab import command as lab_command
 from spanwatch.lab import config as lab_config
 from spanwatch.lab.config import LabConfig
 from spanwatch.lab.topology import Plan
@@ -18,11 +20,11 @@ LAB_RANGES = (ipaddress.ip_network("198.18.0.0/15"),)
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
-    return Plan(lab_config.load(EXAMPLES / "two-links.yaml"))
+    return Plan(lab_config.load(lab_config.DEFAULT))
 
 
 def test_examples_load() -> None:
-    for path in sorted(EXAMPLES.glob("*.yaml")):
+    for path in [lab_config.DEFAULT, *sorted(EXAMPLES.glob("*.yaml"))]:
         config = lab_config.load(path)
         assert len(config.links) >= 2 and config.episodes
 
@@ -99,7 +101,7 @@ def test_config_problems_are_located(tmp_path: Path) -> None:
 
 def test_duration_override_rechecks_episodes() -> None:
     with pytest.raises(ConfigError):
-        lab_config.load(EXAMPLES / "two-links.yaml", duration=30)
+        lab_config.load(lab_config.DEFAULT, duration=30)
     assert LabConfig.model_validate({"links": [{"name": "x"}, {"name": "y"}]}).duration == 120
 
 
@@ -127,3 +129,12 @@ def test_each_link_is_probed_over_itself_both_ways(plan: Plan) -> None:
         ] in cmds
         back = ["ip", "-n", "swlab-rb", "route", "add", "198.19.1.0/24", "via", link.address("a")]
         assert [*back, "dev", link.ifname, "table", table] in cmds
+
+
+def test_the_lab_runs_its_built_in_file_without_config() -> None:
+    # The issue's own command is `spanwatch lab --duration 120 --out DIR`: no --config.
+    parser = argparse.ArgumentParser()
+    lab_command.arguments(parser)
+    args = parser.parse_args(["--duration", "120", "--out", "x"])
+    assert args.config == lab_config.DEFAULT
+    assert lab_config.load(args.config, args.duration).duration == 120

@@ -10,7 +10,6 @@ from spanwatch.lab import truth
 from spanwatch.lab.episodes import Action
 from spanwatch.lab.topology import Plan
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lab" / "two-links.yaml"
 T0 = 1_800_000_000.0
 
 
@@ -33,7 +32,7 @@ def _rows(
 
 def _scheduled() -> tuple[lab_config.LabConfig, Plan, list[Action]]:
     """The example lab and its episodes, each run on schedule from T0."""
-    config = lab_config.load(EXAMPLE)
+    config = lab_config.load(lab_config.DEFAULT)
     plan = Plan(config)
     actions = [Action(i, e, plan, Path("/nonexistent")) for i, e in enumerate(config.episodes)]
     for a in actions:
