@@ -19,7 +19,10 @@ does). Ratios spanwatch / snmp_exporter are printed at the end.
 ``gnmi``: ``--targets`` loopback gNMI targets (``GnmiServer``, in two load processes beside the collector)
 each send a round of 64 interfaces x 16 counters (1,024 updates) ``--rate`` times per second with fresh
 timestamps; the collector subscribes to all of them. Per offered rate: updates ingested per second,
-``spanwatch_ingest_lag_seconds`` p50/p99, readings coalesced, CPU and RSS.
+``spanwatch_ingest_lag_seconds`` p50/p99, readings coalesced, CPU and RSS, and how stale the exposition
+is: at each of the two scrapes, the age of every interface's ``in-octets`` value (the load servers send
+their stamp there), in sample intervals (p50, p99 and max; a collector that keeps up reads under 1 plus
+its lag).
 
 Run (each takes about ``--duration`` plus a warm-up per configuration)::
 
@@ -168,6 +171,15 @@ def buckets(text: str, name: str, **where: str) -> dict[float, float]:
             bound = math.inf if le.group(1) == "+Inf" else float(le.group(1))
             out[bound] = out.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
+
+
+def staleness(text: str, scraped: float) -> list[float]:
+    """Seconds between ``scraped`` (wall clock) and each gNMI load series' value's stamp (``STAMP_METRIC``)."""
+    return [
+        scraped - float(line.rsplit(" ", 1)[1]) / 1000
+        for line in text.splitlines()
+        if line.startswith(STAMP_METRIC + "{")
+    ]
 
 
 def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
@@ -387,6 +399,7 @@ class Window:
     before: str
     after: str
     seconds: float
+    scraped: tuple[float, float]  # wall clock just before each scrape
     cpu: float
     rss: float
     hwm: float
@@ -398,11 +411,15 @@ def measure(args: argparse.Namespace, config: Path, listen: int) -> Window:
     with collector(args, config, listen) as proc:
         time.sleep(args.warmup)
         pids = tree_pids(proc.pid)
+        w0 = time.time()
         before, t0, cpu0 = scrape(listen), time.monotonic(), cpu_seconds(pids)
         time.sleep(args.duration)
         pids = tree_pids(proc.pid)  # a worker restarted meanwhile counts from here
+        w1 = time.time()
         after, t1, cpu1 = scrape(listen), time.monotonic(), cpu_seconds(pids)
-        return Window(before, after, t1 - t0, cpu1 - cpu0, rss_mb(pids), rss_mb(pids, "VmHWM"), pss_mb(pids))
+        return Window(
+            before, after, t1 - t0, (w0, w1), cpu1 - cpu0, rss_mb(pids), rss_mb(pids, "VmHWM"), pss_mb(pids)
+        )
 
 
 def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path) -> dict[str, float]:
@@ -478,6 +495,7 @@ def bench_snmp(args: argparse.Namespace) -> None:
 LEAVES = ("in-octets", "out-octets", "in-pkts", "out-pkts", "in-discards", "out-discards", "in-errors")
 LEAVES += ("out-errors", "in-fcs-errors", "in-unicast-pkts", "out-unicast-pkts", "in-multicast-pkts")
 LEAVES += ("out-multicast-pkts", "in-broadcast-pkts", "out-broadcast-pkts", "carrier-transitions")
+STAMP_METRIC = "dci_interface_receive_bytes_total"  # LEAVES[0], in-octets: the load servers' stamp in ms
 
 
 async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
@@ -486,7 +504,9 @@ async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
     from spanwatch.sim.gnmi_server import GnmiServer, serve
 
     class Paced(GnmiServer):  # type: ignore[misc]
-        """Sends a round of every interface's counters ``rate`` times a second, freshly stamped."""
+        """Sends a round of every interface's counters ``rate`` times a second, freshly stamped. Each
+        interface's ``in-octets`` is the round's stamp in milliseconds (``STAMP_LEAF``), so that the
+        exposition tells how old each series' value is."""
 
         async def _stream(self, context: Any) -> Any:
             notes = []
@@ -509,6 +529,7 @@ async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
                     n.timestamp = now
                     for j, u in enumerate(n.update):
                         u.val.uint_val = r * (1000 + i * 31 + j)
+                    n.update[0].val.uint_val = now // 1_000_000
                     yield gnmi_pb2.SubscribeResponse(update=n)
                 next_at += 1.0 / rate
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -524,6 +545,7 @@ def bench_gnmi(args: argparse.Namespace) -> None:
     )
     print(
         f"  {'offered/s':>10s} {'ingested/s':>11s} {'lag p50 s':>10s} {'lag p99 s':>10s} {'coalesced/s':>12s} {'CPU':>6s} {'RSS MB':>8s}"
+        f" {'stale p50/p99/max (intervals)':>30s}"
     )
     results = []
     for rate in args.rates:
@@ -531,7 +553,7 @@ def bench_gnmi(args: argparse.Namespace) -> None:
         r = results[-1]
         print(
             f"  {r['offered']:10.0f} {r['ingested']:11.0f} {r['p50']:10.2f} {r['p99']:10.2f} "
-            f"{r['coalesced']:12.0f} {r['cpu']:6.2f} {r['rss']:8.0f}",
+            f"{r['coalesced']:12.0f} {r['cpu']:6.2f} {r['rss']:8.0f} {r['stale_p50']:14.2f} / {r['stale_p99']:.2f} / {r['stale_max']:.2f}",
             flush=True,
         )
     print(json.dumps(results))
@@ -575,6 +597,7 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, float]:
         buckets(after, "spanwatch_ingest_lag_seconds"),
     )
     name = "spanwatch_gnmi_updates_total"
+    stale = sorted(staleness(before, w.scraped[0]) + staleness(after, w.scraped[1]))
     return {
         "offered": args.targets * args.interfaces * len(LEAVES) * rate,
         "ingested": (series_sum(after, name) - series_sum(before, name)) / span,
@@ -587,6 +610,10 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, float]:
         / span,
         "cpu": w.cpu / span,
         "rss": w.rss,
+        # the exposition's oldest series at the two scrapes, in sample intervals (the goal: at most 1)
+        "stale_p50": exact_quantile(stale, 0.5) * rate if stale else math.nan,
+        "stale_p99": exact_quantile(stale, 0.99) * rate if stale else math.nan,
+        "stale_max": stale[-1] * rate if stale else math.nan,
     }
 
 
