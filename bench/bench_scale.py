@@ -505,7 +505,7 @@ async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
 
     class Paced(GnmiServer):  # type: ignore[misc]
         """Sends a round of every interface's counters ``rate`` times a second, freshly stamped. Each
-        interface's ``in-octets`` is the round's stamp in milliseconds (``STAMP_LEAF``), so that the
+        interface's ``in-octets`` is the round's stamp in milliseconds (``STAMP_METRIC``), so that the
         exposition tells how old each series' value is."""
 
         async def _stream(self, context: Any) -> Any:
@@ -610,7 +610,7 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, float]:
         / span,
         "cpu": w.cpu / span,
         "rss": w.rss,
-        # the exposition's oldest series at the two scrapes, in sample intervals (the goal: at most 1)
+        # each series' age at the two scrapes, in sample intervals (keeping up: under 1 plus the lag)
         "stale_p50": exact_quantile(stale, 0.5) * rate if stale else math.nan,
         "stale_p99": exact_quantile(stale, 0.99) * rate if stale else math.nan,
         "stale_max": stale[-1] * rate if stale else math.nan,
