@@ -59,6 +59,7 @@ MIN_ERROR_LINES = 10  # lines with both measures needed to read the physics' err
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
 EDGE_SHARE = 0.5  # a run's ramp is what comes before (after) its first (last) level of this share of its peak
 STALL_SHARE = 0.5  # a run of an interval's time the network took at least this much of is one stall
+HELD_OVER_USUAL = 2.0  # an egress queue past this many times its usual length stands (the job's own bursts)
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
@@ -445,7 +446,10 @@ def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     unevenly."""
     rate = pl.col("sent") / pl.col("seconds")
     noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
-    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise)
+    held = pl.col("queued") / pl.col("seconds")
+    return amounts.group_by("link", "device").agg(
+        base_rate=rate.median(), rate_noise=noise, base_held=held.median()
+    )
 
 
 def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
@@ -492,6 +496,7 @@ def step_physics(
             )
         )
         | (pl.col("down") + pl.col("slow") + pl.col("ingress") > 0)
+        | (pl.col("queued") / pl.col("seconds") > HELD_OVER_USUAL * pl.col("base_held"))
         | (
             pl.col("paused")
             + pl.col("pausing")
@@ -529,12 +534,21 @@ def step_physics(
     # held over their drain rate. That rate (the far hosts' share of their port) is not in the telemetry:
     # the end's line rate stands for it, and the link's measured gain scales the result.
     ingress_delay = pl.col("ingress") / pl.col("seconds") / pl.col("capacity")
+    # A standing egress queue beyond the job's own usual one: its bytes over the rate the class drained
+    # them (Little's law; the class's sent rate while it holds a queue), at least the floor share of the
+    # port. Once per traversal: how many of the job's collective crosses it is the link's gain.
+    drain = pl.max_horizontal(pl.col("sent") / pl.col("seconds"), MIN_SHARE * pl.col("capacity"))
+    held = pl.col("queued") / pl.col("seconds")
+    standing = (
+        pl.when(held > HELD_OVER_USUAL * pl.col("base_held")).then(held - pl.col("base_held")).otherwise(0.0)
+    )
+    egress_delay = standing / drain
     causes = rows.with_columns(cap_up=cap_up).with_columns(
         # With the job's bytes unknown, a wave down is read as the share of the step its waves carried.
         lost_capacity=pl.when(pl.col("known"))
         .then(pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")))
         .otherwise((1 - pl.col("cap_up") / pl.col("capacity")) * pl.col("seconds_step")),
-        queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")) + ingress_delay,
+        queueing=pl.col("bytes") * (1 / avail - 1 / pl.col("cap_up")) + ingress_delay + egress_delay,
         # Paused a share f of the time, the job's bytes go at (1 - f) of what is available: the cost is
         # per step (the step's bytes), whatever the step's length. Unknown bytes: f of the step.
         pause=pl.when(pl.col("known"))
@@ -1143,7 +1157,7 @@ def attribute(
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
     grid = grid.with_columns(seconds_step=pl.lit(median_step))
     amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate", "rate_noise").fill_null(0.0)
+        pl.col("base_rate", "rate_noise", "base_held").fill_null(0.0)
     )
     cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
     cells = step_physics(grid, amounts, ends, links, round(poll_seconds(readings) / cell_seconds))

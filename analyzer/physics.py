@@ -17,7 +17,10 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   holds the job's bytes there without pausing the link or queueing at the sender. The watermark, the
   peak over the interval it closes, is read rather than the instant length: every OpenConfig device
   reports it, and it covers the interval as a counter's increase does (an upper bound of the bytes held,
-  which the blame's measured gain scales).
+  which the blame's measured gain scales);
+* ``queued``: the same for the job class's egress queues: a standing queue there (other traffic in the
+  class filling a deep buffer) delays every one of the job's packets by its length over its drain rate,
+  whatever share of the port the job gets.
 
 Only readings that add something, and their neighbours (the anchors of the interpolation), are kept: a
 quiet counter between two quiet readings adds nothing to any window. Each end's first and last reading
@@ -48,7 +51,18 @@ RTT_MIN = "dci_link_rtt_seconds_min"
 STEADY_QUANTILE = 0.05  # of the per-interval minimum round trips: the steady (queue-free) round trip
 METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
-QUANTITIES = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress")
+QUANTITIES = (
+    "sent",
+    "dropped",
+    "dropped_frames",
+    "paused",
+    "pausing",
+    "fcs",
+    "down",
+    "slow",
+    "ingress",
+    "queued",
+)
 KEYS = ["link", "device", "quantity"]
 
 READINGS: pl.Schema = pl.Schema(
@@ -112,8 +126,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     )
     rows = sig.filter(keep).join(place, on="series").filter(pl.col("link").is_not_null())
     mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
-    # Egress queues are read through what the class sent (other traffic in it); only ingress lengths here.
     ingress = mine & (pl.col("direction") == "rx")
+    egress = mine & (pl.col("direction").fill_null("tx") != "rx")
     job_priority = pl.col("priority") == (job_class or "")
     paused_here = job_priority & (pl.col("direction").fill_null("rx") == "rx")
     pausing_here = job_priority & (pl.col("direction") == "tx")
@@ -136,6 +150,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .then(pl.lit("slow"))
         .when((metric == HELD) & ingress)
         .then(pl.lit("ingress"))
+        .when((metric == HELD) & egress)
+        .then(pl.lit("queued"))
     )
     out = rows.select("link", "device", "time", quantity=quantity, amount="amount")
     return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))

@@ -284,7 +284,7 @@ def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     rates = [7e6 + d * 1e6 for d in (-1.5, -0.5, 0.0, 0.5, 1.5) * 40] + [8.8e6, 16e6]
     n = len(rates)
     zeros = dict.fromkeys(
-        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress"), 0.0
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress", "queued"), 0.0
     )
     amounts = pl.DataFrame(
         {
@@ -353,8 +353,8 @@ def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffi
 
 
 def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
-    # Watermarks of queue 3 on one interface: the ingress one holds 4 MB for two readings, the egress one
-    # and another class's ingress queue hold more but are not the far end holding the job's bytes.
+    # Watermarks of queue 3 on one interface: the ingress one holds 4 MB for two readings; the egress one
+    # (a queue at the sender) is read apart, and another class's ingress queue not at all.
     times = [T0 + timedelta(seconds=s) for s in range(5)]
     held = [0.0, 0.0, 4e6, 4e6, 0.0]
     rows = [
@@ -387,8 +387,8 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
         schema_overrides={"series": pl.UInt64},
     ).with_columns(priority=pl.lit(None, pl.String))
     rows_out = physics.readings(signals, labels, "3").collect()
-    assert set(rows_out["quantity"]) == {"ingress"}
-    assert rows_out["amount"].sum() == pytest.approx(8e6)  # byte-seconds
+    amounts_of = dict(rows_out.group_by("quantity").agg(pl.col("amount").sum()).iter_rows())
+    assert amounts_of == pytest.approx({"ingress": 8e6, "queued": 36e6})  # byte-seconds
     # Over a one-second window the end held 4 MB: 4 MB over its 400 MB/s line rate is 10 ms per step.
     columns = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow")
     amounts = pl.DataFrame(
@@ -400,8 +400,10 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
             "seconds": 1.0,
             **dict.fromkeys(columns, 0.0),
             "ingress": [0.0, 4e6],
+            "queued": 0.0,
             "base_rate": 0.0,
             "rate_noise": 0.0,
+            "base_held": 0.0,
         }
     )
     ends = pl.DataFrame(
@@ -413,6 +415,37 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
     cells = blame.step_physics(windows, amounts, ends, links)
     assert cells.select("window", "device", "cause").rows() == [(1, "b", "queueing")]
     assert cells["physics"].item() == pytest.approx(0.01)
+
+
+def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -> None:
+    # The job's queue usually holds 0.1 MB (its own bursts). Window 1: 2.1 MB stand in it while the class
+    # drains 100 MB/s: each of the job's packets waits 2 MB / 100 MB/s = 20 ms more. Window 2: 0.15 MB,
+    # within twice the usual: no cause.
+    columns = ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress")
+    amounts = pl.DataFrame(
+        {
+            "window": [0, 1, 2],
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            **dict.fromkeys(columns, 0.0),
+            "sent": 1e8,
+            "queued": [1e5, 2.1e6, 1.5e5],
+            "base_rate": 1e8,
+            "rate_noise": 0.0,
+            "base_held": 1e5,
+        }
+    )
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["a"], "interfaces": [1], "capacity": [4e8]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1e7], "round_trip_seconds": [1e-3]})
+    windows = pl.DataFrame({"window": [0, 1, 2], "seconds_step": 0.3})
+    cells = blame.step_physics(windows, amounts, ends, links)
+    assert cells.select("window", "cause").rows() == [(1, "queueing")]
+    assert cells["physics"].item() == pytest.approx(0.02)
 
 
 def _timed(per_step: list[float], physics_s: list[float]) -> pl.LazyFrame:
