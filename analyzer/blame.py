@@ -10,7 +10,8 @@ the job's queue (``../shared/design/measurement.md``).
 2. Steady cost per link (``steady``): the probed round trip (else the fibre's) and the serialization of the
    job's bytes per step at the link's capacity, reported as their own figures.
 3. Episode cost per link from physics (``step_physics``), for the job's traffic class only: other traffic
-   in the class takes capacity, or the far end holds the class in its ingress queue (queueing), a wave
+   in the class takes capacity, a queue stands in the class's egress, or the far end holds the class in its
+   ingress queue (queueing: occupancy over drain rate), a wave
    down or a port's lower speed shrinks it (lost capacity), the job's bytes a downed link moved onto the
    others load them (the downed link's reroute, ``rerouted``),
    PFC pauses stop it for a share of the time, lost bytes (drops, FCS errors) are sent again after a round
@@ -59,7 +60,6 @@ MIN_ERROR_LINES = 10  # lines with both measures needed to read the physics' err
 AGREE_SIGMAS = 5.0  # excess and scaled physics within this many combined deviations measure the same thing
 EDGE_SHARE = 0.5  # a run's ramp is what comes before (after) its first (last) level of this share of its peak
 STALL_SHARE = 0.5  # a run of an interval's time the network took at least this much of is one stall
-HELD_OVER_USUAL = 2.0  # an egress queue past this many times its usual length stands (the job's own bursts)
 ALONE_SHARE = 0.8  # a link with this share of a line's physics is its only cause (its gain is readable)
 BASELINE_SECONDS = 60.0  # a line's clean baseline: the median of the clean lines within this window around it
 ALLOWANCE_SIGMAS = 2.0  # the cap keeps this much step-time noise above the physics (never cut a real step)
@@ -446,10 +446,7 @@ def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     unevenly."""
     rate = pl.col("sent") / pl.col("seconds")
     noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
-    held = pl.col("queued") / pl.col("seconds")
-    return amounts.group_by("link", "device").agg(
-        base_rate=rate.median(), rate_noise=noise, base_held=held.median()
-    )
+    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise)
 
 
 def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
@@ -495,8 +492,7 @@ def step_physics(
                 pl.min_horizontal(RATE_NOISE_SIGMAS * pl.col("rate_noise"), NOISE_SHARE * pl.col("capacity")),
             )
         )
-        | (pl.col("down") + pl.col("slow") + pl.col("ingress") > 0)
-        | (pl.col("queued") / pl.col("seconds") > HELD_OVER_USUAL * pl.col("base_held"))
+        | (pl.col("down") + pl.col("slow") + pl.col("ingress") + pl.col("queued") > 0)
         | (
             pl.col("paused")
             + pl.col("pausing")
@@ -534,15 +530,12 @@ def step_physics(
     # held over their drain rate. That rate (the far hosts' share of their port) is not in the telemetry:
     # the end's line rate stands for it, and the link's measured gain scales the result.
     ingress_delay = pl.col("ingress") / pl.col("seconds") / pl.col("capacity")
-    # A standing egress queue beyond the job's own usual one: its bytes over the rate the class drained
-    # them (Little's law; the class's sent rate while it holds a queue), at least the floor share of the
-    # port. Once per traversal: how many of the job's collective crosses it is the link's gain.
+    # A standing egress queue (``physics.readings``' ``queued``, beyond the job's own usual one): its bytes
+    # over the rate the class drained them (Little's law; the class's sent rate while it holds a queue), at
+    # least the floor share of the port. Once per traversal: how many the job's collective makes is the
+    # link's gain.
     drain = pl.max_horizontal(pl.col("sent") / pl.col("seconds"), MIN_SHARE * pl.col("capacity"))
-    held = pl.col("queued") / pl.col("seconds")
-    standing = (
-        pl.when(held > HELD_OVER_USUAL * pl.col("base_held")).then(held - pl.col("base_held")).otherwise(0.0)
-    )
-    egress_delay = standing / drain
+    egress_delay = pl.col("queued") / pl.col("seconds") / drain
     causes = rows.with_columns(cap_up=cap_up).with_columns(
         # With the job's bytes unknown, a wave down is read as the share of the step its waves carried.
         lost_capacity=pl.when(pl.col("known"))
@@ -847,12 +840,27 @@ def local_baselines(keyed: pl.LazyFrame) -> pl.LazyFrame:
     return near.select("rank", "step", "local")
 
 
+def reads_a_gain(*block: str) -> pl.Expr:
+    """Whether a line's ratio of ``excess`` to ``physics`` measures the physics' gain in its ``block``: the
+    line's excess is past the noise, and the physics shows in it, either on its own (past the line's noise)
+    or as the block's typical (median) line's excess past the noise (physics whose size the counters miss,
+    such as loss recovery, shows over its whole block). Physics within the noise of a block whose lines
+    mostly show nothing: one line past the noise there is something else's (a straggler's wait, a
+    checkpoint), and its ratio would scale every line of the block by it."""
+    past = pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise")
+    visible = pl.col("physics") >= pl.col("noise")
+    typical = pl.col("excess").median().over(*block) > SIGNIFICANT_SIGMAS * pl.col("noise").median().over(
+        *block
+    )
+    return past & (visible | typical)
+
+
 def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
     """Each line's measured excess over its baseline, its noise, and the joint gain of its block.
 
     A block is a run of consecutive lines with a physical cause on any link; its joint gain is the measured
-    excess per unit of (unscaled) physics over its lines whose excess is past the noise: the fallback for a
-    link that is never the only cause in its own block.
+    excess per unit of (unscaled) physics over its lines that read a gain (``reads_a_gain``): the fallback
+    for a link that is never the only cause in its own block.
 
     Args:
         lines: ``baselines`` output.
@@ -865,19 +873,19 @@ def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
     caused = pl.col("physics") > 0
     ordered = lines.with_columns(excess, noise=pl.col("sigma") * pl.col("n").sqrt()).sort("rank", "step")
     block = (caused != caused.shift(1).over("rank")).fill_null(True).cum_sum().over("rank")
-    significant = caused & (pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise"))
-    ratio = (pl.col("excess") / pl.col("physics")).filter(significant)
+    ratio = (pl.col("excess") / pl.col("physics")).filter("reads")
     # A block whose mean excess lies within its standard error measured no cost: a line of it past the
     # noise by chance is still noise.
     block_noise = (pl.col("sigma") ** 2 * pl.col("n")).sum().sqrt() / pl.col("n").sum()
     block_measured = pl.col("excess").sum() / pl.col("n").sum() > SIGNIFICANT_SIGMAS * block_noise
     return (
         ordered.with_columns(block=block)
+        .with_columns(reads=caused & reads_a_gain("rank", "block"))
         .with_columns(
             joint_gain=ratio.median().over("rank", "block"),
             block_measured=block_measured.over("rank", "block"),
         )
-        .drop("block")
+        .drop("block", "reads")
     )
 
 
@@ -887,8 +895,8 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     Loss recovery and congestion-control cuts have no magnitude in 1 s counters, but their timing and their
     link do, and each cause on each link is off by its own factor: the gain is read per link, over each run
     of consecutive lines where the link has a cause (its block), from the lines where it is the only cause
-    (``ALONE_SHARE`` of the line's physics) and the excess is past the noise. A link never alone takes its
-    line's joint gain (``measured``), else 1.
+    (``ALONE_SHARE`` of the line's physics) and which read a gain (``reads_a_gain``). A link never alone
+    takes its line's joint gain (``measured``), else 1.
 
     Args:
         lines: ``measured`` output.
@@ -906,10 +914,9 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     rows = per_line.join(order, on=["rank", "line"]).sort("rank", "link", "no")
     block = ((pl.col("no") - pl.col("no").shift(1).over("rank", "link")) != 1).fill_null(True)
     # Columns first: a window inside another window's group would see only that group.
-    readable = (pl.col("physics") >= ALONE_SHARE * pl.col("physics").sum().over("rank", "line")) & (
-        pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise")
-    )
-    rows = rows.with_columns(block=block.cum_sum().over("rank", "link"), readable=readable)
+    alone = pl.col("physics") >= ALONE_SHARE * pl.col("physics").sum().over("rank", "line")
+    rows = rows.with_columns(block=block.cum_sum().over("rank", "link"))
+    rows = rows.with_columns(readable=alone & reads_a_gain("rank", "link", "block"))
     own = (pl.col("excess") / pl.col("physics")).filter("readable").median().over("rank", "link", "block")
     return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
 
@@ -1157,7 +1164,7 @@ def attribute(
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
     grid = grid.with_columns(seconds_step=pl.lit(median_step))
     amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate", "rate_noise", "base_held").fill_null(0.0)
+        pl.col("base_rate", "rate_noise").fill_null(0.0)
     )
     cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
     cells = step_physics(grid, amounts, ends, links, round(poll_seconds(readings) / cell_seconds))

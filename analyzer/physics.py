@@ -18,9 +18,11 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   peak over the interval it closes, is read rather than the instant length: every OpenConfig device
   reports it, and it covers the interval as a counter's increase does (an upper bound of the bytes held,
   which the blame's measured gain scales);
-* ``queued``: the same for the job class's egress queues: a standing queue there (other traffic in the
-  class filling a deep buffer) delays every one of the job's packets by its length over its drain rate,
-  whatever share of the port the job gets.
+* ``queued``: byte-seconds the job class's egress queues held beyond their usual length (the series'
+  median: the job's own bursts) where they stood: past ``HELD_OVER_USUAL`` times it in two consecutive
+  readings. A standing queue (other traffic in the class filling a deep buffer) delays every one of the
+  job's packets by its length over its drain rate, whatever share of the port the job gets; one reading's
+  peak is a burst (the job's own, as its ranks resume together), not a queue that stands.
 
 Only readings that add something, and their neighbours (the anchors of the interpolation), are kept: a
 quiet counter between two quiet readings adds nothing to any window. Each end's first and last reading
@@ -48,6 +50,7 @@ UP = "dci_interface_oper_up"
 SPEED = "dci_interface_speed_bytes_per_second"
 HELD = "dci_queue_watermark_bytes"
 RTT_MIN = "dci_link_rtt_seconds_min"
+HELD_OVER_USUAL = 2.0  # an egress queue past this many times its usual length stands (``queued``)
 STEADY_QUANTILE = 0.05  # of the per-interval minimum round trips: the steady (queue-free) round trip
 METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
@@ -113,9 +116,14 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .otherwise(pl.col("increase"))
     )
     # Signals are grouped by series in time order: neighbours are a shift away.
-    sig = signals.filter(pl.col("metric").is_in(wanted)).with_columns(amount=amount.fill_null(0.0))
     same_prev = (pl.col("series") == pl.col("series").shift(1)).fill_null(False)
     same_next = (pl.col("series") == pl.col("series").shift(-1)).fill_null(False)
+    high = (metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual)
+    stands = high & ((same_prev & high.shift(1)) | (same_next & high.shift(-1))).fill_null(False)
+    standing = pl.when(stands).then((pl.col("value") - usual) * pl.col("seconds")).otherwise(0.0)
+    sig = signals.filter(pl.col("metric").is_in(wanted)).with_columns(
+        amount=amount.fill_null(0.0), standing=standing.fill_null(0.0)
+    )
     adds = pl.col("amount") > 0
     keep = (
         adds
@@ -153,7 +161,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .when((metric == HELD) & egress)
         .then(pl.lit("queued"))
     )
-    out = rows.select("link", "device", "time", quantity=quantity, amount="amount")
+    amount = pl.when(quantity == "queued").then(pl.col("standing")).otherwise(pl.col("amount"))
+    out = rows.select("link", "device", "time", quantity=quantity, amount=amount)
     return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))
 
 

@@ -208,6 +208,31 @@ def test_each_link_is_scaled_by_its_own_gain() -> None:
     assert dict(by_link.iter_rows()) == {"a": [pytest.approx(2.0)], "b": [pytest.approx(1.0)]}
 
 
+def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_block() -> None:
+    # A block of 10 lines on link a (noise 0.01 s a line): line 1 a straggler's 3 s wait over 3 ms of
+    # physics (the job's burst as the ranks resume), lines 2-10 within the noise. Neither the physics nor
+    # the block's typical line shows: the block keeps gain 1, its lines are not scaled 1000-fold. Loss
+    # physics of 3 ms under a block whose every line is 0.1 s slow shows through the block: gain 33. Where
+    # the physics (0.05 s) is past the noise on its own, its line reads gain 2.
+    excess = [3.0] + [0.005] * 9 + [0.0] * 5 + [0.1] * 10 + [0.0] * 5 + [0.1] * 3
+    physics_s = [0.003] * 10 + [0.0] * 5 + [0.003] * 10 + [0.0] * 5 + [0.05] * 3
+    lines = pl.DataFrame(
+        {
+            "rank": 0,
+            "step": range(1, len(excess) + 1),
+            "per_step": excess,
+            "baseline": 0.0,
+            "physics": physics_s,
+            "sigma": 0.01,
+            "n": 1,
+        }
+    )
+    judged = blame.measured(lines.lazy()).collect()
+    cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("a"))
+    gains = blame.link_gains(judged, cells).sort("line")
+    assert gains["gain"].to_list() == pytest.approx([1.0] * 10 + [0.1 / 0.003] * 10 + [2.0] * 3)
+
+
 def test_quiet_steps_of_a_cycle_take_no_blame() -> None:
     # DiLoCo-like: every 4th step syncs (0.1 s slower); an episode spans steps 40-60 with physics on
     # every step, but only the syncing steps are slower.
@@ -315,7 +340,9 @@ def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffi
     # l2 is down and its 8 MB/s go over l1's other direction, queueing there: l2's cost (a reroute).
     # Window 2: the same on l1 with no link down is other traffic, l1's. Window 3: l2 down, but l1 gains
     # more than l2 lost: other traffic too.
-    zeros = dict.fromkeys(("dropped", "dropped_frames", "paused", "pausing", "fcs", "slow", "ingress"), 0.0)
+    zeros = dict.fromkeys(
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "slow", "ingress", "queued"), 0.0
+    )
     rows = []
     for window, l1_back, l2_down in ((0, 0.1e6, 0.0), (1, 8.0e6, 1.0), (2, 8.0e6, 0.0), (3, 11.0e6, 1.0)):
         l2_sent = 0.0 if l2_down else 8e6
@@ -388,7 +415,8 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
     ).with_columns(priority=pl.lit(None, pl.String))
     rows_out = physics.readings(signals, labels, "3").collect()
     amounts_of = dict(rows_out.group_by("quantity").agg(pl.col("amount").sum()).iter_rows())
-    assert amounts_of == pytest.approx({"ingress": 8e6, "queued": 36e6})  # byte-seconds
+    # The egress queue holds its usual length throughout: nothing stands in it.
+    assert amounts_of == pytest.approx({"ingress": 8e6, "queued": 0.0})  # byte-seconds
     # Over a one-second window the end held 4 MB: 4 MB over its 400 MB/s line rate is 10 ms per step.
     columns = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow")
     amounts = pl.DataFrame(
@@ -403,7 +431,6 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
             "queued": 0.0,
             "base_rate": 0.0,
             "rate_noise": 0.0,
-            "base_held": 0.0,
         }
     )
     ends = pl.DataFrame(
@@ -417,10 +444,46 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
     assert cells["physics"].item() == pytest.approx(0.01)
 
 
+def test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_running() -> None:
+    # The job class's egress watermark usually reads 0.1 MB (the job's own bursts). Two readings running at
+    # 2.1 MB: 2 MB beyond the usual stands for 2 s. One reading of 5 MB (the job's burst as its ranks
+    # resume together) and one of 0.15 MB (within twice the usual) stand for nothing.
+    held = [1e5, 1e5, 2.1e6, 2.1e6, 1e5, 5e6, 1e5, 1.5e5, 1e5]
+    times = [T0 + timedelta(seconds=s) for s in range(len(held))]
+    signals = pl.LazyFrame(
+        {
+            "series": [1] * len(held),
+            "metric": [physics.HELD] * len(held),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [None] * len(held),
+            "value": held,
+            "increase": [None] * len(held),
+            "seconds": [None] + [1.0] * (len(held) - 1),
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {
+            "series": [1],
+            "link": ["l1"],
+            "device": ["a"],
+            "interface": ["e1"],
+            "queue": ["3"],
+            "direction": ["tx"],
+        },
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(priority=pl.lit(None, pl.String))
+    rows_out = physics.readings(signals, labels, "3").collect()
+    assert set(rows_out["quantity"]) == {"queued"}
+    standing = rows_out.filter(pl.col("amount") > 0)
+    assert standing["time"].to_list() == times[2:4]
+    assert standing["amount"].to_list() == pytest.approx([2e6, 2e6])  # byte-seconds
+
+
 def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -> None:
-    # The job's queue usually holds 0.1 MB (its own bursts). Window 1: 2.1 MB stand in it while the class
-    # drains 100 MB/s: each of the job's packets waits 2 MB / 100 MB/s = 20 ms more. Window 2: 0.15 MB,
-    # within twice the usual: no cause.
+    # Window 1: 2 MB stand in the job class's egress queue beyond its usual length while the class drains
+    # 100 MB/s: each of the job's packets waits 2 MB / 100 MB/s = 20 ms more. Windows 0 and 2: none.
     columns = ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress")
     amounts = pl.DataFrame(
         {
@@ -431,10 +494,9 @@ def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -
             "seconds": 1.0,
             **dict.fromkeys(columns, 0.0),
             "sent": 1e8,
-            "queued": [1e5, 2.1e6, 1.5e5],
+            "queued": [0.0, 2e6, 0.0],
             "base_rate": 1e8,
             "rate_noise": 0.0,
-            "base_held": 1e5,
         }
     )
     ends = pl.DataFrame(
