@@ -102,8 +102,9 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
     wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD]
     metric = pl.col("metric").cast(pl.String)
-    # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``).
-    usual = pl.col("value").median().over("series")
+    # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``)
+    # or queue length. Computed once, as a column: the expressions below read it several times.
+    usual = pl.col("usual")
     missing = pl.when(usual > 0).then((1 - pl.col("value") / usual).clip(0.0, 1.0)).otherwise(0.0)
     # A gauge covers the interval since the previous reading; the first reading of a series covers none.
     amount = (
@@ -118,11 +119,14 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     # Signals are grouped by series in time order: neighbours are a shift away.
     same_prev = (pl.col("series") == pl.col("series").shift(1)).fill_null(False)
     same_next = (pl.col("series") == pl.col("series").shift(-1)).fill_null(False)
-    high = (metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual)
+    high = pl.col("high")
     stands = high & ((same_prev & high.shift(1)) | (same_next & high.shift(-1))).fill_null(False)
     standing = pl.when(stands).then((pl.col("value") - usual) * pl.col("seconds")).otherwise(0.0)
-    sig = signals.filter(pl.col("metric").is_in(wanted)).with_columns(
-        amount=amount.fill_null(0.0), standing=standing.fill_null(0.0)
+    sig = (
+        signals.filter(pl.col("metric").is_in(wanted))
+        .with_columns(usual=pl.col("value").median().over("series"))
+        .with_columns(high=(metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual))
+        .with_columns(amount=amount.fill_null(0.0), standing=standing.fill_null(0.0))
     )
     adds = pl.col("amount") > 0
     keep = (
