@@ -185,8 +185,8 @@ def stalls(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
     """A stall, sharpened: a run of pieces with network time (``g`` > 0) where the network took at least
     ``STALL_SHARE`` of the time is one stall (a wave's loss, a pause storm) that a poll's counters smeared
     over their interval; it becomes one block of ``g`` = 1 as long as its network time, centred where the
-    run's network time is, in whole pieces, so the iteration it caught takes all of it, as a collective held
-    by the network does. Slower, longer runs (congestion) keep their density.
+    run's network time is, in whole pieces (``held``), so the iteration it caught takes all of it, as a
+    collective held by the network does. Slower, longer runs (congestion) keep their density.
 
     Args:
         pieces: ``line`` keys, ``k``, ``a``, ``b`` (seconds), ``g``, sorted by ``k`` within each line.
@@ -206,9 +206,45 @@ def stalls(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
     stall = (pl.col("g") > 0) & (spent >= STALL_SHARE * length)
     return (
         pieces.with_columns(run=run)
+        .with_columns(held=stall & (inside > 0))
         .with_columns(g=pl.when(stall).then(inside).otherwise(pl.col("g")))
         .drop("run")
     )
+
+
+def held_by_the_ending_iteration(bounds: pl.DataFrame, pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
+    """Iteration starts (``u``) moved past a stall block that opens within a quarter iteration after them.
+
+    The network holds a collective, which ends its iteration's work, so the time a stall adds runs from
+    where that work ended to where the stall ended. The block (``stalls``) is centred on the readings,
+    which saw the stall from where it began: anywhere in the iteration, a fraction f in. So it opens
+    (1 + f) / 2 of an iteration into the iteration it held, three quarters on average; centred on that,
+    within half an iteration either way of a reading's error, the iteration a block belongs to is the one
+    it opens at least a quarter into, or the one whose work ended less than a quarter before it.
+
+    Args:
+        bounds: ``line`` keys, ``j``, ``u`` (seconds, switch clock), ``all_work``, ``n``.
+        pieces: ``stalls`` output, with ``line`` keys, ``k``, ``a``, ``b`` and ``held``.
+        line: the columns naming one line.
+
+    Returns:
+        ``line`` keys, ``j``, ``u``.
+    """
+    block = (pl.col("held") != pl.col("held").shift(1)).fill_null(True).cum_sum().over(line)
+    blocks = (
+        pieces.sort(*line, "k")
+        .with_columns(block=block)
+        .filter("held")
+        .group_by(*line, "block")
+        .agg(opens=pl.col("a").min(), closes=pl.col("b").max())
+        .drop("block")
+        .sort("opens")
+    )
+    after = bounds.sort("u").join_asof(
+        blocks, left_on="u", right_on="opens", by=line, strategy="forward", check_sortedness=False
+    )
+    soon = (pl.col("j") > 0) & (pl.col("opens") - pl.col("u") < pl.col("all_work") / pl.col("n") / 4)
+    return after.select(*line, "j", u=pl.when(soon).then("closes").otherwise("u"))
 
 
 def place(
@@ -334,7 +370,8 @@ def place(
     into = pl.when(rate > 0).then((pl.col("target") - pl.col("done") + pl.col("work")) / rate).otherwise(0.0)
     # The first iteration starts with the line, whatever stalls open it.
     u = pl.when(pl.col("j") == 0).then(pl.col("t0")).otherwise(pl.col("a") + into.clip(lower_bound=0.0))
-    bounds = found.join(spans.select(*line, "t0"), on=line).select(*line, "j", u=u)
+    bounds = found.join(spans.select(*line, "t0"), on=line).select(*line, "j", "all_work", "n", u=u)
+    bounds = held_by_the_ending_iteration(bounds, pieces, line)
     # Sub-pieces: the pieces cut again at the iterations' starts, each in one cell (the last piece begun
     # by then: a start computed a rounding past a cell's edge stays in the right cell) and one iteration.
     cuts = (

@@ -476,7 +476,7 @@ def test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_runn
     ).with_columns(priority=pl.lit(None, pl.String))
     rows_out = physics.readings(signals, labels, "3").collect()
     assert set(rows_out["quantity"]) == {"queued"}
-    standing = rows_out.filter(pl.col("amount") > 0)
+    standing = rows_out.filter(pl.col("amount") > 0).sort("time")
     assert standing["time"].to_list() == times[2:4]
     assert standing["amount"].to_list() == pytest.approx([2e6, 2e6])  # byte-seconds
 
@@ -592,6 +592,18 @@ def test_a_stall_inside_an_interval_is_one_iterations_and_pushes_the_rest_later(
     assert iterations["weight"].to_list() == pytest.approx([0.0] * 4 + [1.0] + [0.0] * 5, abs=1e-9)
     assert links["step"].to_list() == [5]
     assert links["share"].item() > 0
+
+
+def test_a_stall_opening_just_after_an_iteration_ended_is_that_iterations() -> None:
+    # The same 2 s stall read from 4.1 s: it opens a tenth into the fifth iteration, where a stall centred on
+    # its readings opens only when its reading came late (it opens, on average, three quarters into the
+    # iteration it held). The fourth iteration, whose work ended at 4 s and whose collective it held, takes
+    # it; the fifth's work (0.1 s before the stall, 0.9 s after) runs from 6.1 s to 7 s.
+    cells, grid = _cells({"l": (4.1, 6.1, 0.05)})
+    iterations, _ = blame.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    iterations = iterations.sort("step")
+    assert _seconds(iterations["lo"]) == [0, 1, 2, 3, 6.1, 7, 8, 9, 10, 11]
+    assert iterations["weight"].to_list() == pytest.approx([0.0] * 3 + [1.0] + [0.0] * 6, abs=1e-9)
 
 
 def test_placement_is_on_the_switch_clock_through_the_skew() -> None:
