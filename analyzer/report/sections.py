@@ -109,11 +109,13 @@ BLAME = [
     "A step's excess is its measure (its communication time where measured, else its duration) above its "
     "rank's clean baseline (the median of steps with no physical cause on any link, per position in the "
     "job's communication cycle); a line averaging N iterations is one interval of N steps, its iterations "
-    "placed in it by where the physics fell.",
-    "Each link's cost per step comes from the physics of the job's queue (other traffic in its class, PFC "
-    "pauses, lost bytes, waves down, the far end holding the job's bytes), scaled per link by the excess it "
-    "explained where it was the only cause; links late in the same step share it as a shared runway is "
-    "shared (the slowest decides). A step longer than usual is read where its collective may have run.",
+    "placed in it by where the physics fell (a stall to the iteration whose collective it held).",
+    "Each link's cost per step comes from the physics of the job's queue (other traffic in its class, a "
+    "queue standing in its egress, PFC pauses, lost bytes, waves down, the far end holding the job's "
+    "bytes), scaled per link by the excess it explained where it was the only cause and the physics showed "
+    "(past a step's noise, or over its whole episode); links late in the same step share it as a shared "
+    "runway is shared (the slowest decides). A step longer than usual is read where its collective may "
+    "have run.",
     "A step is blamed its scaled physics weighed against its excess by their errors (the physics' read "
     "from the run, and how much it changes within one telemetry interval), never more than the excess "
     "allows, nothing within the step-time noise; the rest (a checkpoint, a straggler) stays unexplained, "
