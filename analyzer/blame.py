@@ -886,10 +886,9 @@ def reads_a_gain(*block: str) -> pl.Expr:
     checkpoint), and its ratio would scale every line of the block by it."""
     past = pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise")
     visible = pl.col("physics") >= pl.col("noise")
-    typical = pl.col("excess").median().over(*block) > SIGNIFICANT_SIGMAS * pl.col("noise").median().over(
-        *block
-    )
-    return past & (visible | typical)
+    typical = pl.col("excess").median().over(*block)
+    typical_noise = pl.col("noise").median().over(*block)
+    return past & (visible | (typical > SIGNIFICANT_SIGMAS * typical_noise))
 
 
 def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
