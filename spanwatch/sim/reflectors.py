@@ -30,6 +30,9 @@ class LinkReflectors:
         self.one_way_s = one_way_s
         self.sites = sites
         self.reflectors: list[Reflector] = []
+        self.ports: list[
+            int
+        ] = []  # one per site: the listening reflectors' (a recorder without sockets sets its own)
 
     def start(self) -> None:
         """Listen on free loopback ports (one per end), on the running loop."""
@@ -37,11 +40,13 @@ class LinkReflectors:
             reflector = Reflector("127.0.0.1", 0, delay_s=self.one_way_s)
             reflector.start()
             self.reflectors.append(reflector)
+            self.ports.append(reflector.port)
 
     def stop(self) -> None:
         for reflector in self.reflectors:
             reflector.close()
         self.reflectors = []
+        self.ports = []
 
     def probe_config(self) -> dict[str, Any]:
         """The link's ``probe`` section of the collector config: a responder at each site."""
@@ -50,7 +55,7 @@ class LinkReflectors:
             "count": COUNT,
             "timeout": TIMEOUT,
             "targets": [
-                {"name": f"site-{site}", "address": f"127.0.0.1:{r.port}", "method": "twamp"}
-                for site, r in zip(self.sites, self.reflectors, strict=True)
+                {"name": f"site-{site}", "address": f"127.0.0.1:{port}", "method": "twamp"}
+                for site, port in zip(self.sites, self.ports, strict=True)
             ],
         }

@@ -120,7 +120,7 @@ class SimulatedFabric:
             while f.t + f.dt <= end + 1e-12:
                 f.step()
             self.lag_s = target - f.t
-            self._drain()
+            self.drain()
             if f.t - published >= SNAPSHOT_S:
                 published = f.t
                 self.snap = snapshot.take(f, int((self.t0 + f.t) * 1e9), f.t, self.snap)
@@ -133,7 +133,8 @@ class SimulatedFabric:
         waiter sees every snapshot)."""
         await self._published.wait()
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
+        """Hand the steps the model completed to ``steps`` and ``on_step``."""
         job = self.fabric.job
         while job.completed:
             record = job.completed.pop(0)

@@ -1,0 +1,274 @@
+"""The fast recording path: a demo run recorded in simulated time, without sockets (``demo --fast``).
+
+``record(scenario, out)`` writes into ``out`` what the live demo's recording writes (``config.yaml``,
+``community``, ``archive/``, the job's log, ``truth.json``, ``metrics.txt``): the fabric model is stepped
+as fast as the CPU allows, and the archive is the one the collector would have written, because the
+collector's own code writes it: each switch's SNMP table (``snmp_mib``) is walked by ``SnmpSource``
+through its ``Poller`` (mapping, Counter32 wraps, sysUpTime, no row for a wave with no signal), each
+switch's gNMI notifications (its ``SimTarget`` subscriptions, on the snapshots' clock) are decoded by
+``GnmiSource``, the link probes' windows are exported by ``TargetProber``, into a ``Store`` and an
+``Archive`` on a simulated clock. Only the sockets and the waiting are gone; the delays they caused
+(polls' phases and durations, the model's lag behind the wall clock, delivery) are drawn from
+``fast_feeds.Timing``, seeded by the scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from collector import links, mapping_files
+from collector.config import Config
+from collector.contracts.fibre import one_way_delay_s
+from collector.daemon import _interval, _phases, _timeout
+from collector.exporters.archive import Archive
+from collector.exporters.prometheus import render
+from collector.mapping_files import Mappings
+from collector.probes.prober import PROBES, TargetProber, Window
+from collector.scheduler import Poller, Schedule
+from collector.sources.gnmi.source import GnmiSource
+from collector.sources.snmp.source import SnmpSource
+from collector.store import Store, TargetLabels
+from spanwatch.sim import snapshot, snmp_mib
+from spanwatch.sim.commands import write_config
+from spanwatch.sim.fast_feeds import (
+    SimClock,
+    SimStream,
+    SnapshotHolder,
+    SnapshotWalker,
+    Timing,
+    streams_of,
+)
+from spanwatch.sim.gnmi_target import SimTarget
+from spanwatch.sim.joblog import JobLog
+from spanwatch.sim.runtime import SimulatedFabric
+from spanwatch.sim.scenario import Scenario
+
+LISTEN = "127.0.0.1:9464"  # the config's /metrics address: nothing listens on it
+FIRST_PORT = 20000  # the config's device and reflector ports: nothing listens on them either
+
+
+@dataclass
+class Recording:
+    """A finished fast recording."""
+
+    out: Path
+    log: Path  # the job's log
+    sim: SimulatedFabric  # the model as it ended (truth, devices, steps)
+    metrics: str  # the collector's last exposition
+
+
+def record(
+    scenario: Scenario, out: Path, *, epoch_s: float | None = None, timing: Timing | None = None
+) -> Recording:
+    """Record ``scenario`` into ``out`` in simulated time (see the module docstring).
+
+    Args:
+        scenario: what to run.
+        out: the folder (created).
+        epoch_s: the wall time the fabric starts at (default: now).
+        timing: the live path's delays (default: as measured).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    sim = SimulatedFabric(scenario)
+    sim.t0 = time.time() if epoch_s is None else epoch_s
+    _placeholder_ports(sim)
+    log = JobLog(scenario, out, sim.host)
+    sim.on_step = log.write
+    config_path = write_config(sim, out, LISTEN)
+    try:
+        metrics = asyncio.run(_Recorder(sim, config_path, timing or Timing()).run())
+    finally:
+        log.close()
+    (out / "metrics.txt").write_text(metrics)
+    (out / "truth.json").write_text(json.dumps(sim.truth(), indent=1))
+    return Recording(out, log.path, sim, metrics)
+
+
+def _placeholder_ports(sim: SimulatedFabric) -> None:
+    """Ports for the config, distinct as live ones are; no socket is opened."""
+    ports = itertools.count(FIRST_PORT)
+    telemetry = sim.scenario.telemetry
+    sim.snmp_ports = [next(ports) for _ in sim.devices] if telemetry.snmp else []
+    sim.gnmi_ports = [next(ports) for _ in sim.devices] if telemetry.gnmi else []
+    for reflectors in sim.reflectors.values():
+        reflectors.ports = [next(ports) for _ in reflectors.sites]
+
+
+Event = tuple[float, int, Callable[[float], Any]]
+
+
+class _Recorder:
+    """The event loop of one recording: model steps, snapshots, and the collector's work at wall times."""
+
+    def __init__(self, sim: SimulatedFabric, config_path: Path, timing: Timing) -> None:
+        self.sim = sim
+        self.config_path = config_path
+        self.timing = timing
+        # Its own stream, so the model's draws (seeded by the scenario) are the live path's.
+        self.rng = np.random.default_rng([sim.scenario.seed, 29])
+        self.clock = SimClock(sim.t0)
+        self.holder = SnapshotHolder(sim.snap)
+        self.events: list[Event] = []
+        self._seq = itertools.count()
+
+    def at(self, wall_s: float, action: Callable[[float], Any]) -> None:
+        heapq.heappush(self.events, (wall_s, next(self._seq), action))
+
+    async def run(self) -> str:
+        config, mappings = mapping_files.load(self.config_path)
+        archive_cfg = config.collector.archive
+        assert archive_cfg is not None
+        self.store = Store(self.clock)
+        self.archive = Archive(archive_cfg.path, self.clock, max_buffer_bytes=archive_cfg.max_buffer_bytes)
+        self.store.archive = self.archive
+        t = self.timing
+        start = t.start_s + float(self.rng.uniform(0.0, t.start_spread_s))
+        self._targets(config, mappings, start)
+        self._probes(config, start)
+        self.at(start + archive_cfg.flush_interval, self._flush_every(archive_cfg.flush_interval))
+        await self._run_model()
+        self.archive.flush()  # the daemon's final flush at shutdown
+        links.update(self.store, config)
+        return render(self.store)
+
+    # -- set-up, as ``collector.daemon.Daemon._apply`` does it ------------------------------------------
+    def _targets(self, config: Config, mappings: Mappings, start: float) -> None:
+        member_links = links.member_links(config)
+        phases = _phases(config)
+        index = {dev.name: d for d, dev in enumerate(self.sim.devices)}
+        base = float(self.rng.uniform(0.0, config.defaults.interval))  # where the monotonic clock's 0 falls
+        epoch_ns = round(self.sim.t0 * 1e9)
+        self.streams: list[tuple[GnmiSource, SimStream]] = []
+        for target in config.targets:
+            interval = _interval(target, config)
+            self.store.set_target(
+                target.name,
+                TargetLabels(
+                    tuple(sorted(target.labels.items())),
+                    config.defaults.expiry_intervals * interval,
+                    config.defaults.max_series_per_target,
+                    member_links.get(target.name, {}),
+                ),
+            )
+            d = index[target.name]
+            if target.snmp is not None:
+                walker = SnapshotWalker(self.clock)
+                source = SnmpSource(
+                    target.name,
+                    target.snmp,
+                    config.defaults,
+                    self.clock,
+                    walker=walker,
+                    modules=mappings.snmp_modules(target),
+                )
+                poller = Poller(source, self.store, Schedule(interval, _timeout(target, config)), self.clock)
+                first = base + phases[target.name] * interval
+                first += interval * max(0.0, np.ceil((start - first) / interval))
+                self.at(first, self._poll_every(poller, walker, d, interval))
+            if target.gnmi is not None:
+                gnmi = GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=self.clock)
+                server = SimTarget(self.holder, d, epoch_ns)
+                for prefix, subs in streams_of(gnmi.sets).items():
+                    connect = start + float(self.rng.uniform(0.0, self.timing.connect_spread_s))
+                    self.streams.append(
+                        (gnmi, SimStream(server, self.holder, target.gnmi, prefix, subs, connect))
+                    )
+        links.update(self.store, config)
+
+    def _probes(self, config: Config, start: float) -> None:
+        for link in config.links:
+            probe = link.probe
+            if probe is None:
+                continue
+            fibre_rtt = 2 * one_way_delay_s(link.distance_km)  # what the simulated reflectors answer with
+            for i, target in enumerate(probe.targets):
+                prober = TargetProber(link.name, target, probe, self.store, self.clock)
+                phase = i / len(probe.targets) * probe.interval / probe.count  # ``Probes.apply``
+                self.at(start + phase + probe.interval, self._probe_every(prober, fibre_rtt))
+
+    # -- the collector's work, each at its wall time -------------------------------------------------
+    def _poll_every(
+        self, poller: Poller, walker: SnapshotWalker, d: int, interval: float
+    ) -> Callable[[float], Any]:
+        name = self.sim.devices[d].name
+
+        async def poll(now: float) -> None:
+            self.clock.set(now)
+            walker.load(snmp_mib.build(self.holder.snap, d, name), self.timing.poll(self.rng))
+            await poller.poll_once()
+            nxt = now + interval
+            while nxt < self.clock.now:  # an overrun skips intervals, as ``Poller.run`` does
+                nxt += interval
+            self.at(nxt, poll)
+
+        return poll
+
+    def _probe_every(self, prober: TargetProber, fibre_rtt: float) -> Callable[[float], Any]:
+        probe = prober.probe
+
+        def window(now: float) -> None:
+            self.clock.set(now)
+            rtts = self.timing.round_trips(self.rng, fibre_rtt, probe.count)
+            one_way = [r / 2 for r in rtts]
+            for _ in rtts:
+                self.store.inc(PROBES, (*prober.labels, ("status", "success")))
+            prober.export(Window(rtts=rtts, forward=one_way, reverse=one_way, sent=probe.count))
+            self.at(now + probe.interval, window)
+
+        return window
+
+    def _flush_every(self, interval: float) -> Callable[[float], Any]:
+        def flush(now: float) -> None:
+            self.clock.set(now)
+            self.archive.flush()
+            self.at(now + interval, flush)
+
+        return flush
+
+    def _deliver(self, source: GnmiSource, responses: list[Any]) -> Callable[[float], Any]:
+        def deliver(now: float) -> None:
+            self.clock.set(now)
+            for response in responses:
+                source.handle(self.store, response)
+
+        return deliver
+
+    async def _until(self, wall_s: float) -> None:
+        """Do the collector's work due before ``wall_s``, in time order."""
+        while self.events and self.events[0][0] < wall_s:
+            when, _, action = heapq.heappop(self.events)
+            result = action(when)
+            if asyncio.iscoroutine(result):
+                await result
+
+    # -- the model ---------------------------------------------------------------------------------------
+    async def _run_model(self) -> None:
+        sim, t = self.sim, self.timing
+        f = sim.fabric
+        duration = float(sim.scenario.duration) + t.tail_s
+        published = 0.0  # wall time of the last publication
+        while f.t < duration:
+            due = f.t + t.snapshot_s + float(self.rng.uniform(0.0, t.snapshot_slack_s))
+            while f.t + f.dt <= due + 1e-12:
+                f.step()
+            sim.drain()
+            wall = max(published, f.t + t.lag(self.rng))
+            await self._until(wall)  # what happened before this snapshot was published saw the last one
+            published = wall
+            self.holder.snap = snapshot.take(f, round((sim.t0 + f.t) * 1e9), f.t, self.holder.snap)
+            delivered = wall + t.deliver(self.rng)
+            for source, stream in self.streams:
+                responses = stream.sample(f.t)
+                if responses:
+                    self.at(delivered, self._deliver(source, responses))
+        await self._until(duration)
