@@ -1,0 +1,121 @@
+"""Fast vs real-time recording: the scorer's figures of both paths side by side, per scenario (issue 29).
+
+Each folder holds one demo output folder per scenario, named after the scenario file (what
+``spanwatch demo --scenario examples/scenarios/NAME.yaml --out DIR/NAME`` and the same with ``--fast``
+write). Prints a Markdown table: per scenario and figure, the real-time value, the fast one and their
+difference, flagged where it exceeds the tolerance; then the real-time runs that did not keep up with the
+wall clock (the model's steps, or the collector's gNMI stream, ended well before the scenario did: a
+loaded machine), whose figures say more about the machine than about the fast path.
+
+Run: ``.venv/bin/python bench/fast_vs_realtime.py --realtime RT_DIR --fast FAST_DIR [--tolerance 0.02]``.
+Several ``--realtime`` folders may be given: the first that holds a scenario is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from spanwatch.score import GOALS
+
+BEHIND_S = 2.0  # a run whose steps or gNMI samples end this much before its duration did not keep up
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def kept_up(out: Path) -> str | None:
+    """Why a recording did not keep up with the wall clock, or None when it did."""
+    truth = json.loads((out / "truth.json").read_text())
+    t0, duration = _epoch(truth["start_time"]), float(truth["duration_seconds"])
+    skew = float(truth["job"]["clock_skew_seconds"])
+    steps_end = max((_epoch(s["end_time"]) - skew - t0 for s in truth["steps"]), default=0.0)
+    reasons = []
+    if steps_end < duration - BEHIND_S:
+        reasons.append(f"steps end at {steps_end:.1f} s of {duration:g}")
+    gnmi = (
+        pl.scan_parquet(str(out / "archive" / "**" / "*.parquet"), hive_partitioning=True)
+        .filter(pl.col("source") == "gnmi")
+        .select(pl.col("time").max())
+        .collect()
+        .item()
+    )
+    if gnmi is not None:
+        gnmi_end = gnmi.timestamp() - t0
+        if gnmi_end < duration - BEHIND_S:
+            reasons.append(f"gNMI ends at {gnmi_end:.1f} s")
+    return "; ".join(reasons) or None
+
+
+def scores(folder: Path) -> dict[str, dict[str, Any]]:
+    """Scenario name -> its ``score.json``."""
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(folder.glob("*/score.json"))}
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def table(realtime: list[Path], fast: Path, tolerance: float) -> tuple[list[str], int, int]:
+    """The Markdown lines, and how many figures were compared and how many disagree."""
+    fast_scores = scores(fast)
+    rt_scores: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for folder in realtime:
+        for name, score in scores(folder).items():
+            rt_scores.setdefault(name, (folder / name, score))
+    figures = list(GOALS)
+    lines = [
+        "| scenario | " + " | ".join(figures) + " | passed |",
+        "|---|" + "---|" * (len(figures) + 1),
+    ]
+    compared = disagree = 0
+    behind: list[str] = []
+    for name in sorted(set(fast_scores) & set(rt_scores)):
+        folder, rt = rt_scores[name]
+        fs = fast_scores[name]
+        cells = []
+        for figure in figures:
+            a, b = rt.get(figure), fs.get(figure)
+            cell = f"{_cell(a)} / {_cell(b)}"
+            if a is not None and b is not None:
+                compared += 1
+                if abs(a - b) > tolerance:
+                    disagree += 1
+                    cell = f"**{cell}**"
+            elif a is not None or b is not None:
+                disagree += 1
+                cell = f"**{cell}**"
+            cells.append(cell)
+        cells.append(f"{'yes' if rt.get('passed') else 'no'} / {'yes' if fs.get('passed') else 'no'}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        why = kept_up(folder)
+        if why is not None:
+            behind.append(f"- {name}: the real-time run fell behind ({why})")
+    lines.append("")
+    lines.append(
+        f"Each cell: real-time / fast. {disagree} of {compared} figures differ by more than {tolerance:g} (bold)."
+    )
+    if behind:
+        lines += ["", *behind]
+    return lines, compared, disagree
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--realtime", type=Path, action="append", required=True, help="real-time demo folders")
+    p.add_argument("--fast", type=Path, required=True, help="fast demo folders")
+    p.add_argument("--tolerance", type=float, default=0.02)
+    args = p.parse_args()
+    lines, _, _ = table(args.realtime, args.fast, args.tolerance)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""``spanwatch demo --fast`` (``spanwatch.sim.fast``) beside the real-time demo on shipped scenarios.
+
+The fast path's archive must be the one the collector writes over real SNMP and gNMI: the same files,
+columns, series (source, device, metric, labels) and sample spacing; and its score must be close to the
+real-time one's (two runs of a randomised fabric never agree exactly: sampling phases differ).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from collector.contracts import archive as layout
+from spanwatch.score import GOALS
+from spanwatch.sim import scenario as scenarios
+from spanwatch.sim.fast import record
+
+pytestmark = pytest.mark.integration
+
+SCENARIOS = ("incast-pfc-received", "wave-down-reroute")
+TIME_SCALE = "0.5"  # 15 s runs: the real-time one takes that long
+SCORE_TOLERANCE = 0.1  # per figure, one real-time run against one fast run (the bench compares at 0.02)
+SERIES_COLUMNS = ["source", "device", "metric", *layout.LABEL_COLUMNS]
+
+
+def _demo(scenario: str, out: Path, *extra: str) -> float:
+    path = scenarios.SHIPPED / f"{scenario}.yaml"
+    cmd = [sys.executable, "-m", "spanwatch.cli", "demo", "--scenario", str(path), "--time-scale", TIME_SCALE]
+    start = time.monotonic()
+    run = subprocess.run([*cmd, "--out", str(out), *extra], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return time.monotonic() - start
+
+
+@pytest.fixture(scope="module", params=SCENARIOS)
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The real-time and the fast demo folders of one scenario."""
+    root = tmp_path_factory.mktemp(request.param)
+    _demo(request.param, root / "realtime")
+    _demo(request.param, root / "fast", "--fast")
+    return root / "realtime", root / "fast"
+
+
+def _archive(out: Path) -> pl.DataFrame:
+    return pl.read_parquet(str(out / "archive" / "**" / "*.parquet"), hive_partitioning=True)
+
+
+def _epoch(out: Path) -> float:
+    truth = json.loads((out / "truth.json").read_text())
+    return datetime.fromisoformat(truth["start_time"].replace("Z", "+00:00")).timestamp()
+
+
+def _spacing(out: Path) -> dict[tuple[str, str], float]:
+    """Median seconds between a device's readings, per (source, device)."""
+    times = _archive(out).group_by("source", "device").agg(pl.col("time").unique().sort())
+    return {
+        (source, device): statistics.median(
+            (b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
+        )
+        for source, device, stamps in times.iter_rows()
+    }
+
+
+def test_same_files_columns_and_series(pair: tuple[Path, Path]) -> None:
+    realtime, fast = pair
+    names = {p.name for p in realtime.iterdir() if p.is_file()}
+    assert names <= {p.name for p in fast.iterdir() if p.is_file()}
+    assert (fast / "control" / "score.json").is_file()
+    rt, ft = _archive(realtime), _archive(fast)
+    assert ft.schema == rt.schema
+    for path in (fast / "archive").rglob("*.parquet"):  # date=YYYY-MM-DD/hour=HH/<writer>-<seq>.parquet
+        folder = path.relative_to(fast / "archive").parent
+        assert [part.split("=")[0] for part in folder.parts] == ["date", "hour"], path
+    series = ft.select(SERIES_COLUMNS).unique().sort(SERIES_COLUMNS)
+    expected = rt.select(SERIES_COLUMNS).unique().sort(SERIES_COLUMNS)
+    missing = expected.join(series, on=SERIES_COLUMNS, how="anti", nulls_equal=True)
+    extra = series.join(expected, on=SERIES_COLUMNS, how="anti", nulls_equal=True)
+    assert missing.is_empty(), missing.head(10)
+    assert extra.is_empty(), extra.head(10)
+
+
+def test_same_sample_spacing(pair: tuple[Path, Path]) -> None:
+    realtime, fast = pair
+    rt, ft = _spacing(realtime), _spacing(fast)
+    assert set(ft) == set(rt)
+    for key, seconds in rt.items():
+        assert ft[key] == pytest.approx(seconds, abs=0.15), key
+
+
+def test_counters_and_clocks_match(pair: tuple[Path, Path]) -> None:
+    """gNMI rows carry the switch's time (before receipt), SNMP rows their receipt time; counters are exact."""
+    for out in pair:
+        df = _archive(out).with_columns(late=(pl.col("received_time") - pl.col("time")).dt.total_seconds())
+        gnmi, snmp = df.filter(pl.col("source") == "gnmi"), df.filter(pl.col("source") == "snmp")
+        assert gnmi["late"].min() > 0 and gnmi["late"].median() < 0.5
+        assert snmp["late"].max() == 0
+        counters = df.filter(pl.col("metric").str.ends_with("_bytes_total"))
+        assert counters["counter"].null_count() == 0
+        assert (counters["value"] == counters["counter"].cast(pl.Float64)).all()
+        first = (df["time"].min().timestamp() - _epoch(out), df["time"].max().timestamp() - _epoch(out))
+        assert first[0] < 3.0 and first[1] > 12.0, (out, first)
+
+
+def test_scores_close(pair: tuple[Path, Path]) -> None:
+    realtime, fast = pair
+    rt: dict[str, Any] = json.loads((realtime / "score.json").read_text())
+    ft: dict[str, Any] = json.loads((fast / "score.json").read_text())
+    for figure in GOALS:
+        if rt[figure] is None or ft[figure] is None:
+            assert rt[figure] == ft[figure], figure
+            continue
+        assert ft[figure] == pytest.approx(rt[figure], abs=SCORE_TOLERANCE), figure
+
+
+def test_record_entry(tmp_path: Path) -> None:
+    """The Python entry: a down wave has no optics rows while it is down, on either protocol."""
+    s = scenarios.scaled(scenarios.load(scenarios.SHIPPED / "wave-down-reroute.yaml"), 0.5)
+    recording = record(s, tmp_path, epoch_s=1_800_000_000.0)
+    df = _archive(tmp_path).with_columns(t=pl.col("time").dt.epoch("ns") / 1e9 - 1_800_000_000.0)
+    truth = recording.sim.truth()
+    assert truth["steps"] and recording.log.is_file()
+    down = df.filter(pl.col("t").is_between(5.0, 7.5), pl.col("device") == "dci-ab-a")  # wave 2: 4 s to 8 s
+    optics = down.filter(pl.col("metric") == "dci_optics_rx_power_dbm")
+    assert not optics.is_empty()
+    assert optics.filter(pl.col("interface") == "Ethernet1/2").is_empty()
+    assert optics.filter(pl.col("component") == "OpticalChannel1/2").is_empty()
+    oper = down.filter(pl.col("metric") == "dci_interface_oper_up", pl.col("interface") == "Ethernet1/2")
+    assert not oper.is_empty() and (oper["value"] == 0).all()
