@@ -21,8 +21,6 @@ from typing import Any
 
 import polars as pl
 
-from spanwatch.score import GOALS
-
 BEHIND_S = 2.0  # a run whose steps or gNMI samples end this much before its duration did not keep up
 
 
@@ -69,7 +67,8 @@ def table(realtime: list[Path], fast: Path, tolerance: float) -> tuple[list[str]
     for folder in realtime:
         for name, score in scores(folder).items():
             rt_scores.setdefault(name, (folder / name, score))
-    figures = list(GOALS)
+    # the scorer's figures, in its order, as each score.json names them (``goals``)
+    figures = list(dict.fromkeys(f for _, s in rt_scores.values() for f in s["goals"]))
     lines = [
         "| scenario | " + " | ".join(figures) + " | passed |",
         "|---|" + "---|" * (len(figures) + 1),

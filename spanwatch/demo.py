@@ -50,18 +50,18 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fast",
         action="store_true",
-        help="record in simulated time, without sockets (spanwatch.sim.fast): the same files, in seconds",
+        help="record in simulated time, without sockets (spanwatch.fast): the same files, in seconds",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Fabric + collector + training job for the scenario's duration, a summary of what was collected, then
     the analysis and the vendor report (ending with the report's path). ``--fast`` records the same in
-    simulated time (``spanwatch.sim.fast``)."""
+    simulated time (``spanwatch.fast``)."""
     if args.list_scenarios:
         return list_scenarios()
     if args.fast:
-        from spanwatch.sim.fast import record
+        from spanwatch.fast import record
 
         recording = record(scenario(args, args.duration), args.out)
         summarise(args.out, recording.metrics, recording.sim)

@@ -1,4 +1,4 @@
-"""``spanwatch demo --fast`` (``spanwatch.sim.fast``) beside the real-time demo on shipped scenarios.
+"""``spanwatch demo --fast`` (``spanwatch.fast``) beside the real-time demo on shipped scenarios.
 
 The fast path's archive must be the one the collector writes over real SNMP and gNMI: the same files,
 columns, series (source, device, metric, labels) and sample spacing; and its score must be close to the
@@ -7,6 +7,7 @@ real-time one's (two runs of a randomised fabric never agree exactly: sampling p
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -20,9 +21,9 @@ import polars as pl
 import pytest
 
 from collector.contracts import archive as layout
+from spanwatch.fast import record
 from spanwatch.score import GOALS
 from spanwatch.sim import scenario as scenarios
-from spanwatch.sim.fast import record
 
 pytestmark = pytest.mark.integration
 
@@ -63,9 +64,7 @@ def _spacing(out: Path) -> dict[tuple[str, str], float]:
     """Median seconds between a device's readings, per (source, device)."""
     times = _archive(out).group_by("source", "device").agg(pl.col("time").unique().sort())
     return {
-        (source, device): statistics.median(
-            (b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)
-        )
+        (source, device): statistics.median((b - a).total_seconds() for a, b in itertools.pairwise(stamps))
         for source, device, stamps in times.iter_rows()
     }
 

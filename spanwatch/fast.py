@@ -38,9 +38,7 @@ from collector.scheduler import Poller, Schedule
 from collector.sources.gnmi.source import GnmiSource
 from collector.sources.snmp.source import SnmpSource
 from collector.store import Store, TargetLabels
-from spanwatch.sim import snapshot, snmp_mib
-from spanwatch.sim.commands import write_config
-from spanwatch.sim.fast_feeds import (
+from spanwatch.fast_feeds import (
     SimClock,
     SimStream,
     SnapshotHolder,
@@ -48,6 +46,8 @@ from spanwatch.sim.fast_feeds import (
     Timing,
     streams_of,
 )
+from spanwatch.sim import snapshot, snmp_mib
+from spanwatch.sim.commands import write_config
 from spanwatch.sim.gnmi_target import SimTarget
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric

@@ -1,4 +1,4 @@
-"""What the fast recording path (``spanwatch.sim.fast``) puts where the sockets were.
+"""What the fast recording path (``spanwatch.fast``) puts where the sockets were.
 
 Each piece hands the collector's own code what a socket would have delivered, at the time it would have:
 
