@@ -71,7 +71,12 @@ class Recording:
 
 
 def record(
-    scenario: Scenario, out: Path, *, epoch_s: float | None = None, timing: Timing | None = None
+    scenario: Scenario,
+    out: Path,
+    *,
+    epoch_s: float | None = None,
+    timing: Timing | None = None,
+    timing_seed: int | None = None,
 ) -> Recording:
     """Record ``scenario`` into ``out`` in simulated time (see the module docstring).
 
@@ -80,6 +85,8 @@ def record(
         out: the folder (created).
         epoch_s: the wall time the fabric starts at (default: now).
         timing: the live path's delays (default: as measured).
+        timing_seed: seeds the draws of those delays (default: from the scenario's seed, so a recording
+            is reproducible); another seed is another run of the live path (other poll and sample phases).
     """
     out.mkdir(parents=True, exist_ok=True)
     sim = SimulatedFabric(scenario)
@@ -89,7 +96,8 @@ def record(
     sim.on_step = log.write
     config_path = write_config(sim, out, LISTEN)
     try:
-        metrics = asyncio.run(_Recorder(sim, config_path, timing or Timing()).run())
+        recorder = _Recorder(sim, config_path, timing or Timing(), timing_seed)
+        metrics = asyncio.run(recorder.run())
     finally:
         log.close()
     (out / "metrics.txt").write_text(metrics)
@@ -113,12 +121,14 @@ Event = tuple[float, int, Callable[[float], Any]]
 class _Recorder:
     """The event loop of one recording: model steps, snapshots, and the collector's work at wall times."""
 
-    def __init__(self, sim: SimulatedFabric, config_path: Path, timing: Timing) -> None:
+    def __init__(
+        self, sim: SimulatedFabric, config_path: Path, timing: Timing, timing_seed: int | None
+    ) -> None:
         self.sim = sim
         self.config_path = config_path
         self.timing = timing
         # Its own stream, so the model's draws (seeded by the scenario) are the live path's.
-        self.rng = np.random.default_rng([sim.scenario.seed, 29])
+        self.rng = np.random.default_rng([sim.scenario.seed, 29] if timing_seed is None else timing_seed)
         self.clock = SimClock(sim.t0)
         self.holder = SnapshotHolder(sim.snap)
         self.events: list[Event] = []
