@@ -199,10 +199,10 @@ class Timing:
     snapshot_slack_s: float = 0.03
     lag_s: float = 0.015
     lag_mean_s: float = 0.045
-    start_s: float = 0.25
-    start_spread_s: float = 0.1
+    start_s: float = 0.18
+    start_spread_s: float = 0.06
     tail_s: float = 0.6
-    connect_spread_s: float = 0.3
+    connect_spread_s: float = 0.15
     deliver_s: float = 0.015
     deliver_spread_s: float = 0.015
     poll_s: float = 0.045
