@@ -192,10 +192,22 @@ class _Recorder:
             if target.gnmi is not None:
                 gnmi = GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=self.clock)
                 server = SimTarget(self.holder, d, epoch_ns)
-                for prefix, subs in streams_of(gnmi.sets).items():
-                    connect = start + float(self.rng.uniform(0.0, self.timing.connect_spread_s))
+                for i, (prefix, subs) in enumerate(streams_of(gnmi.sets).items()):
+                    connect = start + i * self.timing.stream_gap_s
+                    connect += float(self.rng.uniform(0.0, self.timing.connect_spread_s))
                     self.streams.append(
-                        (gnmi, SimStream(server, self.holder, target.gnmi, prefix, subs, connect))
+                        (
+                            gnmi,
+                            SimStream(
+                                server,
+                                self.holder,
+                                target.gnmi,
+                                prefix,
+                                subs,
+                                connect,
+                                gnmi.stall_timeout / 2,
+                            ),
+                        )
                     )
         links.update(self.store, config)
 

@@ -125,11 +125,17 @@ class SimStream:
         prefix: str | None,
         subs: list[SubscriptionSpec],
         connect_s: float,
+        heartbeat_s: float,
     ) -> None:
         self.target = target
         self.holder = holder
-        request = subscribe_request(
-            subs, mode="stream", sample_interval_s=cfg.sample_interval, encoding=cfg.encoding, target=prefix
+        request = subscribe_request(  # as ``GnmiSource._stream`` asks
+            subs,
+            mode="stream",
+            sample_interval_s=cfg.sample_interval,
+            heartbeat_s=heartbeat_s,
+            encoding=cfg.encoding,
+            target=prefix,
         )
         sl = request.subscribe
         # As ``SimTarget.Subscribe`` reads the request.
@@ -189,7 +195,10 @@ class Timing:
         start_s / start_spread_s: the collector starts this long after the fabric (config load, apply).
         tail_s: the fabric and the collector run this long past the scenario's duration (the demo counts
             its duration from after its set-up, then stops the collector, then the fabric).
-        connect_spread_s: each gNMI stream connects within this long after the collector starts.
+        connect_spread_s / stream_gap_s: the gNMI streams connect within ``connect_spread_s`` after the
+            collector starts, each device's first stream at about the same time as every other device's
+            (they share the first snapshot, so their samples share timestamps), its second one
+            ``stream_gap_s`` later (one snapshot on).
         deliver_s / deliver_spread_s: a notification reaches the store this long after publication.
         poll_s / poll_mean_s: an SNMP poll takes at least ``poll_s``, ``poll_mean_s`` more on average.
         loopback_s / loopback_mean_s: what loopback adds to a probe's round trip, least and mean extra.
@@ -202,7 +211,8 @@ class Timing:
     start_s: float = 0.18
     start_spread_s: float = 0.06
     tail_s: float = 0.6
-    connect_spread_s: float = 0.15
+    connect_spread_s: float = 0.05
+    stream_gap_s: float = 0.1
     deliver_s: float = 0.015
     deliver_spread_s: float = 0.015
     poll_s: float = 0.045
