@@ -147,7 +147,7 @@ class _Recorder:
         t = self.timing
         start = t.start_s + float(self.rng.uniform(0.0, t.start_spread_s))
         self._targets(config, mappings, start)
-        self._probes(config, start)
+        self._probes(config, start + t.probes_after_s)
         flush_s = max(archive_cfg.flush_interval, FLUSH_S)
         self.at(start + flush_s, self._flush_every(flush_s))
         await self._run_model()

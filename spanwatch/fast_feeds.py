@@ -193,6 +193,7 @@ class Timing:
         lag_s / lag_mean_s: the model runs behind the wall clock by at least ``lag_s``, ``lag_mean_s`` more
             on average (exponential) when a snapshot is published.
         start_s / start_spread_s: the collector starts this long after the fabric (config load, apply).
+        probes_after_s: the link probes start this much later (``Probes.apply`` runs after the targets).
         tail_s: the fabric and the collector run this long past the scenario's duration (the demo counts
             its duration from after its set-up, then stops the collector, then the fabric).
         connect_spread_s / stream_gap_s: the gNMI streams connect within ``connect_spread_s`` after the
@@ -208,8 +209,9 @@ class Timing:
     snapshot_slack_s: float = 0.03
     lag_s: float = 0.015
     lag_mean_s: float = 0.045
-    start_s: float = 0.18
-    start_spread_s: float = 0.06
+    start_s: float = 0.1
+    start_spread_s: float = 0.08
+    probes_after_s: float = 0.15
     tail_s: float = 0.6
     connect_spread_s: float = 0.05
     stream_gap_s: float = 0.1
