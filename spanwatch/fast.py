@@ -206,6 +206,7 @@ class _Recorder:
                                 subs,
                                 connect,
                                 gnmi.stall_timeout / 2,
+                                self.timing.split_share,
                             ),
                         )
                     )
@@ -294,7 +295,7 @@ class _Recorder:
             self.holder.snap = snapshot.take(f, round((sim.t0 + f.t) * 1e9), f.t, self.holder.snap)
             delivered = wall + t.deliver(self.rng)
             for source, stream in self.streams:
-                responses = stream.sample(f.t)
+                responses = stream.sample(f.t, float(self.rng.uniform()))
                 if responses:
                     self.at(delivered, self._deliver(source, responses))
         await self._until(duration)

@@ -126,6 +126,7 @@ class SimStream:
         subs: list[SubscriptionSpec],
         connect_s: float,
         heartbeat_s: float,
+        split_share: float = 0.0,
     ) -> None:
         self.target = target
         self.holder = holder
@@ -147,9 +148,17 @@ class SimStream:
         ]
         self.connect_s = connect_s
         self.started = False
+        self.split_share = split_share
+        self.late: list[Subscription] = []
 
-    def sample(self, model_s: float) -> list[object]:
-        """The responses the stream sends on the snapshot of ``model_s`` (``SimTarget._sim_stream``)."""
+    def sample(self, model_s: float, split: float = 1.0) -> list[object]:
+        """The responses the stream sends on the snapshot of ``model_s`` (``SimTarget._sim_stream``).
+
+        Args:
+            model_s: the snapshot's model time.
+            split: a uniform draw: below ``split_share``, this round's subscriptions after the first are
+                sent on the next snapshot.
+        """
         if model_s < self.connect_s:
             return []
         if not self.started:
@@ -157,10 +166,17 @@ class SimStream:
             for s in self.subs:
                 s.due = model_s
         out: list[object] = []
-        for s in self.subs:
-            if model_s < s.due:
-                continue
+        for s in self.late:  # the rest of the last round, read from this snapshot
+            out += self.target._due(s, skip=False)
+        self.late = []
+        due = [s for s in self.subs if model_s >= s.due]
+        for s in due:
             s.due = max(s.due + s.interval_s, model_s)
+        if len(due) > 1 and split < self.split_share:
+            # Live, the model may publish a snapshot while the target sends a round: the subscriptions
+            # after the first then read the newer one.
+            due, self.late = due[:1], due[1:]
+        for s in due:
             out += self.target._due(s, skip=False)
         return out
 
@@ -200,6 +216,8 @@ class Timing:
             collector starts, each device's first stream at about the same time as every other device's
             (they share the first snapshot, so their samples share timestamps), its second one
             ``stream_gap_s`` later (one snapshot on).
+        split_share: the share of rounds whose subscriptions after the first read the next snapshot (the
+            live model published one meanwhile: the duplicate queue readings of two sets 0.1-0.3 s apart).
         deliver_s / deliver_spread_s: a notification reaches the store this long after publication.
         poll_s / poll_mean_s: an SNMP poll takes at least ``poll_s``, ``poll_mean_s`` more on average.
         loopback_s / loopback_mean_s: what loopback adds to a probe's round trip, least and mean extra.
@@ -215,6 +233,7 @@ class Timing:
     tail_s: float = 0.6
     connect_spread_s: float = 0.05
     stream_gap_s: float = 0.1
+    split_share: float = 0.07
     deliver_s: float = 0.015
     deliver_spread_s: float = 0.015
     poll_s: float = 0.045
