@@ -12,7 +12,8 @@ two cores). Printed, as Markdown:
   and the failure shapes counted.
 
 Run: ``.venv/bin/python bench/bench_generalization.py [--count 200] [--seed S] [--jobs 2] [--path fast|real]
-[--out DIR] [--rows FILE.jsonl]``.
+[--out DIR] [--rows FILE.jsonl]``; ``--report FILE.jsonl`` prints the report of rows already written (each
+run's row is appended as it ends).
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ def report(rows: list[dict[str, Any]], seed: int, mode: str) -> list[str]:
     return out
 
 
+def from_rows(path: Path) -> None:
+    """Print the report of a rows file (a bench cut short, or one run elsewhere)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    print("\n".join(report(sorted(rows, key=lambda r: r["seed"]), min(r["seed"] for r in rows), "recorded")))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--count", type=int, default=200, help="how many random scenarios")
@@ -146,16 +153,28 @@ def main() -> None:
     p.add_argument("--path", choices=("fast", "real"), default="fast", help="the recording path")
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     p.add_argument("--rows", type=Path, default=None, help="also write one JSON row per run here")
+    p.add_argument("--report", type=Path, default=None, help="only print the report of a rows file")
     args = p.parse_args()
+    if args.report is not None:
+        from_rows(args.report)
+        return
     seed = fresh_seed() if args.seed is None else args.seed
     print(f"seed {seed}: {args.count} scenarios, {args.path} path, {args.jobs} at a time", file=sys.stderr)
+    if args.rows is not None:
+        args.rows.write_text("")
+
+    def one(path: Path) -> dict[str, Any]:
+        row = run_one(path, base / "runs" / path.stem, args.path)
+        if args.rows is not None:  # as each run ends, so a long bench cut short still has its rows
+            with args.rows.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        return row
+
     with tempfile.TemporaryDirectory() as tmp:
         base = args.out or Path(tmp)
         paths = families.write(seed, args.count, base / "scenarios")
         with ThreadPoolExecutor(args.jobs) as pool:
-            rows = list(pool.map(lambda path: run_one(path, base / "runs" / path.stem, args.path), paths))
-    if args.rows is not None:
-        args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+            rows = list(pool.map(one, paths))
     print("\n".join(report(rows, seed, args.path)))
 
 
