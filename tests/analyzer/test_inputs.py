@@ -16,6 +16,8 @@ in-place group), so each row here carries the tag at exactly those three places:
 
 from __future__ import annotations
 
+import csv
+import itertools
 import json
 import re
 from pathlib import Path
@@ -26,7 +28,8 @@ import pytest
 from analyzer.analysis import Analysis, AnalysisInputs
 from analyzer.ingest import detect, parse_file
 from analyzer.ingest._common import untag
-from analyzer.inputs import parse_logs
+from analyzer.inputs import describe, parse_logs
+from spanwatch.cli import main
 
 P5 = Path(__file__).parent / "data" / "p5_all_reduce_perf_tag_output.log"
 TAG = "[1,0]<stdout>:"
@@ -132,3 +135,66 @@ def test_megatron_without_clock_is_not_placeable(training_data: Path, tmp_path: 
     assert warning["input"] == str(path)
     assert f"{lines} of {lines} step rows have no wall clock" in warning["problem"]
     assert "not placeable in time" in warning["problem"]
+
+
+def test_analyze_says_what_each_input_gave(
+    training_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = training_data / "bigscience" / "all_reduce_bench-a100-n4.txt"
+    init = tmp_path / "nccl_init.log"  # the bench's own NCCL_DEBUG=INFO lines: an NCCL init log, no steps
+    init.write_text("".join(line + "\n" for line in bench.read_text().splitlines() if " NCCL INFO " in line))
+    ranks = sum("Init COMPLETE" in line for line in init.read_text().splitlines())
+    channels = sum("NCCL INFO Channel" in line and " -> " in line for line in init.read_text().splitlines())
+    tracelens = training_data / "tracelens" / "nccl_summary_implicit_sync.csv"
+    with tracelens.open(newline="") as stream:
+        summaries = sum(1 for _ in csv.DictReader(stream))
+
+    assert main(["analyze", "--logs", str(init), str(tracelens), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+
+    assert (
+        f"input {init}: nccl_debug: {ranks} NCCL rank rows, {channels} NCCL connection rows (no step rows in it)"
+    ) in out.splitlines()
+    assert (
+        f"input {tracelens}: tracelens_nccl: {summaries} collective rows (no step rows in it)"
+        in out.splitlines()
+    )
+
+
+def test_analyze_says_interval_lines_became_their_steps(
+    training_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = training_data / "bigscience" / "meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"
+    lines = [
+        line for line in path.read_text(errors="replace").splitlines() if "elapsed time per iteration" in line
+    ]
+    iterations = [int(line.split("iteration", 1)[1].split("/")[0]) for line in lines]
+    (every,) = {later - earlier for earlier, later in itertools.pairwise(iterations)}
+
+    assert main(["analyze", "--logs", str(path), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+
+    steps = len(lines) * every
+    assert (
+        f"input {path}: megatron: {len(lines)} step rows; "
+        f"{len(lines)} lines are each the mean of {every} steps: read as {steps} steps"
+    ) in out.splitlines()
+    assert pl.read_parquet(tmp_path / "steps.parquet").height == steps  # what the analysis did, as said
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["inputs"]["files"][0]["interval_lines"] == {str(every): len(lines)}
+
+
+def test_describe_names_each_interval_length_malformed_lines_and_unused_inputs(tmp_path: Path) -> None:
+    log = tmp_path / "megatron.log"  # Megatron's line, logged every 100 iterations, then every 200
+    line = " iteration {:>8}/   10000 | consumed samples: 1 | elapsed time per iteration (ms): 512.0 |\n"
+    log.write_text("".join(line.format(i) for i in (100, 200, 300, 500)) + " iteration 600/ 10000 | broken\n")
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("hello\n")
+
+    first, second = (describe(file) for file in parse_logs([log, unknown]).files)
+
+    assert first == (
+        f"{log}: megatron: 4 step rows; 3 lines are each the mean of 100 steps, 1 line is the mean of 200 steps: "
+        "read as 500 steps; 1 malformed line(s)"
+    )
+    assert second.startswith(f"{unknown}: not used: not a recognised training log")
