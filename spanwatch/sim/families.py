@@ -12,7 +12,7 @@ The space (each axis drawn independently unless a line says otherwise):
 - A data, pipeline or DiLoCo job (outer sync every 1-500 inner steps); 2-8 ranks per site; 3e8-2e10
   parameters; 100-800 ms of compute with 1-5 % jitter; the job's traffic class and its links (all, or a
   subset); a jsonl, Megatron or torchtitan log every 1-20 iterations; clock skew -3 s..+3 s; checkpoints
-  (none, or every 10-100 steps for 0.5-3 s); runs of 60-300 s; SNMP and gNMI, or one of them.
+  (none, or every 10-100 steps for 0.5-3 s); runs of 60-300 s; SNMP and gNMI, or gNMI alone.
 - 1-8 episodes of every kind, about a third of them placed inside another episode (on the same link or on
   another), so episodes overlap in time on one link and across links; traffic episodes in the job's class
   or in one other class; per-rank stragglers and job-wide stalls; degradations and waves down during
@@ -30,6 +30,10 @@ below the step noise: the analyzer must not invent them):
 - A log prints at least ``MIN_LOG_LINES`` lines: fewer interval averages cannot be placed in time.
 - A wave down never takes a link's last wave (the model has no reroute to another link: a link with no
   wave left would never finish the job's collective); single-wave links get optical degradations only.
+- No run with SNMP alone: the simulated switches' SNMP agents serve IF-MIB, EtherLike and the optics
+  (``spanwatch.sim.snmp_mib``), no per-queue MIB, so such a run has no job-class queue, ECN mark or PFC
+  pause to measure; the analyzer would be judged on what the simulator does not serve. (A real SNMP-only
+  deployment reads its vendor's queue MIBs: ``arista_queue``, ``arista_pfc``.)
 - A burst is shorter than a poll (that is what the kind means in the spec); the telemetry interval stays at
   the collector's default 1 s: the spec does not vary it, and the goals were set for it.
 """
@@ -159,13 +163,8 @@ def _job(r: random.Random, links: list[dict[str, Any]], duration: float) -> dict
 
 
 def _telemetry(r: random.Random) -> dict[str, Any]:
-    both, only_snmp = 0.7, 0.85
-    pick = r.random()
-    return {
-        "interval": f"{TELEMETRY_INTERVAL_S:g}s",
-        "gnmi": pick < both or pick >= only_snmp,
-        "snmp": pick < only_snmp,
-    }
+    # SNMP and gNMI, or gNMI alone (SNMP alone: see the corners avoided)
+    return {"interval": f"{TELEMETRY_INTERVAL_S:g}s", "gnmi": True, "snmp": r.random() < 0.75}
 
 
 class _Episodes:
