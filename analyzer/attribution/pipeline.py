@@ -1,0 +1,82 @@
+"""The method's entry: one call per step of ``../shared/design/measurement.md`` (see ``docs/method.md``).
+
+1. Lines and their excess (``lines``, ``excess``): each logged line (a step, or an interval of N steps
+   weighted by N) and its measure (exposed communication where measured, else the step's duration); its
+   excess over the clean baseline of its rank around it, within the job's communication cycle.
+2. Steady cost per link (``steady``): round trips and the serialization of the job's bytes per step.
+3. Episode cost per link from physics (``episode``, ``step_windows``), for the job's traffic class only,
+   then reconciled with the measured excess (``reconcile``): each link's physics scaled by its own gain,
+   shared as the airport game, weighed against the excess by their errors; the rest is ``unexplained``.
+4. Time (``skew``, ``placement``): the host-vs-switch clock skew by cross-correlation; an interval line's
+   iterations placed where the physics says its network time fell.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.attribution.episode import floor, grid_physics, poll_seconds, read_grid
+from analyzer.attribution.excess import judge
+from analyzer.attribution.lines import expand, read_lines
+from analyzer.attribution.placement import steps_placed
+from analyzer.attribution.reconcile import network_time
+from analyzer.attribution.skew import find_skew
+from analyzer.attribution.steady import JobFigures, job_rates, link_bytes, steady
+from analyzer.attribution.step_windows import lines_with_physics, physics_per_step
+from analyzer.attribution.tables import Blame, outputs
+
+
+def attribute(
+    parsed_steps: pl.DataFrame,
+    readings: pl.DataFrame,
+    ends: pl.DataFrame,
+    round_trips: pl.DataFrame,
+    members: pl.DataFrame,
+    job: JobFigures,
+    skew_seconds: float | None = None,
+    evidence: pl.DataFrame | None = None,
+) -> Blame:
+    """The whole method: steps split, steady figures, physics, skew, reconciliation, placement.
+
+    Args:
+        parsed_steps: ``schemas.STEPS`` rows of every log.
+        readings: ``physics.READINGS`` rows of the telemetry.
+        ends: ``physics.MEMBERS`` rows.
+        round_trips: ``link``, ``rtt_seconds`` (probes).
+        members: ``topology.link_members`` output.
+        job: the job's figures.
+        skew_seconds: a known host-minus-switch skew, or None to estimate it.
+        evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
+            profiler or NCCL timings): the step's measure instead of its duration; a step without it takes
+            its log's own communication time where the log has one (``logged_communication_seconds``).
+
+    Returns:
+        The blame.
+    """
+    lines = read_lines(parsed_steps, evidence)
+    steps = expand(lines.lazy()).collect()
+    median_step = float(lines["duration"].median() or 0.0)  # type: ignore[arg-type]
+    poll = poll_seconds(readings)
+    grid, amounts = read_grid(readings, median_step)
+    rates = job_rates(amounts)
+    links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
+    cells, signal = grid_physics(grid, amounts, rates, ends, links, poll)
+    correlation = None
+    if skew_seconds is None:
+        skew_seconds, correlation = find_skew(lines, signal)
+    steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
+    lines = lines_with_physics(lines, steps, caused)
+    judged, size = judge(lines)
+    around = max(1, round(poll / median_step)) if median_step > 0 else 1
+    judged, gains, shares, steps = network_time(judged, caused, steps, around)
+    steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
+    summary: dict[str, object] = {
+        "skew_seconds": skew_seconds,
+        "skew_correlation": correlation,
+        "skew_estimated": correlation is not None,
+        "communication_cycle_steps": size,
+        "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
+        "interval_lines": int((lines["n"] > 1).sum()),
+        "lines_not_placeable": int(lines["lo"].is_null().sum()),
+    }
+    return outputs(steps, judged, shares, links, summary)
