@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analyzer.attribution.document import method_page  # noqa: E402
 from analyzer.measures import MEASURES  # noqa: E402
 from collector.contracts.catalog import CATALOG, STAT_SUFFIXES  # noqa: E402
 from collector.mappings import shipped  # noqa: E402
@@ -144,7 +145,12 @@ def vendor_pages() -> dict[str, str]:
 
 def pages() -> dict[str, str]:
     """Every generated page, by path under docs/."""
-    return {"metrics.md": metrics_page(), "measures.md": measures_page(), **vendor_pages()}
+    return {
+        "metrics.md": metrics_page(),
+        "measures.md": measures_page(),
+        "method.md": method_page(),
+        **vendor_pages(),
+    }
 
 
 def main() -> None:

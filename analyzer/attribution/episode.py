@@ -17,6 +17,19 @@ from analyzer.attribution.rules import (
     SKEW_RESOLUTION_SECONDS,
 )
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+cap_up        = max(capacity * (1 - max(down, slow) / observed), MIN_SHARE * capacity)
+avail         = max(cap_up - other traffic in the class, MIN_SHARE * cap_up)
+lost_capacity = bytes * (1 / cap_up - 1 / capacity)
+queueing      = bytes * (1 / avail - 1 / cap_up) + ingress / s / capacity + queued / s / max(sent / s, MIN_SHARE * capacity)
+pause         = bytes * (1 / (avail * (1 - f)) - 1 / avail),  f = min((paused + held) / (interfaces * s), 1 - MIN_SHARE)
+loss_recovery = rtt + lost / avail,  lost = (max(dropped, dropped_frames * FRAME_BYTES) + fcs * FRAME_BYTES) / s * step
+physics(link) = the slower direction's sum of the four;  0 under PHYSICS_FLOOR_SECONDS
+(a cause counts only past OTHER_SHARE of the capacity and RATE_NOISE_SIGMAS of the job's rate noise, at most
+NOISE_SHARE; the job's bytes moved off a downed link are its reroute, within NOISE_SHARE of the capacity)
+"""
+
 
 def grid_windows(totals: pl.DataFrame, points: int = GRID_POINTS) -> pl.DataFrame:
     """Windows centred on a regular grid over the telemetry (for the skew search and the job's rates)."""

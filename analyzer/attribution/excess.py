@@ -18,6 +18,16 @@ from analyzer.attribution.rules import (
     SIGNIFICANT_SIGMAS,
 )
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+baseline = median(measure of clean lines: same rank, same cycle position, within +-BASELINE_SECONDS/2)
+excess   = (measure - baseline) * n                         seconds over the line's n steps
+sigma    = MAD_TO_SIGMA * median over clean lines(|measure - baseline| * sqrt(n))
+noise    = sigma * sqrt(n)
+cycle    = smallest N in CYCLES whose slow position's CYCLE_SLOW_QUANTILE exceeds the next position's
+           median by CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise, the others agreeing within it
+"""
+
 
 def cycle(durations: pl.DataFrame) -> int:
     """The job's communication cycle: the smallest N for which exactly one position (step mod N) is slower

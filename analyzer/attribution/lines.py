@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import polars as pl
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+per_step = (hi - lo) / n                      a line of n steps (n = 1 for a single step)
+measure  = exposed communication where a profiler, NCCL or the log timed it (single steps), else per_step
+"""
+
 STEP = ["step", "rank"]  # the keys of one step of one rank
 
 

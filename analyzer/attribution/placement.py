@@ -10,6 +10,15 @@ from analyzer import physics
 from analyzer.attribution.reconcile import shapley
 from analyzer.attribution.rules import EDGE_SHARE, STALL_HELD_WITHIN, STALL_SHARE
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+g(t)   = min(1, d(t) * network / integral of d over the line)     d: the scaled physics' density
+ramps  : before the first (after the last) level >= EDGE_SHARE of a run's peak, that level over the ramp's end
+stalls : a run where the network took >= STALL_SHARE of the time is one block of g = 1, centred on it
+start_j: where integral of (1 - g) = j / n of the line's work; moved past a stall block opening within
+         STALL_HELD_WITHIN of an iteration after it
+"""
+
 
 def edges(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
     """An episode's first and last readings, sharpened: a counter read over an interval the episode began

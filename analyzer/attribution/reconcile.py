@@ -19,6 +19,20 @@ from analyzer.attribution.rules import (
     SIGNIFICANT_SIGMAS,
 )
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+gain(link, block) = median(excess / physics) over lines where the link holds >= ALONE_SHARE of the physics
+                    and the excess is past SIGNIFICANT_SIGMAS * noise (else the block's joint gain, else 1)
+scaled            = sum over steps of the airport-game (Shapley) split of max over links(gain * physics)
+network           = 0 unless excess > GATE_SIGMAS * noise and the block's mean excess is measured;
+                    w * excess + (1 - w) * scaled   where |excess - scaled| <= AGREE_SIGMAS * sqrt(vp + vn),
+                    min(scaled, excess + ALLOWANCE_SIGMAS * noise) elsewhere
+vp = (err * scaled)^2 + (spread / 2)^2,  vn = noise^2,  w = vp / (vp + vn)
+err = the MAD of (excess - scaled) / scaled beyond the timing noise, in [PHYSICS_ERROR_FLOOR, PHYSICS_ERROR]
+      (PHYSICS_ERROR with fewer than MIN_ERROR_LINES lines)
+unexplained = max(excess, 0) - network
+"""
+
 
 def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
     """Split a step's physical extra time (the largest link's: a phase ends with its slowest link) over its

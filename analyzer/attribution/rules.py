@@ -13,15 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-# The steps of ``../shared/design/measurement.md``, in the order the entry (``pipeline.attribute``) runs.
+# The steps of ``../shared/design/measurement.md``, by the module that holds each, in the order the entry
+# (``pipeline.attribute``) runs them.
 STEPS = {
-    "lines": "Step 1: the steps' lines and their evidence",
-    "excess": "Step 1: the step's excess over its clean baseline, and its noise",
-    "steady": "Step 2: the steady cost per link",
-    "episode": "Step 3: the episode cost per link, from physics",
-    "skew": "Step 4: clock skew",
-    "reconcile": "Step 3: reconciliation of physics with the measured excess",
-    "placement": "Step 4: placement of interval lines' iterations",
+    "lines": "1. The lines and their evidence",
+    "steady": "2. The steady cost per link",
+    "episode": "3. The episode cost per link, from physics",
+    "skew": "4. Clock skew",
+    "step_windows": "5. Each step's physics, over its collectives' windows",
+    "excess": "6. The step's excess over its clean baseline, and its noise",
+    "reconcile": "7. Reconciliation of the physics with the measured excess",
+    "placement": "8. Placement of interval lines' iterations",
 }
 
 Value = TypeVar("Value", int, float, tuple[int, ...])
@@ -221,7 +223,7 @@ GRID_POINTS = _rule(
 TYPICAL_WINDOW_STRIDE = _rule(
     "TYPICAL_WINDOW_STRIDE",
     0.5,
-    "episode",
+    "step_windows",
     "a long step is read over typical-length windows this share of a typical step apart (the worst decides)",
     _FITTED
     + "checkpoint-in-episode and wave-down-reroute (577138f): a step over 1.5 typical ones gets several",
@@ -230,7 +232,7 @@ TYPICAL_WINDOW_STRIDE = _rule(
 MIN_STRIDE_SECONDS = _rule(
     "MIN_STRIDE_SECONDS",
     1e-6,
-    "episode",
+    "step_windows",
     "the windows' stride is never shorter than this (a zero typical step)",
     _PRINCIPLE + "timing resolution (microsecond timestamps)",
     "none",
@@ -268,6 +270,14 @@ SKEW_MIN_GAIN = _rule(
     _FITTED + "the shipped scenarios (04eba6a): a flat correlation is no evidence against NTP",
     _T + "skew.py::test_skew_is_found_from_interval_lines",
 )
+SKEW_MIN_LINES = _rule(
+    "SKEW_MIN_LINES",
+    3,
+    "skew",
+    "lines (and grid cells) a correlation needs at least, at every candidate skew",
+    _PRINCIPLE + "statistics (a correlation of two points is always +-1)",
+    "none",
+)
 SKEW_MAX_LINES = _rule(
     "SKEW_MAX_LINES",
     50_000,
@@ -299,8 +309,7 @@ GATE_SIGMAS = _rule(
     "reconcile",
     "a line's excess past this many noise deviations lets its scaled physics stand",
     _FITTED + "the lab, whose episodes sit near its noise (b98b237)",
-    _T
-    + "test_reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
+    _T + "reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
 )
 ALLOWANCE_SIGMAS = _rule(
     "ALLOWANCE_SIGMAS",
@@ -316,8 +325,7 @@ AGREE_SIGMAS = _rule(
     "reconcile",
     "excess and scaled physics within this many combined deviations measure the same thing",
     _FITTED + "the shipped scenarios (35e3d92)",
-    _T
-    + "test_reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
+    _T + "reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
 )
 PHYSICS_ERROR = _rule(
     "PHYSICS_ERROR",
@@ -325,8 +333,7 @@ PHYSICS_ERROR = _rule(
     "reconcile",
     "the largest relative error of a line's scaled physics (1 s counters, step timing)",
     _FITTED + "the shipped matrix (35e3d92, 92729bd)",
-    _T
-    + "test_reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
+    _T + "reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
 )
 PHYSICS_ERROR_FLOOR = _rule(
     "PHYSICS_ERROR_FLOOR",
@@ -359,8 +366,7 @@ STALL_SHARE = _rule(
     "placement",
     "a run of an interval's time the network took at least this much of is one stall",
     _FITTED + "logs-every-10-skewed (fd713cb)",
-    _T
-    + "test_placement.py::test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_density",
+    _T + "placement.py::test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_density",
 )
 STALL_HELD_WITHIN = _rule(
     "STALL_HELD_WITHIN",

@@ -11,9 +11,18 @@ from analyzer.attribution.rules import (
     SKEW_MAX_LINES,
     SKEW_MIN_CORRELATION,
     SKEW_MIN_GAIN,
+    SKEW_MIN_LINES,
     SKEW_PROXY_QUANTILE,
     SKEW_RESOLUTION_SECONDS,
 )
+
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+skew = argmax over |s| <= MAX_SKEW_SECONDS, step SKEW_RESOLUTION_SECONDS, of
+       corr(excess_i, integral of physics over [lo_i - s, hi_i - s])
+kept when corr >= SKEW_MIN_CORRELATION and corr - corr(0) >= SKEW_MIN_GAIN, else 0
+(excess here: over the rank's median line, clipped at its SKEW_PROXY_QUANTILE)
+"""
 
 
 def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, float | None]:
@@ -34,7 +43,7 @@ def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, flo
     Returns:
         (skew seconds, the best correlation, or None when there was nothing to correlate).
     """
-    if lines.height < 3 or signal.height < 3:
+    if lines.height < SKEW_MIN_LINES or signal.height < SKEW_MIN_LINES:
         return 0.0, None
     if lines.height > SKEW_MAX_LINES:  # a regular sample keeps the search's cost bounded
         lines = lines.sort("lo").gather_every(lines.height // SKEW_MAX_LINES + 1)
@@ -56,7 +65,7 @@ def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> tuple[float, flo
         skew = k * SKEW_RESOLUTION_SECONDS
         lo, hi = los - skew, his - skew  # the switch clock reads host time - skew
         inside = (lo >= edges[0]) & (hi <= edges[-1])
-        if inside.sum() < 3:
+        if inside.sum() < SKEW_MIN_LINES:
             continue
         physics = np.interp(hi[inside], edges, integral) - np.interp(lo[inside], edges, integral)
         r = _correlation(excess[inside], physics)

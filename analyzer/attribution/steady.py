@@ -9,6 +9,12 @@ import polars as pl
 
 from analyzer.attribution.rules import JOB_LINK_SHARE, MAD_TO_SIGMA, STEADY_ROUND_TRIPS
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+bytes(link)  = job bytes per step * rate(link) / sum rate      (0 below JOB_LINK_SHARE)
+steady(link) = bytes(link) / capacity(link) + STEADY_ROUND_TRIPS * rtt(link)
+"""
+
 
 @dataclass(frozen=True)
 class JobFigures:

@@ -8,6 +8,12 @@ import polars as pl
 from analyzer.attribution.episode import floor
 from analyzer.attribution.rules import MIN_STRIDE_SECONDS, TYPICAL_WINDOW_STRIDE
 
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+physics(step, link) = max over windows w of (mean per-step part + mean per-second part * |w|)
+windows: a typical step long, ending at the step's end and every TYPICAL_WINDOW_STRIDE typical steps before
+"""
+
 
 def on_steps(cells: pl.DataFrame, grid: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Each step window's estimate per link from the grid's cells it covers: the mean per-step part plus

@@ -24,7 +24,7 @@ def test_skew_is_found_by_cross_correlation() -> None:
     assert r is not None and r > 0.9
 
 
-def test_skew_is_found_from_intervallines_frame() -> None:
+def test_skew_is_found_from_interval_lines() -> None:
     # Lines of 10 steps (3 s each) and two episodes of 4 s: the skew of 2 s is found finer than a line.
     episodes = ((33, 37), (70, 74))
     grid = [T0 + timedelta(seconds=0.1 * i) for i in range(1200)]
