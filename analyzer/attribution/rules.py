@@ -152,7 +152,7 @@ STEADY_ROUND_TRIPS = _rule(
     2,
     "steady",
     "round trips a step's collective pays on a clean link, beside its serialization",
-    _FITTED + "unnamed since 51ca618 (a ring all-reduce's two phases)",
+    _FITTED + "unstated: unnamed since 51ca618 (a ring all-reduce's two phases would make it a principle)",
     "none",
 )
 JOB_LINK_SHARE = _rule(
@@ -291,7 +291,7 @@ SKEW_PROXY_QUANTILE = _rule(
     0.95,
     "skew",
     "the skew search's excess is clipped at this quantile (an outlier line would decide the correlation)",
-    _FITTED + "unnamed since 51ca618",
+    _FITTED + "unstated: unnamed since 51ca618",
     "none",
 )
 # Reconciliation.
@@ -382,7 +382,7 @@ HELD_OVER_USUAL = _rule(
     2.0,
     "episode",
     "an egress queue past this many times its usual length (two readings running) stands",
-    _FITTED + "the shipped scenarios' egress queues",
+    _FITTED + "a burst's one-reading peak must not stand; set with the standing-queue rule (0f5e93b)",
     _T + "episode.py::test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_running",
 )
 STEADY_QUANTILE = _rule(
@@ -390,6 +390,7 @@ STEADY_QUANTILE = _rule(
     0.05,
     "steady",
     "of the per-interval minimum round trips: the steady (queue-free) round trip",
-    _PRINCIPLE + "statistics (a low quantile: the queue-free floor, robust to one bad probe)",
+    _FITTED
+    + "the lab's links: probes wait behind the job's own traffic (61-72 us by median on a 27 us path; 1039c4b)",
     "none",
 )
