@@ -298,28 +298,27 @@ def read_grid(readings: pl.DataFrame, median_step: float) -> tuple[pl.DataFrame,
     return grid.with_columns(seconds_step=pl.lit(median_step)), amounts
 
 
+def with_job_rates(amounts: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
+    """``read_grid``'s amounts with each end's job-class rate and its noise (``steady.job_rates``; 0 where
+    the end has none)."""
+    return amounts.join(rates, on=["link", "device"], how="left").with_columns(
+        pl.col("base_rate", "rate_noise").fill_null(0.0)
+    )
+
+
 def grid_physics(
-    grid: pl.DataFrame,
-    amounts: pl.DataFrame,
-    rates: pl.DataFrame,
-    ends: pl.DataFrame,
-    links: pl.DataFrame,
-    poll: float,
+    grid: pl.DataFrame, amounts: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame, poll: float
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each cell's physics per link (``step_physics``), and the strongest link's per cell (``signal``:
     ``time``, ``physics``, for the skew search).
 
     Args:
         grid: ``read_grid``'s grid.
-        amounts: ``read_grid``'s amounts.
-        rates: ``steady.job_rates`` output.
+        amounts: ``with_job_rates`` output.
         ends: ``physics.MEMBERS`` rows.
         links: ``steady.steady`` output.
         poll: ``poll_seconds`` of the readings.
     """
-    amounts = amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate", "rate_noise").fill_null(0.0)
-    )
     cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
     cells = step_physics(grid, amounts, ends, links, round(poll / cell_seconds))
     strongest = floor(cells).group_by("window").agg(pl.col("physics").max())

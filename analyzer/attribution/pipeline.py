@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.attribution.episode import floor, grid_physics, poll_seconds, read_grid
+from analyzer.attribution.episode import floor, grid_physics, poll_seconds, read_grid, with_job_rates
 from analyzer.attribution.excess import judge
 from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
@@ -60,7 +60,10 @@ def attribute(
     grid, amounts = read_grid(readings, median_step)
     rates = job_rates(amounts)
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
-    cells, signal = grid_physics(grid, amounts, rates, ends, links, poll)
+    # A row per grid cell and link end: one copy held at a time (peak memory), none past the physics.
+    amounts = with_job_rates(amounts, rates)
+    cells, signal = grid_physics(grid, amounts, ends, links, poll)
+    del amounts
     correlation = None
     if skew_seconds is None:
         skew_seconds, correlation = find_skew(lines, signal)
