@@ -23,10 +23,22 @@ def method_page() -> str:
         "tunable number it uses: its value, what it decides, where it comes from (a principle, or *fitted*",
         "and on what), and the test that pins it (`none`: no test does yet).",
         "",
+        _counts(),
+        "",
     ]
     for key, title in STEPS.items():
         lines += _step(key, title)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _counts() -> str:
+    rules = list(RULES.values())
+    fitted = sum(rule.origin.startswith("fitted") for rule in rules)
+    pinned = sum(rule.test != "none" for rule in rules)
+    return (
+        f"{len(rules)} rules: {len(rules) - fitted} from a principle, {fitted} fitted; "
+        f"{pinned} pinned by a test, {len(rules) - pinned} by none."
+    )
 
 
 def _step(key: str, title: str) -> list[str]:

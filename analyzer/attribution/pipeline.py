@@ -1,14 +1,16 @@
-"""The method's entry: one call per step of ``../shared/design/measurement.md`` (see ``docs/method.md``).
+"""The method's entry: one call per step of ``../shared/design/measurement.md``, in the order of
+``docs/method.md`` (its formulas and every number are there):
 
-1. Lines and their excess (``lines``, ``excess``): each logged line (a step, or an interval of N steps
-   weighted by N) and its measure (exposed communication where measured, else the step's duration); its
-   excess over the clean baseline of its rank around it, within the job's communication cycle.
-2. Steady cost per link (``steady``): round trips and the serialization of the job's bytes per step.
-3. Episode cost per link from physics (``episode``, ``step_windows``), for the job's traffic class only,
-   then reconciled with the measured excess (``reconcile``): each link's physics scaled by its own gain,
-   shared as the airport game, weighed against the excess by their errors; the rest is ``unexplained``.
-4. Time (``skew``, ``placement``): the host-vs-switch clock skew by cross-correlation; an interval line's
-   iterations placed where the physics says its network time fell.
+1. ``lines``: each logged line (a step, or an interval of N steps weighted by N) and its measure (exposed
+   communication where measured, else the step's duration);
+2. ``steady``: the clean network's cost per link (round trips, serialization of the job's bytes);
+3. ``episode``: what each link added, from the physics of the job's traffic class, on a regular grid;
+4. ``skew``: the host-vs-switch clock skew, by cross-correlation;
+5. ``step_windows``: each step's physics per link, over its collectives' windows;
+6. ``excess``: each line's excess over its clean baseline, and its noise;
+7. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
+   the excess by their errors; the rest ``unexplained``;
+8. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
 """
 
 from __future__ import annotations
