@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analyzer.attribution.document import method_page  # noqa: E402
 from analyzer.measures import MEASURES  # noqa: E402
 from collector.contracts.catalog import CATALOG, STAT_SUFFIXES  # noqa: E402
 from collector.mappings import shipped  # noqa: E402
@@ -183,6 +184,7 @@ def pages() -> dict[str, str]:
         "metrics.md": metrics_page(),
         "measures.md": measures_page(),
         "random-scenarios.md": random_scenarios_page(),
+        "method.md": method_page(),
         **vendor_pages(),
     }
 
