@@ -275,6 +275,19 @@ class Store:
             f" of {what}" if what else "",
         )
 
+    def series_dropped(self, device: str, source: str, readings: int = 1) -> None:
+        """Count readings of new series dropped at the target's series cap, with a rate-limited log line
+        (the store drops them; a gNMI decoder that knows the cap drops them before they are decoded)."""
+        self.inc("spanwatch_series_dropped_total", (("device", device),), readings)
+        _limited.log(
+            logging.WARNING,
+            ("series cap", device),
+            "%s %s: %d series, the cap: new series are dropped (spanwatch_series_dropped_total)",
+            source,
+            device,
+            self._count.get(device, 0),
+        )
+
     def holds(self, device: str, metric: str, lbls: Labels) -> bool:
         """Whether the store still keeps state for this device series (sources prune their caches by it)."""
         return (device, metric, lbls) in self._keys
@@ -284,15 +297,7 @@ class Store:
         device = ident[0]
         count = self._count.get(device, 0)
         if target.max_series is not None and count >= target.max_series:
-            self.inc("spanwatch_series_dropped_total", (("device", device),))
-            _limited.log(
-                logging.WARNING,
-                ("series cap", device),
-                "%s %s: %d series, the cap: new series are dropped (spanwatch_series_dropped_total)",
-                source,
-                device,
-                count,
-            )
+            self.series_dropped(device, source)
             return None
         full, link = self._compose(device, target, s)
         self._keys[ident] = full
