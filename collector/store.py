@@ -24,7 +24,7 @@ from collector import counters
 from collector.clock import Clock, SystemClock
 from collector.contracts.catalog import CATALOG, HISTOGRAM_BUCKETS, POLL_DURATION_BUCKETS, MetricSpec
 from collector.lograte import RateLimitedLog
-from collector.model import Labels, Sample
+from collector.model import ArchiveRow, Labels, Sample
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -49,18 +49,7 @@ FullLabels = tuple[tuple[str, str], ...]
 class ArchiveSink(Protocol):
     """Where every ingested reading goes at full resolution (``exporters.archive.Archive``)."""
 
-    def add(
-        self,
-        time_ns: int,
-        received_ns: int,
-        device: str,
-        source: str,
-        metric: str,
-        lbls: Labels,
-        link: str | None,
-        value: float,
-        counter: int | None,
-    ) -> None: ...
+    def add(self, row: ArchiveRow) -> None: ...
 
 
 def escape(value: str) -> str:
@@ -256,7 +245,7 @@ class Store:
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
                 archive.add(
-                    time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact
+                    (time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact)
                 )
         return n
 
