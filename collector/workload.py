@@ -66,12 +66,12 @@ def choose(config: Config, available: int | None = None) -> Choice:
     wanted = math.ceil(load / PROCESS_SHARE)
     workers = max(1, min(wanted, available, len(config.targets)))
     what = (
-        f"{len(config.targets)} targets estimated at {load:.2f} of a core (SNMP {snmp:.2f}, gNMI {gnmi:.2f})"
+        f"{len(config.targets)} targets estimated at {load:.2f} of a core, SNMP {snmp:.2f} + gNMI {gnmi:.2f}"
     )
     if workers == 1:
         reason = f"{what}: one process fits them"
     else:
         reason = (
-            f"{what}: {workers} worker processes of at most {PROCESS_SHARE:g} core each ({available} cores)"
+            f"{what}: {workers} worker processes of at most {PROCESS_SHARE:g} core each, {available} cores"
         )
     return Choice(workers, load, reason)
