@@ -8,8 +8,10 @@ Ingest is also where untrusted values stop (issue 16): a reading the catalogue c
 that is negative, above 2^64-1, NaN, infinite or not an integer; a gauge that is not a number) is
 dropped and counted in ``spanwatch_invalid_values_total`` with one rate-limited log line, so no value a
 device sends can stop a stream, a poll or the archive. A target may hold at most ``max_series`` series;
-new series beyond it are dropped and counted in ``spanwatch_series_dropped_total``. Per-series state
-(label cache, counter tracks) goes with its series when it expires, so churn does not leak memory.
+new series beyond it are dropped and counted in ``spanwatch_series_dropped_total`` (a gNMI decoder given
+the cap drops them before decoding them, ``series_dropped``, so a flood of names costs no memory).
+Per-series state (label cache, counter tracks) goes with its series when it expires, so churn does not
+leak memory.
 """
 
 from __future__ import annotations
