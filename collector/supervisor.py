@@ -1,4 +1,4 @@
-"""``spanwatch collect`` over several cores (issue 18): one supervisor, one worker process per core.
+"""``spanwatch collect`` over several cores (issue 18): one supervisor, worker processes by load (``workload``).
 
 The supervisor validates the config, serves ``/metrics`` from a mirror of the workers' stores
 (``collector.relay``), computes the link series from the speeds they report, and keeps one worker
@@ -47,14 +47,6 @@ HOUSEKEEPING_SECONDS = 5.0
 STOP_SECONDS = 60.0  # how long a stopping worker may take for its final flush before it is killed
 RESTART_INITIAL, RESTART_CAP = 1.0, 30.0
 HEALTHY_SECONDS = 60.0  # a worker that ran this long restarts without the accumulated backoff
-
-
-def default_workers() -> int:
-    """One worker per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 class Supervisor:

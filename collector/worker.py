@@ -1,6 +1,6 @@
 """One worker process of ``spanwatch collect`` (issue 18): ``python -m collector.worker``.
 
-The supervisor (``collector.supervisor``) starts one per core. A worker runs a ``Daemon`` over its part of
+The supervisor (``collector.supervisor``) starts as many as the load needs (``collector.workload``). A worker runs a ``Daemon`` over its part of
 the targets (``shard.select_worker``), without an HTTP server: its sources decode and ingest into its own
 store, it writes its own archive files (the writer id names the process, so the layout is shared), and
 every ``RELAY_SECONDS`` it sends its store's changes to the supervisor over the pipe ``--relay-fd``

@@ -84,8 +84,8 @@ def test_one_out_of_range_counter_does_not_stop_the_archive(tmp_path: Path) -> N
 
 def test_archive_flush_drops_unwritable_rows_counts_them_and_writes_the_rest(tmp_path: Path) -> None:
     archive = Archive(tmp_path, writer="w")
-    archive.add(10**18, 10**18, "a", "snmp", RX, ET1, None, -1.0, -1)  # a row that bypassed the store
-    archive.add(10**18, 10**18, "b", "snmp", RX, ET1, None, 5.0, 5)
+    archive.add((10**18, 10**18, "a", "snmp", RX, ET1, None, -1.0, -1))  # a row that bypassed the store
+    archive.add((10**18, 10**18, "b", "snmp", RX, ET1, None, 5.0, 5))
     files = archive.flush()
     assert archive.write_errors == 1
     assert archive.rows_dropped == {"unwritable": 1}
