@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -457,7 +457,7 @@ def _sample(
     return Sample(leaf.metric, leaf.labels, x * rule.scale, None, 64, None, ts)
 
 
-def _unreadable(value: Any, values: dict[str, float] | None) -> str:
+def _unreadable(value: Any, values: Mapping[str, float] | None) -> str:
     """Why ``number`` found no number in ``value`` (the ``reason`` of spanwatch_invalid_values_total)."""
     if isinstance(value, str) and values is not None:
         return "unknown_enum"
