@@ -9,6 +9,7 @@ YAML documents, before the schema, so that every problem carries its location.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,8 @@ def _inside(value: Any, root: Path | None, where: str, problems: list[str]) -> A
             f"(not set); {_USE_A_SET}"
         )
         return value
-    path = root / value  # an absolute value stays as it is
+    # absolute (an absolute value stays as it is), so that the targets file's folder is not put before it
+    path = Path(os.path.abspath(root / value))
     if secret_files.outside(path, root):
         problems.append(f"{where}: {path} is outside collector.secrets_dir ({root})")
     return str(path)

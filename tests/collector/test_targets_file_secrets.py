@@ -61,7 +61,7 @@ def test_a_host_file_named_as_a_community_is_refused_with_its_location(site: Pat
     named = "../host-private.key" if how == "relative" else str(host_file)
     targets = _targets(site, _snmp(community_file=named))
     assert _problems(site) == (
-        f"{targets}[0].snmp.community_file: {site / 'secrets' / named} is outside collector.secrets_dir "
+        f"{targets}[0].snmp.community_file: {host_file} is outside collector.secrets_dir "
         f"({site / 'secrets'})",
     )
 
@@ -92,6 +92,15 @@ def test_a_link_swapped_in_after_loading_is_refused_when_read(site: Path) -> Non
     os.symlink(site / "host-private.key", site / "secrets" / "community")
     with pytest.raises(ConfigError, match="outside the secrets directory"):
         snmp.community.read()
+
+
+def test_a_relative_config_path_finds_the_secret_in_the_secrets_dir(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _targets(site, _snmp(community_file="community"))
+    monkeypatch.chdir(site)
+    snmp = configuration.load(Path("spanwatch.yaml")).target("evil").snmp
+    assert snmp is not None and snmp.community is not None and snmp.community.read() == "site-community"
 
 
 def test_links_inside_the_secrets_dir_are_fine(site: Path) -> None:
