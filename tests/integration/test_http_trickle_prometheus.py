@@ -67,7 +67,7 @@ def test_trickling_clients_beside_a_real_prometheus(tmp_path: Path) -> None:
         assert ok and total, "Prometheus recorded no scrape"
         succeeded, scrapes = float(ok[0]["value"][1]), float(total[0]["value"][1])
         print(f"scrapes ok {succeeded:.0f} of {scrapes:.0f}; trickler connections opened {opened}")
-        assert scrapes >= SCRAPE_WINDOW * 0.8
+        assert scrapes >= SCRAPE_WINDOW // 2  # Prometheus scraped on (each attempt counts, good or not)
         assert succeeded / scrapes >= 0.95, f"{succeeded:.0f} of {scrapes:.0f} scrapes succeeded"
         assert opened > TRICKLERS  # the flood went on: connections were displaced and reopened
         assert evicted and float(evicted[0]["value"][1]) > 0
