@@ -9,9 +9,9 @@ and bodies are refused, so a slow or hostile client cannot hold memory or a task
 At most ``max_connections`` are open, and clients trickling their headers cannot take them all (issue 34):
 connections whose request is still incomplete may hold at most ``max_connections - reserve`` slots, and at
 most ``max_pending_per_client`` from one address. A new connection past either bound closes the oldest
-incomplete one (of its own address, or of the address holding most), so the ``reserve`` always stays for
-connections that completed a request, and a scraper, which sends its whole request at once, always gets
-in. Past ``max_connections``, a new connection takes the place of one idling between requests, or gets a
+incomplete one (of its own address, or of the address holding most) once that one has had
+``pending_grace`` to finish, and at ``max_connections`` whatever its age, so the ``reserve`` stays for
+connections that completed a request, and a scraper, which sends its whole request at once, gets in. Past ``max_connections``, a new connection takes the place of one idling between requests, or gets a
 503 when every slot is serving (``spanwatch_http_connections_evicted_total{reason}`` and
 ``spanwatch_http_connections_rejected_total`` count them; never logged one by one), so descriptors never
 run out under a flood. TLS, client certificates, basic auth, security headers and a rate limit come from
