@@ -224,7 +224,7 @@ def test_user_mapping_directories_are_checked(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("mappings: {snmp_dirs: [maps], gnmi_dirs: [nowhere]}\n")
     with pytest.raises(ConfigError) as e:
         configuration.load(tmp_path / "c.yaml")
-    assert "mappings.gnmi_dirs[0]: directory not found" in e.value.problems
+    assert f"mappings.gnmi_dirs[0]: directory not found: {tmp_path / 'nowhere'}" in e.value.problems
     assert any(
         p.startswith("mappings.snmp_dirs[0]: if_mib.yaml: 'if_mib' is the name of a shipped")
         for p in e.value.problems
