@@ -204,6 +204,8 @@ def gnmi_config(args: argparse.Namespace) -> GnmiConfig:
         for k in ("username_env", "username_file", "password_env", "password_file")
         if getattr(args, k)
     }
+    # Typing --insecure beside a credential option is the explicit opt-in; call_metadata still warns.
+    raw["plaintext_credentials"] = args.insecure and any(k.endswith(("_env", "_file")) for k in raw)
     try:
         return GnmiConfig.model_validate(raw)
     except ValidationError as e:

@@ -233,9 +233,10 @@ class Store:
                 if track is None:
                     tracks[ident] = track = counters.start(s.raw, s.epoch, now)
                 else:
-                    bound = self._bound(device, s, now - track.seen)
+                    elapsed = now - track.seen
+                    bound = self._bound(device, s, elapsed)
                     track.seen = now
-                    if counters.advance(track, s.raw, s.width, s.epoch, bound):
+                    if counters.advance(track, s.raw, s.width, s.epoch, bound, elapsed):
                         self.inc(
                             "dci_counter_discontinuities_total", (("device", device), ("metric", s.metric))
                         )

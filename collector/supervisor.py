@@ -132,14 +132,20 @@ class Supervisor:
 
     # -- workers ----------------------------------------------------------------------------------
     async def _keep(self, index: int) -> None:
-        """Run worker ``index``, restarting it whenever it dies until the daemon stops."""
+        """Run worker ``index``, restarting it whenever it dies until the daemon stops.
+
+        The delay doubles up to ``RESTART_CAP`` while the worker keeps dying, and starts over once a run
+        lasted ``HEALTHY_SECONDS``. A stop during the delay ends it at once. Only the run the stop ended
+        decides the exit status: a death before it was handled by its restart (and logged, and counted).
+        """
         delay = RESTART_INITIAL
         while not self._stop.is_set():
             started = self.clock.monotonic()
             code = await self._run_worker(index)
-            self.exit_codes[index] = code
             if self._stop.is_set():
+                self.exit_codes[index] = code
                 return
+            self.exit_codes.pop(index, None)
             self.mirror.drop_worker(index)
             down = self._mark_down(index)
             self.store.inc("spanwatch_worker_restarts_total", (("worker", str(index)),))
@@ -153,8 +159,18 @@ class Supervisor:
                 down,
                 delay,
             )
-            await self.clock.sleep(delay)
+            await self._pause(delay)
             delay = min(delay * 2, RESTART_CAP)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when the daemon stops meanwhile."""
+        stopped = asyncio.ensure_future(self._stop.wait())
+        sleep = asyncio.ensure_future(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait((stopped, sleep), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            sleep.cancel()
 
     async def _run_worker(self, index: int) -> int:
         """Start worker ``index``, fold its frames in until it exits, and return its exit status."""

@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -263,11 +263,13 @@ class Decoder:
         if sub is None:
             sub = self._cache[pkey] = {}
         over_cap = self.over_cap
+        dropped = len(self.invalid)
         out, deferred, late = self._updates(sub, prefix, n.update, ts)
         if late:
             # A reset marker changed after counters it governs were decoded (it follows them in the
             # notification): decode again, now with the new marker. Happens at start-up and on a clear.
             self.over_cap = over_cap
+            del self.invalid[dropped:]  # counted again by the second pass
             out, deferred, _ = self._updates(sub, prefix, n.update, ts)
         if deferred:
             epochs = self._epochs
@@ -275,7 +277,7 @@ class Decoder:
                 if leaf.rule.is_epoch:
                     self._marker(leaf.epoch_key, value)
             for leaf, value in deferred:
-                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs)
+                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs, self.invalid)
                 if sample is not None:
                     out.append(sample)
         if self._size > _MAX_CACHE:
@@ -354,7 +356,7 @@ class Decoder:
                 if self._marker(leaf.epoch_key, scalar):
                     late = late or bool(out)
                 continue
-            sample = _sample(leaf, scalar, ts, epochs)
+            sample = _sample(leaf, scalar, ts, epochs, self.invalid)
             if sample is not None:
                 out.append(sample)
         return out, deferred, late
@@ -465,10 +467,14 @@ def _scalar(val: Any) -> Any:
     return decode_value(val)
 
 
-def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> Sample | None:
+def _sample(
+    leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int], invalid: list[str]
+) -> Sample | None:
+    """The sample of one leaf's value; None when it is no number, its reason appended to ``invalid``."""
     rule = leaf.rule
     x = number(value, rule.values)
     if x is None:
+        invalid.append(_unreadable(value, rule.values))
         return None
     if rule.counter:
         epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
@@ -481,3 +487,16 @@ def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> 
         # a counter in other units (µs -> s): the store tracks the integers, exports scaled
         return Sample(leaf.metric, leaf.labels, raw * rule.scale, raw, 64, epoch, ts, rule.scale)
     return Sample(leaf.metric, leaf.labels, x * rule.scale, None, 64, None, ts)
+
+
+def _unreadable(value: Any, values: Mapping[str, float] | None) -> str:
+    """Why ``number`` found no number in ``value`` (the ``reason`` of spanwatch_invalid_values_total)."""
+    if isinstance(value, str) and values is not None:
+        return "unknown_enum"
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            return "not_a_number"
+        return "nan" if math.isnan(f) else "inf"
+    return "not_a_number"

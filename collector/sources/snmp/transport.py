@@ -298,6 +298,10 @@ class V3Walker(V2cWalker):
         except usm.Drop as e:
             self._suspect |= e.reason == "time_window"
             raise Dropped(e.reason, str(e)) from None
+        if sent.discovery and msg.pdu_tag != REPORT:
+            # The discovery probe is answered by a Report (RFC 3414 4); a Response to it can only be a
+            # forgery (its msgID is in clear), and taking it would end discovery with no engine ID.
+            raise Dropped("discovery", "a Response to the engine discovery probe, where a Report is due")
         if msg.authenticated:
             self.engine.learn(msg.boots, msg.time, now)
             self._suspect = False
