@@ -13,6 +13,7 @@ not the analyzer's business (``spanwatch.score`` reads these files).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -131,8 +132,34 @@ class AnalysisResult:
             getattr(self, name).write_parquet(path)
             written.append(path)
         summary = out / "summary.json"
-        summary.write_text(json.dumps(self.summary, indent=2, default=str) + "\n")
+        recorded = {**self.summary, "inputs": relative_inputs(self.summary.get("inputs", {}), out)}
+        summary.write_text(json.dumps(recorded, indent=2, default=str) + "\n")
         return [*written, summary]
+
+
+INPUT_PATHS = ("archive", "config", "claims")  # summary.json's inputs that name one file or folder
+
+
+def relative_inputs(recorded: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``summary.json``'s inputs with every path relative to the analysis folder, so that ``spanwatch report``
+    finds them from any working directory, and in a copy of a folder that holds its inputs.
+
+    Args:
+        recorded: the summary's ``inputs`` (paths as given on the command line).
+        folder: the analysis folder the summary is written into.
+
+    Returns:
+        A copy with ``archive``, ``config``, ``claims`` and each ``logs`` entry relative to ``folder``.
+    """
+    base = folder.absolute()
+
+    def relative(path: str | None) -> str | None:
+        return None if path is None else os.path.relpath(Path(path).absolute(), base)
+
+    out = {key: relative(value) if key in INPUT_PATHS else value for key, value in recorded.items()}
+    if "logs" in recorded:
+        out["logs"] = [relative(p) for p in recorded["logs"]]
+    return out
 
 
 class Analysis:

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from collector.errors import SpanwatchError
 from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, scenario, write_config
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
@@ -34,6 +35,10 @@ from spanwatch.sim.scenario import Scenario
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
+# How long the collector may take to stop (cancel its sources, flush the archive) once the run is over,
+# and then to honour a cancellation: the demo's end is bounded whatever the machine's load.
+STOP_GRACE_S = 20.0
+CANCEL_GRACE_S = 5.0
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -182,22 +187,30 @@ class Demo:
         daemon: Daemon | None = None
         task: asyncio.Task[None] | None = None
         metrics = ""
+        stopped = True
         try:
             config = write_config(self.sim, self.out, self.listen)
             daemon = Daemon(config)
             task = asyncio.create_task(daemon.run(), name="collector")
             await self._progress(task)
-            metrics = await scrape(self.listen)
+            metrics = await asyncio.wait_for(scrape(self.listen), timeout=STOP_GRACE_S)
         finally:
+            await self.sim.freeze()
             if daemon is not None and task is not None:
                 daemon.stop()
-                await asyncio.gather(task, return_exceptions=True)
+                stopped = await stop_within(task, STOP_GRACE_S)
             await self.sim.stop()
             self.log.close()
+        (self.out / "truth.json").write_text(json.dumps(self.sim.truth(), indent=1))
+        if not stopped:
+            raise DemoError(
+                f"the collector did not stop within {STOP_GRACE_S:.0f} s of the run's end (the machine is "
+                f"too busy?); the archive may lack its last flush, so no analysis was run. "
+                f"The run's files are in {self.out}"
+            )
         if task is not None and task.done() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
         (self.out / "metrics.txt").write_text(metrics)
-        (self.out / "truth.json").write_text(json.dumps(self.sim.truth(), indent=1))
         summarise(self.out, metrics, self.sim)
         return 0
 
@@ -226,6 +239,21 @@ class Demo:
         return (
             f"steps {len(s.steps)}  model lag {s.lag_s * 1e3:.0f} ms  collector http://{self.listen}/metrics"
         )
+
+
+class DemoError(SpanwatchError):
+    """The demo could not finish its run (the message says what happened and where its files are)."""
+
+
+async def stop_within(task: asyncio.Task[None], grace: float) -> bool:
+    """Wait up to ``grace`` seconds for a stopping task, then cancel it; False if it had to be cancelled."""
+    done, _ = await asyncio.wait({task}, timeout=grace)
+    if done:
+        return True
+    log.error("demo: the collector did not stop within %.0f s; cancelling it", grace)
+    task.cancel()
+    await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+    return False
 
 
 async def scrape(listen: str) -> str:
