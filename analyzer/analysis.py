@@ -28,6 +28,7 @@ from analyzer import (
     correlate,
     gpu_time,
     inputs,
+    job_class,
     measures,
     network,
     prometheus,
@@ -185,9 +186,11 @@ class Analysis:
             AnalyzerError: an input is unusable (message names it).
             ConfigError: the collector config is invalid.
         """
-        i = self.inputs
-        claims = validate_claims(i.claims) if i.claims is not None else None
-        config = topology.load_config(i.config) if i.config is not None else None
+        claims = validate_claims(self.inputs.claims) if self.inputs.claims is not None else None
+        config = topology.load_config(self.inputs.config) if self.inputs.config is not None else None
+        job = self._job_class(config)
+        # Every stage below blames the class given or inferred.
+        self.inputs = i = replace(self.inputs, job_traffic_class=job.value)
         progress("logs", 0, 1)
         logs = inputs.parse_logs(i.logs, i.log_format)
         inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
@@ -203,14 +206,27 @@ class Analysis:
         progress("correlate", 1, 1)
         labels = topology.device_labels(config)
         table = self._measures(net, steps, attribution, labels)
-        warnings = [*logs.warnings, *_telemetry_warnings(i, net, config)]
+        warnings = [*logs.warnings, *_telemetry_warnings(i, net, config), *_overlap_warnings(steps, net)]
+        if job.value is None and (i.archive is not None or i.prometheus is not None):
+            warnings.append(InputWarning("--job-traffic-class", f"no queue is blamed: {job.basis}"))
         summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
+        summary["job_traffic_class"] = job.as_json()
         summary["blame"] = blamed.summary
         summary["skew_seconds"] = blamed.summary["skew_seconds"]
         summary["inputs"]["files"] = logs.files
         summary["warnings"] = inputs.as_json(warnings)
         busbw = bandwidth.bus_bandwidth(parsed.table("collectives"), parsed.table("nccl_ranks"))
         return AnalysisResult(steps, net.events, attribution, links, table, summary, busbw)
+
+    def _job_class(self, config: Config | None) -> job_class.JobClass:
+        """The class given, else the one the archive's queues show (``analyzer.job_class``)."""
+        i = self.inputs
+        if i.job_traffic_class is not None:
+            return job_class.given(i.job_traffic_class)
+        if i.archive is None:
+            source = "telemetry from Prometheus" if i.prometheus is not None else "no telemetry"
+            return job_class.JobClass(None, "unknown", f"{source}: pass --job-traffic-class")
+        return job_class.infer(job_class.bytes_per_queue(i.archive, topology.link_members(config)))
 
     def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
         i = self.inputs
@@ -324,6 +340,26 @@ def _telemetry_warnings(
                 InputWarning(f"link {link.name}", f"no telemetry from member device(s) {', '.join(silent)}")
             )
     return out
+
+
+def _overlap_warnings(steps: pl.DataFrame, net: network.NetworkResult) -> list[InputWarning]:
+    """A warning when the steps and the telemetry never overlap in time: every step would read 0 s exposed
+    for want of readings, not because the network was clean."""
+    if steps.height == 0 or net.totals.height == 0:
+        return []
+    first, last = net.totals["first"].min(), net.totals["last"].max()
+    start, end = steps["start_time"].min(), steps["end_time"].max()
+    if first is None or last is None or start is None or end is None:
+        return []
+    if start <= last and first <= end:  # type: ignore[operator]
+        return []
+    return [
+        InputWarning(
+            "logs and telemetry",
+            f"they do not overlap in time: the steps run {start} to {end}, the telemetry {first} to {last}; "
+            "no step can be blamed on the network (wrong archive or logs, a clock off, or --shift-logs)",
+        )
+    ]
 
 
 def _communication(kineto: pl.DataFrame, inspector: pl.DataFrame | None) -> pl.DataFrame | None:

@@ -54,7 +54,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--job-traffic-class",
         metavar="CLASS",
-        help="the job's traffic class (queue / PFC priority, e.g. 3): only its queue is blamed",
+        help="the job's traffic class (queue / PFC priority, e.g. 3): only its queue is blamed "
+        "(default: inferred from the bytes per queue on the links, analyzer/job_class.py)",
     )
     p.add_argument("--start", help="first time analysed (RFC 3339)")
     p.add_argument("--end", help="end of the time analysed (RFC 3339)")
@@ -164,6 +165,9 @@ def report(result: AnalysisResult, written: list[Path]) -> None:
         print(f"spanwatch analyze: {malformed['count']} malformed log line(s); first:", file=sys.stderr)
         for problem in malformed["first"][:MALFORMED_SHOWN]:
             print(f"  {problem}", file=sys.stderr)
+    job = result.summary.get("job_traffic_class")
+    if job is not None and job["value"] is not None:
+        print(f"job traffic class {job['value']} ({job['source']}: {job['basis']})")
     print(
         f"{result.events.height} events, {result.steps.height} step rows, "
         f"{int(result.steps['inflated'].sum())} inflated; wrote {written[-1].parent}"

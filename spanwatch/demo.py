@@ -80,10 +80,15 @@ def answer(out: Path, score: dict[str, Any]) -> list[str]:
     Returns:
         The lines to print.
     """
-    from spanwatch.score import GOALS
+    from spanwatch.score import GOALS, verdict
 
     summary = json.loads((out / "report.json").read_text())["summary"]
-    lines = ["", "the answer:"]
+    job = json.loads((out / "summary.json").read_text())["job_traffic_class"]
+    lines = [
+        "",
+        "the answer:",
+        f"  the job's traffic class: {job['value']} ({job['source']}: {job['basis']})",
+    ]
     for link in summary["links"]:
         share = "" if link["share_of_run"] is None else f" ({link['share_of_run']:.1%} of the run)"
         lines.append(
@@ -98,8 +103,7 @@ def answer(out: Path, score: dict[str, Any]) -> list[str]:
     figures = ", ".join(
         f"{name} {score[name]:.3g}" if score[name] is not None else f"{name} -" for name in GOALS
     )
-    verdict = "passed" if score["passed"] else "failed: " + "; ".join(score["why"])
-    lines.append(f"  score: {verdict} (against the simulation's truth)")
+    lines.append(f"  score: {verdict(score)} (against the simulation's truth)")
     lines.append(f"    {figures} (every figure: {out / 'score.json'})")
     return lines
 

@@ -16,25 +16,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from analyzer.kinds import KINDS
 from analyzer.report.model import Band, BusBandwidth, LinkExposure, Optics, Timeline, VendorDistributions
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-# Okabe-Ito, the colour-blind-safe palette (Okabe & Ito 2008): one colour per event kind, so a stacked bar or
-# a shaded band is told apart by colour alone, whatever the reader's colour vision.
-KIND_COLORS = {
-    "drops": "#D55E00",  # vermillion
-    "ecn": "#E69F00",  # orange
-    "pfc": "#CC79A7",  # reddish purple
-    "queue": "#F0E442",  # yellow
-    "ber": "#0072B2",  # blue
-    "osnr": "#56B4E9",  # sky blue
-    "fcs": "#009E73",  # bluish green
-    "fec_uncorrectable": "#999999",  # grey
-    "wave_down": "#000000",  # black
+# One colour per event kind, from the kind's declaration (analyzer.kinds: Paul Tol's colour-blind-safe
+# "muted" palette), so a shaded band is told apart by colour alone, whatever the reader's colour vision.
+# The step time a link cost is stacked by the blame's causes (analyzer.blame) as well as by event kind: the
+# causes take Tol's "bright" palette, and the time nothing explains a neutral grey.
+CAUSE_COLORS = {
+    "lost_capacity": "#4477AA",  # blue
+    "queueing": "#CCBB44",  # yellow
+    "pause": "#AA3377",  # purple
+    "loss_recovery": "#EE6677",  # red
+    "unexplained": "#BBBBBB",  # grey
 }
+KIND_COLORS = {**CAUSE_COLORS, **{name: kind.colour for name, kind in KINDS.items()}}
+UNKNOWN_KIND = "#DDDDDD"  # pale grey: a kind neither analyzer.kinds nor the blame declares
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # series other than kinds
 LIMIT = "#000000"  # threshold lines: black, never a series colour
 ROLLING_ABOVE = 2000  # steps beyond which the step-time line becomes rolling percentiles
@@ -80,7 +81,7 @@ def _shade(ax: Axes, bands: list[Band]) -> None:
         ax.axvspan(
             band.start_s,
             max(band.end_s, band.start_s + 0.05),
-            color=KIND_COLORS.get(band.kind, "#999999"),
+            color=KIND_COLORS.get(band.kind, UNKNOWN_KIND),
             alpha=0.3,
             lw=0,
             label=label,
@@ -186,7 +187,7 @@ def link_exposure(rows: list[LinkExposure]) -> str:
         left = [0.0] * len(rows)
         for kind in kinds:
             widths = [r.by_kind.get(kind, 0.0) for r in rows]
-            color = KIND_COLORS.get(kind, "#999999")
+            color = KIND_COLORS.get(kind, UNKNOWN_KIND)
             ax.barh(names, widths, left=left, color=color, label=kind, edgecolor="white", lw=0.5)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         ax.set_xlabel("exposed step time, summed over steps (s)")

@@ -117,12 +117,10 @@ class Lab:
         if stale:
             log.warning("lab: removed what an earlier run left: %s", ", ".join(stale))
         netem = netns.netem_available()
-        log.info(
-            "lab: %s",
-            "netem present: each link carries its distance's delay"
-            if netem
-            else "no netem in this kernel: the lab runs at zero distance",
-        )
+        if netem:
+            log.info("lab: netem present: each link carries its distance's delay")
+        else:
+            log.warning("lab: %s", NO_NETEM)
         try:
             self._run(netem)
         finally:
@@ -383,4 +381,25 @@ def analyse(out: Path) -> None:
     (out / "report.log").write_text(report.stdout + report.stderr)
     if report.returncode != 0:
         log.warning("lab: the report failed: see %s", out / "report.log")
-    print(f"lab: analysis in {out}, score in {out / 'score.json'}")
+    for line in conclusion(out):
+        print(line)
+
+
+NO_NETEM = (
+    "no netem in this kernel: the links run at zero distance, so the round trips and the blame are those "
+    "of a 0 km fabric, not of the configured distances"
+)
+
+
+def conclusion(out: Path) -> list[str]:
+    """The lab's last word: where the analysis is, whether its score passed (and why not), and a warning
+    when the kernel had no netem."""
+    from spanwatch.score import verdict
+
+    truth = json.loads((out / "truth.json").read_text())
+    result = json.loads((out / "score.json").read_text())
+    lines = [f"lab: analysis and report in {out}, score in {out / 'score.json'}"]
+    if not truth.get("lab", {}).get("netem", True):
+        lines.append(f"lab: warning: {NO_NETEM}")
+    lines.append(f"lab: score {verdict(result)} (against the lab's measured truth)")
+    return lines
