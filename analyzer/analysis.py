@@ -356,10 +356,15 @@ def _overlap_warnings(steps: pl.DataFrame, net: network.NetworkResult) -> list[I
     return [
         InputWarning(
             "logs and telemetry",
-            f"they do not overlap in time: the steps run {start} to {end}, the telemetry {first} to {last}; "
+            f"they do not overlap in time: the steps run {_iso(start)} to {_iso(end)}, the telemetry "
+            f"{_iso(first)} to {_iso(last)}; "
             "no step can be blamed on the network (wrong archive or logs, a clock off, or --shift-logs)",
         )
     ]
+
+
+def _iso(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def _communication(kineto: pl.DataFrame, inspector: pl.DataFrame | None) -> pl.DataFrame | None:
