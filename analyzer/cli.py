@@ -1,6 +1,6 @@
 """``spanwatch analyze``: arguments, progress display and output (the computing is ``analyzer.analysis``).
 
-Progress is a rich display on a terminal and log lines otherwise. Malformed log lines are reported on stderr
+Progress is one log line per stage step. Malformed log lines are reported on stderr
 (count and the first few, with file:line) as well as in summary.json. Bad inputs raise ``AnalyzerError`` or
 ``ConfigError``, which the ``spanwatch`` entry point prints without a traceback (exit 1).
 """
@@ -131,24 +131,10 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
 
 @contextmanager
 def _progress() -> Iterator[Progress]:
-    if not sys.stderr.isatty():
+    def line(stage: str, done: int, total: int) -> None:
+        log.info("%s %d/%d", stage, done, total)
 
-        def line(stage: str, done: int, total: int) -> None:
-            log.info("%s %d/%d", stage, done, total)
-
-        yield line
-        return
-    from rich.progress import Progress as RichProgress
-
-    with RichProgress(transient=True) as bar:
-        tasks: dict[str, object] = {}
-
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)  # type: ignore[arg-type]
-
-        yield update
+    yield line
 
 
 def report(result: AnalysisResult, written: list[Path]) -> None:

@@ -33,7 +33,7 @@ from analyzer.plan import (
 from collector.contracts import optics as optics_profiles
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
 T = TypeVar("T")
 
@@ -210,13 +210,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.as_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        from rich.console import Console  # only when a table is printed: keeps `--json` light
-
-        console = Console()
-        console.print(table(result))
+        print(table(result).render())
         for warning in result.warnings:
             # One line each, left to the terminal to wrap: a warning stays whole for grep and copy.
-            console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+            print(f"warning: {warning}")
     return 0
 
 
@@ -315,21 +312,18 @@ def _buffer_rows(r: PlanResult) -> list[tuple[str, str, str]]:
     ]
 
 
-def table(r: PlanResult) -> Table:
-    """The budget as a rich table: quantity, value in readable units, and how it was computed.
+def table(r: PlanResult) -> TextTable:
+    """The budget as a table: quantity, value in readable units, and how it was computed.
 
     Args:
         r: the computed plan.
 
     Returns:
-        A table for a rich console.
+        The table (``render()`` for its text).
     """
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
-    out = Table(title="spanwatch plan: latency and traffic budget")
-    out.add_column("quantity")
-    out.add_column("value", justify="right")
-    out.add_column("from", style="dim")
+    out = TextTable("spanwatch plan: latency and traffic budget", ("quantity", "value", "from"), ("value",))
     for row in _rows(r):
         out.add_row(*row)
     return out

@@ -24,7 +24,9 @@ class LogfmtFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        message = record.getMessage().replace('"', "'")
+        # One record, one line: a multi-line message (a config rejection listing its problems) keeps its
+        # line breaks escaped, as logfmt readers expect.
+        message = record.getMessage().replace('"', "'").replace("\n", "\\n")
         line = (
             f"ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
             f'logger={record.name} msg="{message}"'
@@ -35,14 +37,13 @@ class LogfmtFormatter(logging.Formatter):
 
 
 def setup_logging(level: str) -> None:
-    """Rich output on a terminal, logfmt lines otherwise."""
-    handler: logging.Handler
+    """Short readable lines on a terminal, logfmt lines otherwise."""
+    handler = logging.StreamHandler()
     if sys.stderr.isatty():
-        from rich.logging import RichHandler
-
-        handler = RichHandler(show_path=False, rich_tracebacks=False)
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+        )
     else:
-        handler = logging.StreamHandler()
         handler.setFormatter(LogfmtFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 

@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -221,16 +220,6 @@ class Demo:
     async def _progress(self, collector: asyncio.Task[None]) -> None:
         duration = float(self.scenario.duration)
         start = time.monotonic()
-        if sys.stderr.isatty():
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-            columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
-            with Progress(*columns, transient=True) as bar:
-                job = bar.add_task("demo", total=duration)
-                while not collector.done() and (elapsed := time.monotonic() - start) < duration:
-                    bar.update(job, completed=elapsed, description=self._status())
-                    await asyncio.sleep(0.5)
-            return
         next_log = 0.0
         while not collector.done() and (elapsed := time.monotonic() - start) < duration:
             if elapsed >= next_log:
@@ -286,7 +275,7 @@ def families(metrics: str) -> dict[str, int]:
 
 
 def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
-    """Print (rich) and return what was collected."""
+    """Print and return what was collected."""
     fams = families(metrics)
     archive = sorted((out / "archive").rglob("*.parquet"))
     rows = 0
@@ -313,19 +302,15 @@ def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
         "network_seconds": round(sum(steps.values()), 3),
         "episodes": [e["kind"] for e in truth["episodes"]],
     }
-    from rich.console import Console
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
-    console = Console(stderr=False)
-    table = Table(title=f"spanwatch demo: {out}")
-    table.add_column("what")
-    table.add_column("value", justify="right")
+    table = TextTable(f"spanwatch demo: {out}", ("what", "value"), ("value",))
     for key, value in summary.items():
         table.add_row(key, ", ".join(value) if isinstance(value, list) else str(value))
     dci = sorted(f for f in fams if f.startswith("dci_"))
     table.add_row("dci_* families", str(len(dci)))
-    console.print(table)
-    console.print(
+    print(table.render())
+    print(
         f"files: {out / 'config.yaml'}, {out / 'archive'}, {out / truth['job']['log_file']}, {out / 'truth.json'}"
     )
     return summary

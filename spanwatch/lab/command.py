@@ -327,12 +327,10 @@ def write_steps(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def summarise(truth: dict[str, Any], out: Path) -> None:
     """Print what the run measured: the clean figures and each episode's measured cost."""
-    from rich.console import Console
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
     clean = truth["lab"]["clean"]
-    console.print(
+    print(
         "control: "
         + ", ".join(
             f"rank {r}: step {c['step_seconds'] * 1e3:.0f} ms, sync {c['sync_seconds'] * 1e3:.0f} ms"
@@ -340,9 +338,8 @@ def summarise(truth: dict[str, Any], out: Path) -> None:
             for r, c in clean.items()
         )
     )
-    table = Table(title=f"spanwatch lab: {out}")
-    for column in ("episode", "link", "class", "start", "s", "measured extra / step", "affects job"):
-        table.add_column(column)
+    columns = ("episode", "link", "class", "start", "s", "measured extra / step", "affects job")
+    table = TextTable(f"spanwatch lab: {out}", columns, ("start", "s", "measured extra / step"))
     for e in truth["episodes"]:
         table.add_row(
             e["kind"],
@@ -353,9 +350,9 @@ def summarise(truth: dict[str, Any], out: Path) -> None:
             f"{e['measured_extra_seconds'] * 1e3:.1f} ms",
             "yes" if e["affects_job"] else "no",
         )
-    console.print(table)
+    print(table.render())
     cost = sum(s["network_seconds"]["total"] for s in truth["steps"]) / max(1, len(clean))
-    console.print(f"steps: {len(truth['steps'])} rows; network cost in truth: {cost:.2f} s per rank")
+    print(f"steps: {len(truth['steps'])} rows; network cost in truth: {cost:.2f} s per rank")
 
 
 def analyse(out: Path) -> None:
