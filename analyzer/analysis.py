@@ -209,7 +209,7 @@ class Analysis:
         warnings = [*logs.warnings, *_telemetry_warnings(i, net, config), *_overlap_warnings(steps, net)]
         if job.value is None and (i.archive is not None or i.prometheus is not None):
             warnings.append(InputWarning("--job-traffic-class", f"no queue is blamed: {job.basis}"))
-        summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
+        summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector, attribution)
         summary["job_traffic_class"] = job.as_json()
         summary["blame"] = blamed.summary
         summary["skew_seconds"] = blamed.summary["skew_seconds"]
@@ -317,6 +317,7 @@ class Analysis:
             attribution=tag(attribution),
             steps=steps,
             gpus=self.inputs.gpus,
+            job_class=self.inputs.job_traffic_class,
         )
         return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
 
@@ -436,6 +437,7 @@ def _summary(
     skew: float,
     claims: int | None,
     inspector: pl.DataFrame,
+    attribution: pl.DataFrame,
 ) -> dict[str, Any]:
     by_kind = net.events.group_by("kind").agg(pl.len()).sort("kind")
     baselines = steps.group_by("rank").agg(pl.col("baseline_seconds").first()).sort("rank")
@@ -467,6 +469,7 @@ def _summary(
             "rows": steps.height,
             "ranks": steps["rank"].n_unique(),
             "inflated": int(steps["inflated"].sum()),
+            "hurt": measures.steps_hurt(attribution),
             "with_events": int((steps["events"] > 0).sum()),
             "baseline_seconds": dict(baselines.iter_rows()),
         },

@@ -17,7 +17,7 @@ label (``label:vendor``...), and ``run``. A measure with no data for a key gives
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -53,6 +53,7 @@ class MeasureInputs:
     attribution: pl.DataFrame
     steps: pl.DataFrame
     gpus: int | None
+    job_class: str | None = None  # the job's traffic class: the by-class measures get JOB_CLASS_SCOPE rows
 
 
 Compute = Callable[[MeasureInputs, str], pl.DataFrame]
@@ -71,6 +72,8 @@ class Measure:
         kinds: the event kinds behind the value (the report lists them as evidence); empty for all kinds.
         from_steps: the value comes from the training steps (their attributed network time), so a device
             with telemetry but nothing attributed measured zero rather than nothing.
+        by_class: it reads queue counters, so it is also measured on the job's traffic class alone
+            (``JOB_CLASS_SCOPE``): another tenant's best-effort drops are not the job's loss.
     """
 
     unit: str
@@ -79,6 +82,7 @@ class Measure:
     reads: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     from_steps: bool = False
+    by_class: bool = False
 
 
 def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
@@ -92,10 +96,17 @@ def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
     return compute
 
 
-def _per_terabyte_measure(unit: str, doc: str, numerator: str, bytes_metric: str, kind: str) -> Measure:
+def _per_terabyte_measure(
+    unit: str, doc: str, numerator: str, bytes_metric: str, kind: str, by_class: bool = False
+) -> Measure:
     """A count of ``numerator`` per 10^12 bytes of ``bytes_metric``, evidenced by events of ``kind``."""
     return Measure(
-        unit, doc, _per_terabyte(numerator, bytes_metric), reads=(numerator, bytes_metric), kinds=(kind,)
+        unit,
+        doc,
+        _per_terabyte(numerator, bytes_metric),
+        reads=(numerator, bytes_metric),
+        kinds=(kind,),
+        by_class=by_class,
     )
 
 
@@ -202,9 +213,10 @@ MEASURES: dict[str, Measure] = {
         DROPPED,
         TX_BYTES,
         "drops",
+        by_class=True,
     ),
     "ecn_marked_packets_per_terabyte": _per_terabyte_measure(
-        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", ECN, TX_BYTES, "ecn"
+        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", ECN, TX_BYTES, "ecn", by_class=True
     ),
     "fcs_errors_per_terabyte": _per_terabyte_measure(
         "frames/TB", "Frames received with a bad FCS per 10^12 bytes received.", FCS, RX_BYTES, "fcs"
@@ -222,6 +234,7 @@ MEASURES: dict[str, Measure] = {
         _sample_quantile(SAMPLE_METRICS, 0.99),
         reads=SAMPLE_METRICS,
         kinds=("queue",),
+        by_class=True,
     ),
     "link_utilization_p99": Measure(
         "ratio",
@@ -283,6 +296,12 @@ MEASURES: dict[str, Measure] = {
 }
 
 
+def steps_hurt(attribution: pl.DataFrame) -> int:
+    """Steps the network hurt: the one definition the summary, the report and the terminal use, the links'
+    "steps affected" (``correlate.link_exposure``: network time attributed to the step) over every link."""
+    return int(attribution.filter(pl.col("attributed_seconds") > 0)["step"].n_unique())
+
+
 def scopes(label_names: list[str]) -> dict[str, str]:
     """Scope name -> key column: link, device, one per target label, and the whole run.
 
@@ -318,5 +337,31 @@ def compute_all(inputs: MeasureInputs, label_names: list[str]) -> pl.DataFrame:
                     unit=pl.lit(measure.unit),
                 )
             )
+    if inputs.job_class is not None:
+        job = _job_class_only(inputs, inputs.job_class)
+        for name, measure in MEASURES.items():
+            if measure.by_class:
+                values = measure.compute(job, "device")
+                parts.append(
+                    values.select(
+                        scope=pl.lit(JOB_CLASS_SCOPE),
+                        key=pl.col("device").cast(pl.String()),
+                        measure=pl.lit(name),
+                        value=pl.col("value").cast(pl.Float64()),
+                        unit=pl.lit(measure.unit),
+                    )
+                )
     frame = pl.concat(parts) if parts else pl.DataFrame(schema=schemas.MEASURES)
     return frame.cast(schemas.MEASURES)
+
+
+JOB_CLASS_SCOPE = "device:job_class"
+"""The scope of the by-class measures per device on the job's traffic class alone (queue counters of that
+queue; interface counters, which have no class, as they are)."""
+
+
+def _job_class_only(inputs: MeasureInputs, job_class: str) -> MeasureInputs:
+    def keep(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col("queue").is_null() | (pl.col("queue") == job_class))
+
+    return replace(inputs, totals=keep(inputs.totals), samples=keep(inputs.samples))

@@ -82,11 +82,13 @@ def answer(out: Path, score: dict[str, Any]) -> list[str]:
     from spanwatch.score import GOALS, verdict
 
     summary = json.loads((out / "report.json").read_text())["summary"]
-    job = json.loads((out / "summary.json").read_text())["job_traffic_class"]
+    analysed = json.loads((out / "summary.json").read_text())
+    job = analysed["job_traffic_class"]
     lines = [
         "",
         "the answer:",
         f"  the job's traffic class: {job['value']} ({job['source']}: {job['basis']})",
+        f"  steps the network hurt: {analysed['steps']['hurt']} (network time attributed to them)",
     ]
     for link in summary["links"]:
         share = "" if link["share_of_run"] is None else f" ({link['share_of_run']:.1%} of the run)"
@@ -298,7 +300,8 @@ def summarise(out: Path, metrics: str, sim: SimulatedFabric) -> dict[str, Any]:
         "archive_files": len(archive),
         "archive_rows": rows,
         "steps": len(steps),
-        "late_steps": sum(1 for v in steps.values() if v > 1e-3),
+        # The simulation's own count (truth.json), not the analysis's: "the answer" below gives that one.
+        "truth_steps_hurt": sum(1 for v in steps.values() if v > 1e-3),
         "network_seconds": round(sum(steps.values()), 3),
         "episodes": [e["kind"] for e in truth["episodes"]],
     }

@@ -22,6 +22,7 @@ from analyzer.claims import Claims, match_vendors
 from analyzer.correlate import exposure_per_step
 from analyzer.errors import InputError
 from analyzer.kinds import KINDS
+from analyzer.measures import steps_hurt
 from analyzer.plan import PlanInput
 from analyzer.report import optics as optics_section
 from analyzer.report import planned, sections
@@ -138,6 +139,7 @@ def build_report(
         gpus,
         run_start,
         run_end,
+        (analysis.summary.get("job_traffic_class") or {}).get("value"),
     )
     glance = _glance(analysis, config, readings, gpus)
     start = _start(analysis, readings)
@@ -263,7 +265,7 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
         ranks=steps["rank"].n_unique(),
         gpus=gpus,
         step_median_seconds=None if median is None else float(median),  # type: ignore[arg-type]
-        inflated_steps=int(steps["inflated"].sum()),
+        hurt_steps=steps_hurt(analysis.attribution),
         links=links,
         distance_km=max((link.distance_km for link in links), default=None),
         events=analysis.events.height,
