@@ -10,7 +10,7 @@ equal), and lists claims against the analyzer's measures (``analyzer.measures.ME
           - {id: lossless-100km, text: "Zero loss at 100 km", measure: dropped_packets_per_terabyte,
              op: "<=", value: 0}
 
-A claim on a measure read from queue counters (``Measure.by_class``: drops, ECN marks, queue watermarks) is
+A claim on a measure read from queue counters of a traffic class (``Measure.by_class``: drops, ECN marks) is
 about the job's traffic class unless it says ``traffic_class: all``: another tenant's best-effort drops do
 not contest a lossless claim on the job's queue.
 
@@ -43,7 +43,7 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
 VENDOR_KEYS = frozenset({"name", "match", "claims"})
 CLAIM_KEYS = frozenset({"id", "text", "measure", "op", "value", "traffic_class"})
 # A claim's traffic class: ``job`` (the job's class, as the analysis was given or inferred it; the default
-# of the measures read from queue counters, ``Measure.by_class``) or ``all`` (every class together).
+# of the measures read from a class's queue counters, ``Measure.by_class``) or ``all`` (every class together).
 TRAFFIC_CLASSES = ("job", "all")
 
 

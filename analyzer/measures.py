@@ -234,7 +234,6 @@ MEASURES: dict[str, Measure] = {
         _sample_quantile(SAMPLE_METRICS, 0.99),
         reads=SAMPLE_METRICS,
         kinds=("queue",),
-        by_class=True,
     ),
     "link_utilization_p99": Measure(
         "ratio",
