@@ -205,7 +205,7 @@ class Analysis:
         steps, attribution, links, inspector, blamed = self._correlate(parsed, net, skew, config)
         progress("correlate", 1, 1)
         labels = topology.device_labels(config)
-        table = self._measures(net, steps, attribution, labels)
+        table = self._measures(net, steps, attribution, labels, config)
         warnings = [*logs.warnings, *_telemetry_warnings(i, net, config), *_overlap_warnings(steps, net)]
         if job.value is None and (i.archive is not None or i.prometheus is not None):
             warnings.append(InputWarning("--job-traffic-class", f"no queue is blamed: {job.basis}"))
@@ -304,7 +304,12 @@ class Analysis:
         return table, blamed.attribution, links, inspector, blamed
 
     def _measures(
-        self, net: network.NetworkResult, steps: pl.DataFrame, attribution: pl.DataFrame, labels: pl.DataFrame
+        self,
+        net: network.NetworkResult,
+        steps: pl.DataFrame,
+        attribution: pl.DataFrame,
+        labels: pl.DataFrame,
+        config: Config | None,
     ) -> pl.DataFrame:
         def tag(frame: pl.DataFrame) -> pl.DataFrame:
             joined = frame.join(labels, on="device", how="left") if labels.width > 1 else frame
@@ -318,6 +323,7 @@ class Analysis:
             steps=steps,
             gpus=self.inputs.gpus,
             job_class=self.inputs.job_traffic_class,
+            link_devices=topology.link_members(config),
         )
         return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
 

@@ -54,6 +54,9 @@ class MeasureInputs:
     steps: pl.DataFrame
     gpus: int | None
     job_class: str | None = None  # the job's traffic class: the by-class measures get JOB_CLASS_SCOPE rows
+    # link -> its member devices: network time blamed on a link but on no one device of it is each of its
+    # devices' in the device scope, so a vendor's step claims read the same attribution as the link's cost
+    link_devices: pl.DataFrame | None = None
 
 
 Compute = Callable[[MeasureInputs, str], pl.DataFrame]
@@ -83,6 +86,16 @@ class Measure:
     kinds: tuple[str, ...] = ()
     from_steps: bool = False
     by_class: bool = False
+
+
+def _attribution(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    """The attribution a scope reads: for ``device``, rows of a link with no device are each member's."""
+    a = inputs.attribution
+    if key != "device" or inputs.link_devices is None or a.height == 0:
+        return a
+    loose = a.filter(pl.col("device").is_null()).drop("device")
+    spread = loose.join(inputs.link_devices.select("link", "device").unique(), on="link")
+    return pl.concat([a.filter(pl.col("device").is_not_null()), spread.select(a.columns)])
 
 
 def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
@@ -153,7 +166,7 @@ def _quantile(frame: pl.DataFrame, key: str, q: float) -> pl.DataFrame:
 
 def _exposure(q: float | None) -> Compute:
     def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
-        per_step = exposure_per_step(inputs.attribution.lazy(), inputs.steps.lazy(), key)
+        per_step = exposure_per_step(_attribution(inputs, key).lazy(), inputs.steps.lazy(), key)
         value = (
             pl.col("exposed_seconds").sum() if q is None else pl.col("exposed_seconds").quantile(q, "linear")
         )
@@ -164,7 +177,7 @@ def _exposure(q: float | None) -> Compute:
 
 def _inflation_ratio(inputs: MeasureInputs, key: str) -> pl.DataFrame:
     baseline = inputs.steps["baseline_seconds"].sum()
-    a = inputs.attribution.filter(pl.col(key).is_not_null())
+    a = _attribution(inputs, key).filter(pl.col(key).is_not_null())
     if not baseline:
         return pl.DataFrame(schema={key: pl.String(), "value": pl.Float64()})
     return a.group_by(key).agg(value=1.0 + pl.col("attributed_seconds").sum() / baseline)
