@@ -9,7 +9,7 @@ import polars as pl
 
 from analyzer.kinds import KINDS
 from analyzer.report import charts
-from analyzer.report.model import LinkExposure
+from analyzer.report.model import Cdf, LinkExposure, VendorDistributions
 
 
 def test_every_kind_has_its_own_colour_declared_with_it() -> None:
@@ -33,3 +33,19 @@ def test_the_exposure_bar_draws_each_kind_in_its_colour() -> None:
     for kind in by_kind:
         assert charts.KIND_COLORS[kind].lower() in svg, kind
     assert charts.UNKNOWN_KIND.lower() not in svg
+
+
+def test_equal_distributions_stay_visible_and_a_thin_one_is_listed() -> None:
+    same = [0.1 * i for i in range(1, 102)]  # quantiles at 0, 1, ..., 100 %
+    thin = [0.0] * 100 + [12.0]
+    rows = [
+        VendorDistributions("switches", _cdf(thin), _cdf(same)),
+        VendorDistributions("optics", _cdf(thin), _cdf(same)),
+    ]
+    svg = charts.distributions(rows)
+    assert "stroke-dasharray" in svg  # the second, equal curve is dashed over the first
+    assert "too few non-zero values for a distribution" in svg and "switches: 12000" in svg
+
+
+def _cdf(values: list[float]) -> Cdf:
+    return Cdf(n=len(values), values=sorted(values))
