@@ -9,31 +9,14 @@ import argparse
 import importlib
 import logging
 import sys
-import time
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import NamedTuple
 
 from collector.errors import ConfigError, SpanwatchError
+from collector.logfmt import LogfmtFormatter
 
 log = logging.getLogger("spanwatch")
-
-
-class LogfmtFormatter(logging.Formatter):
-    """One ``key=value`` line per record, for journald and log shippers when not on a terminal."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        # One record, one line: a multi-line message (a config rejection listing its problems) keeps its
-        # line breaks escaped, as logfmt readers expect.
-        message = record.getMessage().replace('"', "'").replace("\n", "\\n")
-        line = (
-            f"ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
-            f'logger={record.name} msg="{message}"'
-        )
-        if record.exc_info:
-            line += f' exc="{self.formatException(record.exc_info)!r}"'
-        return line
 
 
 def setup_logging(level: str) -> None:
