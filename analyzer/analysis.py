@@ -188,7 +188,8 @@ class Analysis:
         """
         claims = validate_claims(self.inputs.claims) if self.inputs.claims is not None else None
         config = topology.load_config(self.inputs.config) if self.inputs.config is not None else None
-        job = self._job_class(config)
+        frame = self._prometheus_frame(progress)
+        job = self._job_class(config, frame)
         # Every stage below blames the class given or inferred.
         self.inputs = i = replace(self.inputs, job_traffic_class=job.value)
         progress("logs", 0, 1)
@@ -198,7 +199,7 @@ class Analysis:
         if i.shift_logs_seconds:
             parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
-        net = self._network(config, progress)
+        net = self._network(config, frame, progress)
         net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
@@ -218,24 +219,35 @@ class Analysis:
         busbw = bandwidth.bus_bandwidth(parsed.table("collectives"), parsed.table("nccl_ranks"))
         return AnalysisResult(steps, net.events, attribution, links, table, summary, busbw)
 
-    def _job_class(self, config: Config | None) -> job_class.JobClass:
-        """The class given, else the one the archive's queues show (``analyzer.job_class``)."""
+    def _prometheus_frame(self, progress: Progress) -> pl.LazyFrame | None:
+        """The telemetry read from Prometheus (``--prometheus``), or None for an archive or no telemetry."""
+        i = self.inputs
+        if i.prometheus is None:
+            return None
+        if i.start is None or i.end is None:
+            raise InputError("--prometheus", "a Prometheus source needs --start and --end")
+        progress("telemetry", 0, 1)
+        return prometheus.read_prometheus(i.prometheus, i.start, i.end, network.NEEDED, i.devices)
+
+    def _job_class(self, config: Config | None, frame: pl.LazyFrame | None) -> job_class.JobClass:
+        """The class given, else the one the queues show (``analyzer.job_class``), from either source."""
         i = self.inputs
         if i.job_traffic_class is not None:
             return job_class.given(i.job_traffic_class)
-        if i.archive is None:
-            source = "telemetry from Prometheus" if i.prometheus is not None else "no telemetry"
-            return job_class.JobClass(None, "unknown", f"{source}: pass --job-traffic-class")
-        return job_class.infer(job_class.bytes_per_queue(i.archive, topology.link_members(config)))
+        if frame is not None:
+            readings = frame
+        elif i.archive is not None:
+            readings = job_class.archive_readings(i.archive)
+        else:
+            return job_class.JobClass(None, "unknown", "no telemetry: pass --job-traffic-class")
+        return job_class.infer(job_class.bytes_per_queue(readings, topology.link_members(config)))
 
-    def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
+    def _network(
+        self, config: Config | None, frame: pl.LazyFrame | None, progress: Progress
+    ) -> network.NetworkResult:
         i = self.inputs
         members = topology.link_members(config)
-        if i.prometheus is not None:
-            if i.start is None or i.end is None:
-                raise InputError("--prometheus", "a Prometheus source needs --start and --end")
-            progress("telemetry", 0, 1)
-            frame = prometheus.read_prometheus(i.prometheus, i.start, i.end, network.NEEDED, i.devices)
+        if frame is not None:
             result = network.analyse_telemetry(frame, i.thresholds, members, i.job_traffic_class)
             progress("telemetry", 1, 1)
             return result

@@ -46,16 +46,20 @@ def given(value: str) -> JobClass:
     return JobClass(value, "given", "--job-traffic-class")
 
 
-def bytes_per_queue(archive: Path, members: pl.DataFrame) -> pl.DataFrame:
+def archive_readings(archive: Path) -> pl.LazyFrame:
+    """The archive's queue byte counters (``schemas.TELEMETRY`` rows)."""
+    return telemetry.scan_archive(archive, metrics=frozenset({QUEUE_BYTES}))
+
+
+def bytes_per_queue(readings: pl.LazyFrame, members: pl.DataFrame) -> pl.DataFrame:
     """Bytes each queue transmitted over the run on the link member interfaces (``queue``, ``bytes``).
 
     Args:
-        archive: the collector's archive.
+        readings: telemetry rows (the archive's, ``archive_readings``, or Prometheus'); other metrics are
+            left out.
         members: ``topology.link_members`` rows; empty means every interface.
     """
-    scan = telemetry.scan_archive(archive, metrics=frozenset({QUEUE_BYTES})).filter(
-        pl.col("queue").is_not_null()
-    )
+    scan = readings.filter(pl.col("metric").cast(pl.String) == QUEUE_BYTES, pl.col("queue").is_not_null())
     if members.height:
         scan = scan.join(members.select("device", "interface").lazy(), on=["device", "interface"])
     per_series = scan.group_by("device", "interface", "direction", "queue").agg(
