@@ -12,6 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,9 +52,19 @@ def _run(venv: Path, cwd: Path, *argv: str, timeout: float = 240) -> subprocess.
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def work() -> Iterator[Path]:
+    """A folder of this module's own: pytest's temporary folders are pruned by any other pytest session on
+    the machine, and the venv must outlive several minutes of tests."""
+    folder = Path(tempfile.mkdtemp(prefix="spanwatch-wheel-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def installed(work: Path) -> Path:
     """A fresh venv with the wheel and its runtime dependencies (locked), and pip of its own."""
-    work = tmp_path_factory.mktemp("wheel")
     source = _tracked_copy(work / "source")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "dist"), str(source)],
@@ -71,9 +83,10 @@ def test_the_runtime_venv_fits_its_budget(installed: Path) -> None:
     assert size_mb(installed) <= GOAL_MB
 
 
-def test_the_readme_commands_work_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+def test_the_readme_commands_work_from_the_installed_wheel(installed: Path, work: Path) -> None:
+    tmp_path = work / "commands"
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    elsewhere.mkdir(parents=True)
     listed = _run(installed, elsewhere, "demo", "--list-scenarios").stdout
     assert "two-vendors-overlap" in listed and "wave-down-reroute" in listed
 
