@@ -36,8 +36,14 @@ def _tracked_copy(target: Path) -> Path:
     return target
 
 
+def _clean_env() -> dict[str, str]:
+    """This environment without the checkout on the path: with it, pip would take the checkout's metadata
+    for an installed spanwatch and skip the wheel, and the commands would run the checkout's code."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def _run(venv: Path, cwd: Path, *argv: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _clean_env()
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(
         [str(venv / "bin" / "spanwatch"), *argv],
@@ -70,12 +76,15 @@ def installed(work: Path) -> Path:
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "dist"), str(source)],
         check=True,
         timeout=300,
+        env=_clean_env(),
     )
     (wheel,) = (work / "dist").glob("spanwatch-*.whl")
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=_clean_env())
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-c", str(ROOT / "requirements.lock"), str(wheel)], check=True, timeout=400)
+    lock = str(ROOT / "requirements.lock")
+    subprocess.run([*pip, "-c", lock, str(wheel)], check=True, timeout=400, env=_clean_env())
+    assert (venv / "bin" / "spanwatch").is_file(), "the wheel's console script was not installed"
     return venv
 
 
