@@ -12,6 +12,7 @@ dependencies).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_MB = 450
+
+
+# Without the checkout on the path: pip would take its metadata for an installed spanwatch, and the import
+# times would load the checkout's code instead of the venv's.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
 def size_mb(path: Path) -> float:
@@ -39,7 +45,7 @@ def import_seconds(python: Path, statement: str) -> float:
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
-        subprocess.run([str(python), "-c", statement], check=True, cwd=tempfile.gettempdir())
+        subprocess.run([str(python), "-c", statement], check=True, cwd=tempfile.gettempdir(), env=CLEAN_ENV)
         best = min(best, time.perf_counter() - started)
     return best
 
@@ -51,12 +57,13 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="spanwatch-install-"))
     venv = work / "venv"
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=CLEAN_ENV)
         python = venv / "bin" / "python"
         started = time.perf_counter()
         subprocess.run(
             [str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "requirements.lock"), str(ROOT)],
             check=True,
+            env=CLEAN_ENV,
         )
         install = time.perf_counter() - started
         site = next((venv / "lib").glob("python3*/site-packages"))
