@@ -18,6 +18,10 @@ Level defaults and why:
   config), leaving below 1 x: a training job's own bursts fill a deep buffer up to about one BDP, a
   standing queue beyond that is another flow's traffic; without a config, 1 MB; never under 16 KiB (about
   ten frames: a port sending at line rate holds a few, and at near-zero distance 1.5 BDP is under one).
+  A receive-stage (ingress) queue enters past that floor alone: the job's bursts queue where flows converge,
+  at egress, while a clean far switch forwards what the link brings as fast as it arrives, so a backlog
+  standing in its receive stage is the far side failing to drain (an incast onto the hosts, or their
+  pauses), whatever its size against the link's BDP.
 * pre-FEC BER: a tenth of the FEC limit of the link's optics profile (``collector.contracts.optics``), and
   twice the series' normal: a long wave lives with a BER near its FEC limit, which is its margin (the
   report's optics verdict), not an episode.
@@ -81,7 +85,8 @@ class Rule:
     Attributes:
         metrics: catalogue names (or derived signals) whose value is compared; counters as per-second rates.
         enter: the level that starts an episode (an expression: it may read the row's ``bdp_bytes``,
-            ``fec_limit_ber`` and ``osnr_required_db``, the link's figures).
+            ``fec_limit_ber`` and ``osnr_required_db``, the link's figures, and ``ingress``, whether the
+            series is a receive-stage queue's).
         exit: the level that ends it.
         low_is_bad: True when small values are the problem (OSNR, oper-status).
         relative: True when the levels read the series' ``normal`` (and ``background``: the series is of
@@ -129,10 +134,13 @@ def _congestion(metrics: tuple[str, ...], enter: LevelExpr, leave: LevelExpr) ->
 
 
 def _queue(fraction: str, fallback: str, floor: str) -> LevelExpr:
-    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level;
-    # never under a few frames (at near-zero distance 1.5 BDP is less than the frame being sent).
+    # An egress queue against the link's bandwidth-delay product where the config gives the fibre, else an
+    # absolute level; a receive-stage queue (ingress) against the floor alone; never under a few frames (at
+    # near-zero distance 1.5 BDP is less than the frame being sent).
     return lambda t: pl.max_horizontal(
-        pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback))),
+        pl.when(~pl.col("ingress")).then(
+            pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback)))
+        ),
         pl.lit(t.level(floor)),
     )
 

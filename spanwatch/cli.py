@@ -73,6 +73,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
     "sim": Command("run the simulated fabric", "spanwatch.sim.commands"),
     "demo": Command("fabric + collector + training job + analysis", "spanwatch.demo"),
+    "scenarios": Command("random scenario files drawn from the spec's whole space", "spanwatch.sim.families"),
     "lab": Command(
         "real namespaces, qdiscs, agents and a PyTorch job, measured end to end (root)",
         "spanwatch.lab.command",
