@@ -102,10 +102,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class EventKind:
-    """One kind of event (see the module docstring)."""
+    """One kind of event (see the module docstring). ``colour`` is the kind's in every chart: Paul Tol's
+    colour-blind-safe "muted" palette, one colour per kind, black for a wave down."""
 
     name: str
     family: Family
+    colour: str
     weight: float
     rules: tuple[Rule, ...]
     levels: tuple[Level, ...] = ()
@@ -197,6 +199,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "drops",
             "congestion",
+            "#CC6677",  # rose
             1.0,
             (
                 _class_rate(
@@ -210,6 +213,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "ecn",
             "congestion",
+            "#DDCC77",  # sand
             0.5,
             (
                 _congestion((ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
@@ -221,6 +225,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "pfc",
             "congestion",
+            "#AA4499",  # purple
             1.0,
             (
                 _congestion(
@@ -238,6 +243,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "queue",
             "congestion",
+            "#882255",  # wine
             0.5,
             (
                 _congestion(
@@ -257,6 +263,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "ber",
             "optical",
+            "#332288",  # indigo
             0.1,
             (
                 Rule(
@@ -271,6 +278,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "osnr",
             "optical",
+            "#88CCEE",  # cyan
             0.1,
             (
                 Rule(
@@ -291,6 +299,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "fcs",
             "optical",
+            "#44AA99",  # teal
             1.0,
             (_rate(("dci_interface_receive_fcs_errors_total",), "fcs_rate", "_per_second"),),
             _pair("fcs_rate", 1.0, 0.5, "_per_second"),
@@ -298,6 +307,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "fec_uncorrectable",
             "optical",
+            "#117733",  # green
             1.0,
             (_rate(("dci_interface_fec_uncorrectable_blocks_total",), "fec_uncorrectable", "_per_second"),),
             _pair("fec_uncorrectable", 1.0, 0.5, "_per_second"),
@@ -305,10 +315,11 @@ KINDS: dict[str, EventKind] = {
         # Derived, not detected alone (analyzer.events.surges): the job's class sent ``SURGE`` times its
         # normal and squeezed the other classes on the interface (retransmissions, another tenant's
         # traffic in the job's class). A job's own bulk phases surge too, but leave the others served.
-        EventKind("burst", "congestion", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
+        EventKind("burst", "congestion", "#999933", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
         EventKind(
             "wave_down",
             "down",
+            "#000000",  # black
             1.0,
             (
                 Rule(

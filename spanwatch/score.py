@@ -828,6 +828,11 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     return out
 
 
+def verdict(result: dict[str, Any]) -> str:
+    """A score's outcome in one line: ``passed``, or ``failed: `` and every reason."""
+    return "passed" if result["passed"] else "failed: " + "; ".join(result["why"])
+
+
 def headline(result: dict[str, Any]) -> dict[str, Any]:
     """The figures of a score and of its control, ``passed`` and ``why``, without the detail."""
     control = result["control"]

@@ -102,11 +102,19 @@ class SimulatedFabric:
             reflectors.start()
         self._task = asyncio.create_task(self._run(), name="sim-fabric")
 
-    async def stop(self) -> None:
-        """Stop the model and close every server."""
+    async def freeze(self) -> None:
+        """Stop advancing the model; the servers keep answering from the last state.
+
+        A fabric behind real time steps without yielding much, so the demo freezes it before stopping the
+        collector: the collector's shutdown then has the event loop to itself.
+        """
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Stop the model and close every server."""
+        await self.freeze()
         for transport in self._transports:
             transport.close()
         for reflectors in self.reflectors.values():

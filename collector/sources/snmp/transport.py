@@ -122,6 +122,11 @@ def agent_gate(host: str, port: int) -> asyncio.Lock:
     return per_loop.setdefault((host, port), asyncio.Lock())
 
 
+NO_V2C_RESPONSE = (
+    "no response (wrong community? an agent ignores an unknown one; or the agent is unreachable)"
+)
+
+
 class V2cWalker:
     """SNMPv2c GET/GETBULK with the ``ber`` codec.
 
@@ -225,7 +230,9 @@ class V2cWalker:
             raise InvalidResponse(f"{where}: only replies that failed the receive checks ({dropped})")
         if proto.garbage > garbage:
             raise InvalidResponse(f"{where}: only undecodable datagrams received")
-        raise TimeoutError_(f"{where}: no response")
+        # An agent drops a request with a community it does not know, silently (RFC 3584 4.1): from here a
+        # wrong community and an unreachable agent look alike, so the message names both.
+        raise TimeoutError_(f"{where}: {NO_V2C_RESPONSE}")
 
     async def close(self) -> None:
         if self._transport is not None:
