@@ -13,6 +13,7 @@ not the analyzer's business (``spanwatch.score`` reads these files).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -27,6 +28,7 @@ from analyzer import (
     correlate,
     gpu_time,
     inputs,
+    job_class,
     measures,
     network,
     prometheus,
@@ -131,8 +133,34 @@ class AnalysisResult:
             getattr(self, name).write_parquet(path)
             written.append(path)
         summary = out / "summary.json"
-        summary.write_text(json.dumps(self.summary, indent=2, default=str) + "\n")
+        recorded = {**self.summary, "inputs": relative_inputs(self.summary.get("inputs", {}), out)}
+        summary.write_text(json.dumps(recorded, indent=2, default=str) + "\n")
         return [*written, summary]
+
+
+INPUT_PATHS = ("archive", "config", "claims")  # summary.json's inputs that name one file or folder
+
+
+def relative_inputs(recorded: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``summary.json``'s inputs with every path relative to the analysis folder, so that ``spanwatch report``
+    finds them from any working directory, and in a copy of a folder that holds its inputs.
+
+    Args:
+        recorded: the summary's ``inputs`` (paths as given on the command line).
+        folder: the analysis folder the summary is written into.
+
+    Returns:
+        A copy with ``archive``, ``config``, ``claims`` and each ``logs`` entry relative to ``folder``.
+    """
+    base = folder.absolute()
+
+    def relative(path: str | None) -> str | None:
+        return None if path is None else os.path.relpath(Path(path).absolute(), base)
+
+    out = {key: relative(value) if key in INPUT_PATHS else value for key, value in recorded.items()}
+    if "logs" in recorded:
+        out["logs"] = [relative(p) for p in recorded["logs"]]
+    return out
 
 
 class Analysis:
@@ -158,9 +186,12 @@ class Analysis:
             AnalyzerError: an input is unusable (message names it).
             ConfigError: the collector config is invalid.
         """
-        i = self.inputs
-        claims = validate_claims(i.claims) if i.claims is not None else None
-        config = topology.load_config(i.config) if i.config is not None else None
+        claims = validate_claims(self.inputs.claims) if self.inputs.claims is not None else None
+        config = topology.load_config(self.inputs.config) if self.inputs.config is not None else None
+        frame = self._prometheus_frame(progress)
+        job = self._job_class(config, frame)
+        # Every stage below blames the class given or inferred.
+        self.inputs = i = replace(self.inputs, job_traffic_class=job.value)
         progress("logs", 0, 1)
         logs = inputs.parse_logs(i.logs, i.log_format)
         inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
@@ -168,16 +199,19 @@ class Analysis:
         if i.shift_logs_seconds:
             parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
-        net = self._network(config, progress)
+        net = self._network(config, frame, progress)
         net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
         steps, attribution, links, inspector, blamed = self._correlate(parsed, net, skew, config)
         progress("correlate", 1, 1)
         labels = topology.device_labels(config)
-        table = self._measures(net, steps, attribution, labels)
-        warnings = [*logs.warnings, *_telemetry_warnings(i, net, config)]
-        summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector)
+        table = self._measures(net, steps, attribution, labels, config)
+        warnings = [*logs.warnings, *_telemetry_warnings(i, net, config), *_overlap_warnings(steps, net)]
+        if job.value is None and (i.archive is not None or i.prometheus is not None):
+            warnings.append(InputWarning("--job-traffic-class", f"no queue is blamed: {job.basis}"))
+        summary = _summary(i, parsed, net, steps, links, table, skew, claims, inspector, attribution)
+        summary["job_traffic_class"] = job.as_json()
         summary["blame"] = blamed.summary
         summary["skew_seconds"] = blamed.summary["skew_seconds"]
         summary["inputs"]["files"] = logs.files
@@ -185,14 +219,35 @@ class Analysis:
         busbw = bandwidth.bus_bandwidth(parsed.table("collectives"), parsed.table("nccl_ranks"))
         return AnalysisResult(steps, net.events, attribution, links, table, summary, busbw)
 
-    def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
+    def _prometheus_frame(self, progress: Progress) -> pl.LazyFrame | None:
+        """The telemetry read from Prometheus (``--prometheus``), or None for an archive or no telemetry."""
+        i = self.inputs
+        if i.prometheus is None:
+            return None
+        if i.start is None or i.end is None:
+            raise InputError("--prometheus", "a Prometheus source needs --start and --end")
+        progress("telemetry", 0, 1)
+        return prometheus.read_prometheus(i.prometheus, i.start, i.end, network.NEEDED, i.devices)
+
+    def _job_class(self, config: Config | None, frame: pl.LazyFrame | None) -> job_class.JobClass:
+        """The class given, else the one the queues show (``analyzer.job_class``), from either source."""
+        i = self.inputs
+        if i.job_traffic_class is not None:
+            return job_class.given(i.job_traffic_class)
+        if frame is not None:
+            readings = frame
+        elif i.archive is not None:
+            readings = job_class.archive_readings(i.archive)
+        else:
+            return job_class.JobClass(None, "unknown", "no telemetry: pass --job-traffic-class")
+        return job_class.infer(job_class.bytes_per_queue(readings, topology.link_members(config)))
+
+    def _network(
+        self, config: Config | None, frame: pl.LazyFrame | None, progress: Progress
+    ) -> network.NetworkResult:
         i = self.inputs
         members = topology.link_members(config)
-        if i.prometheus is not None:
-            if i.start is None or i.end is None:
-                raise InputError("--prometheus", "a Prometheus source needs --start and --end")
-            progress("telemetry", 0, 1)
-            frame = prometheus.read_prometheus(i.prometheus, i.start, i.end, network.NEEDED, i.devices)
+        if frame is not None:
             result = network.analyse_telemetry(frame, i.thresholds, members, i.job_traffic_class)
             progress("telemetry", 1, 1)
             return result
@@ -261,7 +316,12 @@ class Analysis:
         return table, blamed.attribution, links, inspector, blamed
 
     def _measures(
-        self, net: network.NetworkResult, steps: pl.DataFrame, attribution: pl.DataFrame, labels: pl.DataFrame
+        self,
+        net: network.NetworkResult,
+        steps: pl.DataFrame,
+        attribution: pl.DataFrame,
+        labels: pl.DataFrame,
+        config: Config | None,
     ) -> pl.DataFrame:
         def tag(frame: pl.DataFrame) -> pl.DataFrame:
             joined = frame.join(labels, on="device", how="left") if labels.width > 1 else frame
@@ -274,6 +334,8 @@ class Analysis:
             attribution=tag(attribution),
             steps=steps,
             gpus=self.inputs.gpus,
+            job_class=self.inputs.job_traffic_class,
+            link_devices=topology.link_members(config),
         )
         return measures.compute_all(inputs, [c for c in labels.columns if c != "device"])
 
@@ -297,6 +359,31 @@ def _telemetry_warnings(
                 InputWarning(f"link {link.name}", f"no telemetry from member device(s) {', '.join(silent)}")
             )
     return out
+
+
+def _overlap_warnings(steps: pl.DataFrame, net: network.NetworkResult) -> list[InputWarning]:
+    """A warning when the steps and the telemetry never overlap in time: every step would read 0 s exposed
+    for want of readings, not because the network was clean."""
+    if steps.height == 0 or net.totals.height == 0:
+        return []
+    first, last = net.totals["first"].min(), net.totals["last"].max()
+    start, end = steps["start_time"].min(), steps["end_time"].max()
+    if first is None or last is None or start is None or end is None:
+        return []
+    if start <= last and first <= end:  # type: ignore[operator]
+        return []
+    return [
+        InputWarning(
+            "logs and telemetry",
+            f"they do not overlap in time: the steps run {_iso(start)} to {_iso(end)}, the telemetry "
+            f"{_iso(first)} to {_iso(last)}; "
+            "no step can be blamed on the network (wrong archive or logs, a clock off, or --shift-logs)",
+        )
+    ]
+
+
+def _iso(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def _communication(kineto: pl.DataFrame, inspector: pl.DataFrame | None) -> pl.DataFrame | None:
@@ -368,6 +455,7 @@ def _summary(
     skew: float,
     claims: int | None,
     inspector: pl.DataFrame,
+    attribution: pl.DataFrame,
 ) -> dict[str, Any]:
     by_kind = net.events.group_by("kind").agg(pl.len()).sort("kind")
     baselines = steps.group_by("rank").agg(pl.col("baseline_seconds").first()).sort("rank")
@@ -399,6 +487,7 @@ def _summary(
             "rows": steps.height,
             "ranks": steps["rank"].n_unique(),
             "inflated": int(steps["inflated"].sum()),
+            "hurt": measures.steps_hurt(attribution),
             "with_events": int((steps["events"] > 0).sum()),
             "baseline_seconds": dict(baselines.iter_rows()),
         },

@@ -10,6 +10,10 @@ equal), and lists claims against the analyzer's measures (``analyzer.measures.ME
           - {id: lossless-100km, text: "Zero loss at 100 km", measure: dropped_packets_per_terabyte,
              op: "<=", value: 0}
 
+A claim on a measure read from queue counters of a traffic class (``Measure.by_class``: drops, ECN marks) is
+about the job's traffic class unless it says ``traffic_class: all``: another tenant's best-effort drops do
+not contest a lossless claim on the job's queue.
+
 Every problem is reported with its location (``vendors[0].claims[1].measure: unknown measure 'x'``), all of
 them in one ``InputError``, never as a traceback: an unknown measure is an error, not a skip, and so is a
 vendor that matches no device (the comparison would silently say "no data" otherwise).
@@ -37,7 +41,10 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
 }
 VENDOR_KEYS = frozenset({"name", "match", "claims"})
-CLAIM_KEYS = frozenset({"id", "text", "measure", "op", "value"})
+CLAIM_KEYS = frozenset({"id", "text", "measure", "op", "value", "traffic_class"})
+# A claim's traffic class: ``job`` (the job's class, as the analysis was given or inferred it; the default
+# of the measures read from a class's queue counters, ``Measure.by_class``) or ``all`` (every class together).
+TRAFFIC_CLASSES = ("job", "all")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Claim:
         measure: a key of ``MEASURES``.
         op: a key of ``OPERATORS``.
         value: the claimed bound, in the measure's unit.
+        traffic_class: ``job`` or ``all`` (``TRAFFIC_CLASSES``).
     """
 
     id: str
@@ -57,6 +65,7 @@ class Claim:
     measure: str
     op: str
     value: float
+    traffic_class: str = "all"
 
     def holds(self, measured: float) -> bool:
         """Whether a measured value satisfies the claim."""
@@ -123,9 +132,17 @@ def _claim(raw: Any, where: str, problems: list[str]) -> Claim | None:
     value = _number(raw.get("value"))
     if value is None:
         problems.append(f"{where}.value: a finite number is required, got {raw.get('value')!r}")
+    by_class = measure in MEASURES and MEASURES[str(measure)].by_class
+    traffic_class = raw.get("traffic_class", "job" if by_class else "all")
+    if traffic_class not in TRAFFIC_CLASSES:
+        problems.append(
+            f"{where}.traffic_class: {traffic_class!r} is not one of {', '.join(TRAFFIC_CLASSES)}"
+        )
+    elif traffic_class == "job" and measure in MEASURES and not by_class:
+        problems.append(f"{where}.traffic_class: {measure!r} is not measured per traffic class")
     if len(problems) > before or value is None:
         return None
-    return Claim(claim_id, text, str(measure), str(op), value)
+    return Claim(claim_id, text, str(measure), str(op), value, str(traffic_class))
 
 
 def _number(raw: Any) -> float | None:

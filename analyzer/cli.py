@@ -1,6 +1,6 @@
 """``spanwatch analyze``: arguments, progress display and output (the computing is ``analyzer.analysis``).
 
-Progress is a rich display on a terminal and log lines otherwise. Malformed log lines are reported on stderr
+Progress is one log line per stage step. Malformed log lines are reported on stderr
 (count and the first few, with file:line) as well as in summary.json. Bad inputs raise ``AnalyzerError`` or
 ``ConfigError``, which the ``spanwatch`` entry point prints without a traceback (exit 1).
 """
@@ -19,6 +19,7 @@ from analyzer.analysis import MALFORMED_SHOWN, Analysis, AnalysisInputs, Analysi
 from analyzer.errors import InputError
 from analyzer.ingest import FORMATS
 from analyzer.ingest._common import parse_wallclock
+from analyzer.inputs import describe as describe_input
 from analyzer.report import command as report_command
 from analyzer.thresholds import load_thresholds
 from collector.durations import parse_duration
@@ -54,7 +55,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--job-traffic-class",
         metavar="CLASS",
-        help="the job's traffic class (queue / PFC priority, e.g. 3): only its queue is blamed",
+        help="the job's traffic class (queue / PFC priority, e.g. 3): only its queue is blamed "
+        "(default: inferred from the bytes per queue on the links, analyzer/job_class.py)",
     )
     p.add_argument("--start", help="first time analysed (RFC 3339)")
     p.add_argument("--end", help="end of the time analysed (RFC 3339)")
@@ -130,28 +132,14 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
 
 @contextmanager
 def _progress() -> Iterator[Progress]:
-    if not sys.stderr.isatty():
+    def line(stage: str, done: int, total: int) -> None:
+        log.info("%s %d/%d", stage, done, total)
 
-        def line(stage: str, done: int, total: int) -> None:
-            log.info("%s %d/%d", stage, done, total)
-
-        yield line
-        return
-    from rich.progress import Progress as RichProgress
-
-    with RichProgress(transient=True) as bar:
-        tasks: dict[str, object] = {}
-
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)  # type: ignore[arg-type]
-
-        yield update
+    yield line
 
 
 def report(result: AnalysisResult, written: list[Path]) -> None:
-    """Print unusable inputs and malformed lines (stderr) and where the outputs are (stdout).
+    """Print unusable inputs and malformed lines (stderr), what each input gave and where the outputs are (stdout).
 
     Args:
         result: the analysis.
@@ -164,6 +152,11 @@ def report(result: AnalysisResult, written: list[Path]) -> None:
         print(f"spanwatch analyze: {malformed['count']} malformed log line(s); first:", file=sys.stderr)
         for problem in malformed["first"][:MALFORMED_SHOWN]:
             print(f"  {problem}", file=sys.stderr)
+    job = result.summary.get("job_traffic_class")
+    if job is not None and job["value"] is not None:
+        print(f"job traffic class {job['value']} ({job['source']}: {job['basis']})")
+    for file in result.summary["inputs"].get("files", []):
+        print(f"input {describe_input(file)}")
     print(
         f"{result.events.height} events, {result.steps.height} step rows, "
         f"{int(result.steps['inflated'].sum())} inflated; wrote {written[-1].parent}"

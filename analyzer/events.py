@@ -154,6 +154,8 @@ def raw_episodes(
     )
     if "background" not in present:
         keyed = keyed.with_columns(background=pl.lit(False))
+    if "ingress" not in present:  # series not placed (no config): read as egress queues
+        keyed = keyed.with_columns(ingress=pl.lit(False))
     if "place" not in present:
         keyed = keyed.with_columns(place=pl.col("series").cast(pl.String))
     staged = keyed.with_columns(*_coverage())
@@ -432,6 +434,7 @@ def detect_events(
         "link",
         background=other,
         place=pl.concat_str(where, separator="/", ignore_nulls=True),
+        ingress=((pl.col("direction") == "rx") & queue.is_not_null()).fill_null(False),
     )
     if bdp is not None:
         per_series = per_series.join(bdp, on=["device", "interface"], how="left")

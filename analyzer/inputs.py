@@ -6,7 +6,8 @@ no rows at all (a forced ``--log-format`` that matches nothing, a table whose ro
 too. Steps without a wall clock (Megatron logs without timestamps, golden-value files) cannot be placed in
 time and are never correlated with telemetry: that is said, per file. The telemetry side adds its own
 warnings (an archive with no readings, files skipped). ``summary.json`` carries them (``warnings``, and
-``inputs.files``); the report prints them at the top.
+``inputs.files``); the report prints them at the top, and ``describe`` says in one line what each file gave
+(rows of which table, and how many steps its interval lines stand for).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class ParsedLogs:
     Attributes:
         result: the merged tables of every usable file (``ParseResult`` of ``analyzer.ingest``).
         files: per file: ``path``, ``formats``, ``rows`` (table -> count, non-empty tables only), ``lines``,
-            ``malformed``, ``error`` (why it could not be read, or None).
+            ``malformed``, ``error`` (why it could not be read, or None), ``interval_lines`` (N -> how many
+            step rows are the mean of N > 1 steps: Megatron's every-N lines; the analysis reads each as N
+            steps).
         warnings: the problems worth a user's attention.
     """
 
@@ -85,6 +88,16 @@ def parse_logs(paths: Iterable[Path], log_format: str | None = None) -> ParsedLo
     return out
 
 
+# What one row of each table is, for ``describe`` (in ``schemas.TABLES`` order).
+_ROW_KINDS = {
+    "steps": "step rows",
+    "collectives": "collective rows",
+    "nccl_ranks": "NCCL rank rows",
+    "nccl_connections": "NCCL connection rows",
+    "kineto_steps": "profiler step rows",
+}
+
+
 def _file(path: Path, result: ParseResult | None, error: str | None) -> dict[str, Any]:
     rows = {} if result is None else {n: t.height for n, t in result.tables.items() if t.height}
     return {
@@ -94,7 +107,42 @@ def _file(path: Path, result: ParseResult | None, error: str | None) -> dict[str
         "lines": 0 if result is None else result.lines,
         "malformed": 0 if result is None else len(result.problems),
         "error": error,
+        "interval_lines": {} if result is None else _interval_lines(result.table("steps")),
     }
+
+
+def _interval_lines(steps: pl.DataFrame) -> dict[str, int]:
+    """N (as text, for JSON) -> step rows that are the mean of N > 1 steps, the way the analysis reads them."""
+    means = steps.filter(pl.col("interval_average").fill_null(False) & (pl.col("interval_steps") > 1))
+    counts = means.group_by("interval_steps").len().sort("interval_steps")
+    return {str(n): count for n, count in counts.iter_rows()}
+
+
+def describe(file: dict[str, Any]) -> str:
+    """One line on what an input gave: its formats, rows per table, interval lines, malformed lines.
+
+    Args:
+        file: an entry of ``ParsedLogs.files``.
+
+    Returns:
+        e.g. ``run.log: megatron: 20 step rows; 20 lines are each the mean of 10 steps: read as 200 steps``.
+    """
+    if file["error"] is not None:
+        return f"{file['path']}: not used: {file['error']}"
+    rows = ", ".join(f"{file['rows'][t]} {kind}" for t, kind in _ROW_KINDS.items() if t in file["rows"])
+    if rows and "steps" not in file["rows"]:
+        rows += " (no step rows in it)"
+    parts = [f"{file['path']}: {', '.join(file['formats']) or 'no format'}: {rows or 'no rows'}"]
+    intervals = {int(n): count for n, count in file.get("interval_lines", {}).items()}
+    if intervals:
+        means = ", ".join(
+            f"{count} {'line is' if count == 1 else 'lines are each'} the mean of {n} steps"
+            for n, count in intervals.items()
+        )
+        parts.append(f"{means}: read as {sum(n * count for n, count in intervals.items())} steps")
+    if file["malformed"]:
+        parts.append(f"{file['malformed']} malformed line(s)")
+    return "; ".join(parts)
 
 
 def file_warnings(path: Path, result: ParseResult) -> list[InputWarning]:

@@ -18,6 +18,10 @@ Level defaults and why:
   config), leaving below 1 x: a training job's own bursts fill a deep buffer up to about one BDP, a
   standing queue beyond that is another flow's traffic; without a config, 1 MB; never under 16 KiB (about
   ten frames: a port sending at line rate holds a few, and at near-zero distance 1.5 BDP is under one).
+  A receive-stage (ingress) queue enters past that floor alone: the job's bursts queue where flows converge,
+  at egress, while a clean far switch forwards what the link brings as fast as it arrives, so a backlog
+  standing in its receive stage is the far side failing to drain (an incast onto the hosts, or their
+  pauses), whatever its size against the link's BDP.
 * pre-FEC BER: a tenth of the FEC limit of the link's optics profile (``collector.contracts.optics``), and
   twice the series' normal: a long wave lives with a BER near its FEC limit, which is its margin (the
   report's optics verdict), not an episode.
@@ -81,7 +85,8 @@ class Rule:
     Attributes:
         metrics: catalogue names (or derived signals) whose value is compared; counters as per-second rates.
         enter: the level that starts an episode (an expression: it may read the row's ``bdp_bytes``,
-            ``fec_limit_ber`` and ``osnr_required_db``, the link's figures).
+            ``fec_limit_ber`` and ``osnr_required_db``, the link's figures, and ``ingress``, whether the
+            series is a receive-stage queue's).
         exit: the level that ends it.
         low_is_bad: True when small values are the problem (OSNR, oper-status).
         relative: True when the levels read the series' ``normal`` (and ``background``: the series is of
@@ -97,10 +102,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class EventKind:
-    """One kind of event (see the module docstring)."""
+    """One kind of event (see the module docstring). ``colour`` is the kind's in every chart: Paul Tol's
+    colour-blind-safe "muted" palette, one colour per kind, black for a wave down."""
 
     name: str
     family: Family
+    colour: str
     weight: float
     rules: tuple[Rule, ...]
     levels: tuple[Level, ...] = ()
@@ -127,10 +134,13 @@ def _congestion(metrics: tuple[str, ...], enter: LevelExpr, leave: LevelExpr) ->
 
 
 def _queue(fraction: str, fallback: str, floor: str) -> LevelExpr:
-    # Against the link's bandwidth-delay product where the config gives the fibre, else an absolute level;
-    # never under a few frames (at near-zero distance 1.5 BDP is less than the frame being sent).
+    # An egress queue against the link's bandwidth-delay product where the config gives the fibre, else an
+    # absolute level; a receive-stage queue (ingress) against the floor alone; never under a few frames (at
+    # near-zero distance 1.5 BDP is less than the frame being sent).
     return lambda t: pl.max_horizontal(
-        pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback))),
+        pl.when(~pl.col("ingress")).then(
+            pl.coalesce(pl.col("bdp_bytes") * t.level(fraction), pl.lit(t.level(fallback)))
+        ),
         pl.lit(t.level(floor)),
     )
 
@@ -189,6 +199,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "drops",
             "congestion",
+            "#CC6677",  # rose
             1.0,
             (
                 _class_rate(
@@ -202,6 +213,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "ecn",
             "congestion",
+            "#DDCC77",  # sand
             0.5,
             (
                 _congestion((ECN_FRACTION,), _lit("ecn_fraction_enter"), _lit("ecn_fraction_exit")),
@@ -213,6 +225,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "pfc",
             "congestion",
+            "#AA4499",  # purple
             1.0,
             (
                 _congestion(
@@ -230,6 +243,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "queue",
             "congestion",
+            "#882255",  # wine
             0.5,
             (
                 _congestion(
@@ -249,6 +263,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "ber",
             "optical",
+            "#332288",  # indigo
             0.1,
             (
                 Rule(
@@ -263,6 +278,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "osnr",
             "optical",
+            "#88CCEE",  # cyan
             0.1,
             (
                 Rule(
@@ -283,6 +299,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "fcs",
             "optical",
+            "#44AA99",  # teal
             1.0,
             (_rate(("dci_interface_receive_fcs_errors_total",), "fcs_rate", "_per_second"),),
             _pair("fcs_rate", 1.0, 0.5, "_per_second"),
@@ -290,6 +307,7 @@ KINDS: dict[str, EventKind] = {
         EventKind(
             "fec_uncorrectable",
             "optical",
+            "#117733",  # green
             1.0,
             (_rate(("dci_interface_fec_uncorrectable_blocks_total",), "fec_uncorrectable", "_per_second"),),
             _pair("fec_uncorrectable", 1.0, 0.5, "_per_second"),
@@ -297,10 +315,11 @@ KINDS: dict[str, EventKind] = {
         # Derived, not detected alone (analyzer.events.surges): the job's class sent ``SURGE`` times its
         # normal and squeezed the other classes on the interface (retransmissions, another tenant's
         # traffic in the job's class). A job's own bulk phases surge too, but leave the others served.
-        EventKind("burst", "congestion", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
+        EventKind("burst", "congestion", "#999933", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
         EventKind(
             "wave_down",
             "down",
+            "#000000",  # black
             1.0,
             (
                 Rule(

@@ -17,7 +17,7 @@ label (``label:vendor``...), and ``run``. A measure with no data for a key gives
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -53,6 +53,10 @@ class MeasureInputs:
     attribution: pl.DataFrame
     steps: pl.DataFrame
     gpus: int | None
+    job_class: str | None = None  # the job's traffic class: the by-class measures get JOB_CLASS_SCOPE rows
+    # link -> its member devices: network time blamed on a link but on no one device of it is each of its
+    # devices' in the device scope, so a vendor's step claims read the same attribution as the link's cost
+    link_devices: pl.DataFrame | None = None
 
 
 Compute = Callable[[MeasureInputs, str], pl.DataFrame]
@@ -71,6 +75,8 @@ class Measure:
         kinds: the event kinds behind the value (the report lists them as evidence); empty for all kinds.
         from_steps: the value comes from the training steps (their attributed network time), so a device
             with telemetry but nothing attributed measured zero rather than nothing.
+        by_class: it reads queue counters, so it is also measured on the job's traffic class alone
+            (``JOB_CLASS_SCOPE``): another tenant's best-effort drops are not the job's loss.
     """
 
     unit: str
@@ -79,6 +85,17 @@ class Measure:
     reads: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     from_steps: bool = False
+    by_class: bool = False
+
+
+def _attribution(inputs: MeasureInputs, key: str) -> pl.DataFrame:
+    """The attribution a scope reads: for ``device``, rows of a link with no device are each member's."""
+    a = inputs.attribution
+    if key != "device" or inputs.link_devices is None or a.height == 0:
+        return a
+    loose = a.filter(pl.col("device").is_null()).drop("device")
+    spread = loose.join(inputs.link_devices.select("link", "device").unique(), on="link")
+    return pl.concat([a.filter(pl.col("device").is_not_null()), spread.select(a.columns)])
 
 
 def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
@@ -92,10 +109,17 @@ def _per_terabyte(numerator: str, bytes_metric: str) -> Compute:
     return compute
 
 
-def _per_terabyte_measure(unit: str, doc: str, numerator: str, bytes_metric: str, kind: str) -> Measure:
+def _per_terabyte_measure(
+    unit: str, doc: str, numerator: str, bytes_metric: str, kind: str, by_class: bool = False
+) -> Measure:
     """A count of ``numerator`` per 10^12 bytes of ``bytes_metric``, evidenced by events of ``kind``."""
     return Measure(
-        unit, doc, _per_terabyte(numerator, bytes_metric), reads=(numerator, bytes_metric), kinds=(kind,)
+        unit,
+        doc,
+        _per_terabyte(numerator, bytes_metric),
+        reads=(numerator, bytes_metric),
+        kinds=(kind,),
+        by_class=by_class,
     )
 
 
@@ -142,7 +166,7 @@ def _quantile(frame: pl.DataFrame, key: str, q: float) -> pl.DataFrame:
 
 def _exposure(q: float | None) -> Compute:
     def compute(inputs: MeasureInputs, key: str) -> pl.DataFrame:
-        per_step = exposure_per_step(inputs.attribution.lazy(), inputs.steps.lazy(), key)
+        per_step = exposure_per_step(_attribution(inputs, key).lazy(), inputs.steps.lazy(), key)
         value = (
             pl.col("exposed_seconds").sum() if q is None else pl.col("exposed_seconds").quantile(q, "linear")
         )
@@ -153,7 +177,7 @@ def _exposure(q: float | None) -> Compute:
 
 def _inflation_ratio(inputs: MeasureInputs, key: str) -> pl.DataFrame:
     baseline = inputs.steps["baseline_seconds"].sum()
-    a = inputs.attribution.filter(pl.col(key).is_not_null())
+    a = _attribution(inputs, key).filter(pl.col(key).is_not_null())
     if not baseline:
         return pl.DataFrame(schema={key: pl.String(), "value": pl.Float64()})
     return a.group_by(key).agg(value=1.0 + pl.col("attributed_seconds").sum() / baseline)
@@ -202,9 +226,10 @@ MEASURES: dict[str, Measure] = {
         DROPPED,
         TX_BYTES,
         "drops",
+        by_class=True,
     ),
     "ecn_marked_packets_per_terabyte": _per_terabyte_measure(
-        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", ECN, TX_BYTES, "ecn"
+        "packets/TB", "ECN-marked packets per 10^12 bytes transmitted.", ECN, TX_BYTES, "ecn", by_class=True
     ),
     "fcs_errors_per_terabyte": _per_terabyte_measure(
         "frames/TB", "Frames received with a bad FCS per 10^12 bytes received.", FCS, RX_BYTES, "fcs"
@@ -283,6 +308,12 @@ MEASURES: dict[str, Measure] = {
 }
 
 
+def steps_hurt(attribution: pl.DataFrame) -> int:
+    """Steps the network hurt: the one definition the summary, the report and the terminal use, the links'
+    "steps affected" (``correlate.link_exposure``: network time attributed to the step) over every link."""
+    return int(attribution.filter(pl.col("attributed_seconds") > 0)["step"].n_unique())
+
+
 def scopes(label_names: list[str]) -> dict[str, str]:
     """Scope name -> key column: link, device, one per target label, and the whole run.
 
@@ -318,5 +349,31 @@ def compute_all(inputs: MeasureInputs, label_names: list[str]) -> pl.DataFrame:
                     unit=pl.lit(measure.unit),
                 )
             )
+    if inputs.job_class is not None:
+        job = _job_class_only(inputs, inputs.job_class)
+        for name, measure in MEASURES.items():
+            if measure.by_class:
+                values = measure.compute(job, "device")
+                parts.append(
+                    values.select(
+                        scope=pl.lit(JOB_CLASS_SCOPE),
+                        key=pl.col("device").cast(pl.String()),
+                        measure=pl.lit(name),
+                        value=pl.col("value").cast(pl.Float64()),
+                        unit=pl.lit(measure.unit),
+                    )
+                )
     frame = pl.concat(parts) if parts else pl.DataFrame(schema=schemas.MEASURES)
     return frame.cast(schemas.MEASURES)
+
+
+JOB_CLASS_SCOPE = "device:job_class"
+"""The scope of the by-class measures per device on the job's traffic class alone (queue counters of that
+queue; interface counters, which have no class, as they are)."""
+
+
+def _job_class_only(inputs: MeasureInputs, job_class: str) -> MeasureInputs:
+    def keep(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter(pl.col("queue").is_null() | (pl.col("queue") == job_class))
+
+    return replace(inputs, totals=keep(inputs.totals), samples=keep(inputs.samples))

@@ -40,7 +40,8 @@ MEASURE_METRICS = frozenset(
 NEEDED = EVENT_METRICS | MEASURE_METRICS
 DEFAULT_BATCH_ROWS = 12_000_000  # about 1.5 GB peak (narrow rows, one batch at a time)
 
-_TOTAL_KEYS = ["device", "interface", "link", "metric"]
+# queue: a claim may be scoped to the job's traffic class (analyzer.measures.JOB_CLASS_SCOPE).
+_TOTAL_KEYS = ["device", "interface", "link", "metric", "queue"]
 
 
 @dataclass
@@ -86,7 +87,7 @@ def batches(counts: pl.DataFrame, max_rows: int) -> Iterator[list[str]]:
 
 
 def totals(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
-    """Per series group (device, interface, link, metric): increase, extremes and observed span.
+    """Per series group (device, interface, link, metric, queue): increase, extremes and observed span.
 
     Extremes leave out optical no-signal sentinels (``analyzer.optical_signal``), counted in ``no_signal``:
     a down wave is an outage, not the worst optics reading.
@@ -182,7 +183,7 @@ def samples(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
         .group_by("series", "metric", bucket=quantiles.bucket_of(pl.col("value")))
         .agg(count=pl.len().cast(pl.Int64()))
     )
-    place = labels.select("series", "device", "interface", "link")
+    place = labels.select("series", "device", "interface", "link", "queue")
     placed = per_series.join(place, on="series").with_columns(pl.col("metric").cast(pl.String))
     return placed.group_by(*_TOTAL_KEYS, "bucket").agg(pl.col("count").sum())
 

@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from analyzer import schemas
+from analyzer.attribution.rules import HELD_OVER_USUAL, STEADY_QUANTILE
 from analyzer.kinds import QUEUE_DROPPED
 
 SENT = "dci_queue_transmit_bytes_total"
@@ -50,8 +51,6 @@ UP = "dci_interface_oper_up"
 SPEED = "dci_interface_speed_bytes_per_second"
 HELD = "dci_queue_watermark_bytes"
 RTT_MIN = "dci_link_rtt_seconds_min"
-HELD_OVER_USUAL = 2.0  # an egress queue past this many times its usual length stands (``queued``)
-STEADY_QUANTILE = 0.05  # of the per-interval minimum round trips: the steady (queue-free) round trip
 METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
 QUANTITIES = (

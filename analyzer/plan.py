@@ -79,6 +79,9 @@ SITES = 2
 # The config's default, so a plan and a measured link agree on the same fibre.
 DEFAULT_FIBRE_DELAY_US_PER_KM: float = Defaults.model_fields["fibre_delay_us_per_km"].default
 DEFAULT_ROUND_TRIPS: dict[str, int] = {"gradients": 2, "activations": 1}
+# The steady network time per step the analysis measures (``analyzer.blame``'s links: serialization + two
+# round trips, the collective's handshake and its last byte's); a plan set beside a run uses the same count.
+STEADY_ROUND_TRIPS = 2
 # Jumbo frames, as inter-DC RoCE fabrics run them.
 DEFAULT_MTU_BYTES = 9216
 

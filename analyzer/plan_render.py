@@ -33,7 +33,7 @@ from analyzer.plan import (
 from collector.contracts import optics as optics_profiles
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
 T = TypeVar("T")
 
@@ -41,8 +41,8 @@ T = TypeVar("T")
 _FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--distance-km", "KM", "fibre distance between the two sites (required)"),
     ("--fibre-delay-us-per-km", "US", f"fibre propagation delay (default {DEFAULT_FIBRE_DELAY_US_PER_KM})"),
-    ("--links", "N", "parallel inter-site links (default 1)"),
-    ("--link-gbps", "GBPS", "line rate of each link in Gb/s (default 800)"),
+    ("--links", "N", "parallel waves between the sites, the members of one link of the report (default 1)"),
+    ("--link-gbps", "GBPS", "line rate of each wave in Gb/s (default 800)"),
     ("--params", "N", "model parameters: 1e12, 70B, 1.5T (required for gradients)"),
     ("--bytes-per-param", "B", "bytes per gradient element, or a dtype: bf16, fp32, fp8 (default 2)"),
     ("--crossing", "WHAT", f"what crosses the sites: {' or '.join(CROSSINGS)} (default gradients)"),
@@ -210,13 +210,10 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.as_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        from rich.console import Console  # only when a table is printed: keeps `--json` light
-
-        console = Console()
-        console.print(table(result))
+        print(table(result).render())
         for warning in result.warnings:
             # One line each, left to the terminal to wrap: a warning stays whole for grep and copy.
-            console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+            print(f"warning: {warning}")
     return 0
 
 
@@ -230,22 +227,31 @@ def _rows(r: PlanResult) -> list[tuple[str, str, str]]:
     what = (
         "gradients (ring all-reduce between 2 sites)" if p.crossing == "gradients" else "activations per step"
     )
+    # Say "can hide" only where something does: with no compute given or no overlap, nothing is hidden.
+    hides = p.compute_seconds is not None and p.overlap > 0
+    behind = "hides" if hides else "could hide"
     if r.sync_model == "synchronous":
-        model = ("synchronous", "hides behind its own step's compute (backward)")
-        hideable = f"overlap {p.overlap:g} x compute of 1 step"
+        model = ("synchronous", f"{behind} behind its own step's compute (backward)")
+        steps = "1 step"
     else:
-        model = ("streaming", f"outer sync hides behind the next {r.hideable_steps} inner steps")
-        hideable = f"overlap {p.overlap:g} x compute of {r.hideable_steps} inner steps"
+        model = ("streaming", f"outer sync {behind} behind the next {r.hideable_steps} inner steps")
+        steps = f"{r.hideable_steps} inner steps"
+    if p.compute_seconds is None:
+        hideable = f"nothing: no compute given (--compute-ms) to hide behind {steps}"
+    elif p.overlap <= 0:
+        hideable = f"nothing: --overlap 0 (the sync overlaps none of the compute of {steps})"
+    else:
+        hideable = f"overlap {p.overlap:g} x compute of {steps}"
     return [
         ("one-way delay", seconds(r.one_way_delay_seconds), f"{p.distance_km:g} km x {p.fibre_delay_us_per_km:g} µs/km"),
         ("round trip", seconds(r.round_trip_seconds), "2 x one way"),
-        ("link rate", size(r.link_bytes_per_second, "B/s"), f"{p.link_gbps:g} Gb/s / 8, per link"),
-        ("bandwidth-delay product", size(r.bandwidth_delay_product_bytes), "link rate x round trip, per link"),
-        ("lossless buffer", size(r.buffer_bytes_per_link), f"BDP + 2 x {p.mtu_bytes} B MTU, per link"),
+        ("wave rate", size(r.link_bytes_per_second, "B/s"), f"{p.link_gbps:g} Gb/s / 8, per wave (one of --links)"),
+        ("bandwidth-delay product", size(r.bandwidth_delay_product_bytes), "wave rate x round trip, per wave"),
+        ("lossless buffer", size(r.buffer_bytes_per_link), f"BDP + 2 x {p.mtu_bytes} B MTU, per wave"),
         *_buffer_rows(r),
         *_optics_rows(r),
         ("bytes per sync", size(r.bytes_per_sync), what),
-        ("goodput", size(r.goodput_bytes_per_second, "B/s"), f"{p.links} link(s) x efficiency {p.efficiency:g}"),
+        ("goodput", size(r.goodput_bytes_per_second, "B/s"), f"{p.links} wave(s) x efficiency {p.efficiency:g}"),
         ("transfer per sync", seconds(r.transfer_seconds),
          f"{seconds(r.serialization_seconds)} serialization + {p.effective_round_trips} round trip(s)"),
         *_target_rows(r),
@@ -297,7 +303,7 @@ def _buffer_rows(r: PlanResult) -> list[tuple[str, str, str]]:
         return []
     source = "given" if b.preset is None else BUFFER_PRESET_NOTES[b.preset]
     if b.holds_all_links:
-        verdict = f"holds all {r.inputs.links} link(s)' lossless headroom"
+        verdict = f"holds all {r.inputs.links} wave(s)' lossless headroom"
     elif b.holds_lossless_per_link:
         verdict = f"holds one link's headroom, NOT all {r.inputs.links} ({size(b.lossless_bytes_all_links)})"
     elif b.holds_bdp:
@@ -315,21 +321,18 @@ def _buffer_rows(r: PlanResult) -> list[tuple[str, str, str]]:
     ]
 
 
-def table(r: PlanResult) -> Table:
-    """The budget as a rich table: quantity, value in readable units, and how it was computed.
+def table(r: PlanResult) -> TextTable:
+    """The budget as a table: quantity, value in readable units, and how it was computed.
 
     Args:
         r: the computed plan.
 
     Returns:
-        A table for a rich console.
+        The table (``render()`` for its text).
     """
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
-    out = Table(title="spanwatch plan: latency and traffic budget")
-    out.add_column("quantity")
-    out.add_column("value", justify="right")
-    out.add_column("from", style="dim")
+    out = TextTable("spanwatch plan: latency and traffic budget", ("quantity", "value", "from"), ("value",))
     for row in _rows(r):
         out.add_row(*row)
     return out

@@ -7,10 +7,10 @@ Each hour is one file holding every device, time-ordered, as the collector's wri
 Then runs, each in a fresh subprocess (so peak RSS is per engine):
 
 * ``spanwatch``: ``analyzer.network.analyse_archive`` (signals, every event rule, hysteresis, merging,
-  per-series totals and quantile samples, the job queue's physics, device batches) + ``analyzer.correlate``
-  (overlap join, baselines, inflation, attribution, per-link exposure: what the other engines compute too)
-  + ``analyzer.blame`` (the analysis's blame: physics per step window, skew search, reconciliation;
-  timed apart in ``stages``);
+  per-series totals and quantile samples, the job queue's physics, device batches) + the retired overlap
+  method (``overlap_method``: overlap join, baselines, inflation, attribution, per-link exposure: what the
+  other engines compute too) + ``analyzer.attribution`` (the analysis's blame: physics per step window,
+  skew search, reconciliation; timed apart in ``stages``);
 * ``pandas``: the same stages in *vectorised* pandas (whole-frame group-by/shift/ffill, numpy
   ``searchsorted`` for the overlap), reading the archive with pyarrow (``bench_analyzer_pandas``);
 * ``pandas-hta``: the same stages written the way HolisticTraceAnalysis writes its analyses (per-row
@@ -191,6 +191,7 @@ def _overlapping(start: np.ndarray, end: np.ndarray, ep_start: np.ndarray, ep_en
 # -- engines ------------------------------------------------------------------------------------------------
 def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
     from analyzer_levels import GAP_S
+    from overlap_method import overlaps, step_table
 
     from analyzer import blame, correlate, network
     from analyzer.thresholds import Thresholds
@@ -212,8 +213,8 @@ def run_spanwatch(archive: Path, steps_path: Path) -> dict[str, float]:
         source_file=pl.lit("bench"), interval_average=pl.lit(False), interval_steps=pl.lit(1, pl.Int64)
     )
     steps = correlate.prepare_steps(parsed)
-    pairs = correlate.overlaps(steps, net.events.lazy(), 0.0)
-    table, attribution = correlate.step_table(steps, pairs, thresholds)
+    pairs = overlaps(steps, net.events.lazy(), 0.0)
+    table, attribution = step_table(steps, pairs, thresholds)
     table_df, attribution_df = pl.collect_all([table, attribution])
     links = correlate.link_exposure(attribution_df.lazy(), table_df.lazy(), 64).collect()
     correlate_s = time.perf_counter() - begin - telemetry_s

@@ -29,6 +29,7 @@ Run (each takes about ``--duration`` plus a warm-up per configuration)::
     .venv/bin/python bench/bench_scale.py snmp --targets 200 --interval 10 --duration 60
     .venv/bin/python bench/bench_scale.py gnmi --targets 50 --rates 1 2 4 --duration 20
     .venv/bin/python bench/bench_scale.py snmp --tree ../main   # the same run on another checkout
+    .venv/bin/python bench/bench_scale.py snmp --sizes 50 100 200   # bytes per series and the idle floor
 """
 
 from __future__ import annotations
@@ -355,6 +356,7 @@ def run_snmp_exporter(args: argparse.Namespace, ports: list[int], folder: Path) 
             "p99_s": exact_quantile(latencies, 0.99),
             "p50_hist_s": quantile(0.5, {}, hist),
             "p99_hist_s": quantile(0.99, {}, hist),
+            "series": values / max(len(good), 1) * len(ports),  # what one scrape of every target returns
         }
     finally:
         stop(proc)
@@ -442,6 +444,7 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
     failed = series_sum(after, "spanwatch_polls_total") - series_sum(before, "spanwatch_polls_total") - polls
     devices = {ln.split('"', 2)[1] for ln in after.splitlines() if ln.startswith("dci_interface_")}
     per_poll = sum(1 for ln in after.splitlines() if ln.startswith("dci_interface_")) / max(len(devices), 1)
+    series = sum(1 for ln in after.splitlines() if ln and not ln.startswith("#"))
     hist = "spanwatch_poll_duration_seconds"
     b0, b1 = buckets(before, hist), buckets(after, hist)
     p50, p99 = quantile(0.5, b0, b1), quantile(0.99, b0, b1)
@@ -458,10 +461,42 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
         "p99_s": p99,
         "p50_hist_s": p50,
         "p99_hist_s": p99,
+        "series": series,
     }
 
 
 def bench_snmp(args: argparse.Namespace) -> None:
+    if not args.sizes:
+        snmp_once(args)
+        return
+    # Bytes per series: the slope of RSS over the series held, one run per size; the idle floor: its intercept.
+    points: dict[str, list[tuple[float, float]]] = {"spanwatch": [], "snmp_exporter": []}
+    for n in args.sizes:
+        args.targets = n
+        ours, theirs = snmp_once(args)
+        points["spanwatch"].append((ours["series"], ours["rss_mb"]))
+        points["snmp_exporter"].append((theirs["series"], theirs["rss_mb"]))
+    print(f"RSS over series, {len(args.sizes)} sizes ({', '.join(map(str, args.sizes))} targets)")
+    fits = {name: _line(pts) for name, pts in points.items()}
+    print(f"  {'':22s} {'spanwatch':>12s} {'snmp_exporter':>14s} {'ratio':>8s}")
+    for i, key in enumerate(("bytes_per_series", "idle_floor_mb")):
+        ours_v, theirs_v = fits["spanwatch"][i], fits["snmp_exporter"][i]
+        print(
+            f"  {key:22s} {ours_v:12.1f} {theirs_v:14.1f} {ours_v / theirs_v if theirs_v else math.nan:8.2f}"
+        )
+    print(json.dumps({"sizes": args.sizes, "points": points, "fits": fits}))
+
+
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares of RSS (MB) over series: (bytes per series, MB at zero series)."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else math.nan
+    return slope * 2**20, my - slope * mx
+
+
+def snmp_once(args: argparse.Namespace) -> tuple[dict[str, float], dict[str, float]]:
     for attempt in range(3):
         ports = sorted({free_port(socket.SOCK_DGRAM) for _ in range(args.targets)})
         try:
@@ -489,6 +524,7 @@ def bench_snmp(args: argparse.Namespace) -> None:
         ratio = ours[key] / theirs[key] if theirs[key] else float("nan")
         print(f"  {key:22s} {ours[key]:12.3f} {theirs[key]:14.3f} {ratio:8.2f}")
     print(json.dumps({"spanwatch": ours, "snmp_exporter": theirs}))
+    return ours, theirs
 
 
 # -- gNMI -------------------------------------------------------------------------------------------
@@ -631,6 +667,14 @@ def main() -> None:
         if name == "snmp":
             s.add_argument("--interval", type=float, default=10)
             s.add_argument("--reps", type=int, default=25, help="max_repetitions for both exporters")
+            s.add_argument(
+                "--sizes",
+                type=int,
+                nargs="+",
+                default=[],
+                metavar="TARGETS",
+                help="one run per target count, then bytes per series (RSS slope) and the idle floor",
+            )
         else:
             s.add_argument("--rates", type=float, nargs="+", default=[1, 2, 4], help="rounds per second")
     serve = sub.add_parser("serve")  # internal: a gNMI load process

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from pathlib import Path
 
 from collector import mapping_files, shard
 from collector.shard import Shard
+
+log = logging.getLogger(__name__)
 
 
 def config_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +55,8 @@ def collect_arguments(p: argparse.ArgumentParser) -> None:
         type=_workers,
         default=None,
         metavar="W",
-        help="worker processes sharing the targets (default: one per core; 1: a single process)",
+        help="worker processes sharing the targets (default: by the targets' estimated load, see "
+        "collector/workload.py; 1: a single process)",
     )
 
 
@@ -69,9 +73,9 @@ def _workers(value: str) -> int:
 def collect(args: argparse.Namespace) -> int:
     """Run the collector daemon until SIGTERM or SIGINT: with several workers, as a supervisor of worker
     processes (``collector.supervisor``), else in this process."""
-    from collector.supervisor import Supervisor, default_workers
+    from collector.supervisor import Supervisor
 
-    workers = args.workers or default_workers()
+    workers = args.workers or _default_workers(Path(args.config), args.shard)
     if workers > 1:
         supervisor = Supervisor(Path(args.config), workers, shard=args.shard)
         asyncio.run(supervisor.run())
@@ -82,3 +86,14 @@ def collect(args: argparse.Namespace) -> int:
     asyncio.run(daemon.run())
     # Rows that never reached the archive are data lost: a service manager (and the operator) must see it.
     return 1 if daemon.rows_lost else 0
+
+
+def _default_workers(config_path: Path, replica: Shard | None) -> int:
+    """The worker count by load (``collector.workload``), logged with its reason."""
+    from collector import config as configuration
+    from collector import workload
+
+    config = shard.select(configuration.load(config_path), replica)
+    choice = workload.choose(config)
+    log.info("processes: %d (%s; --workers N overrides)", choice.workers, choice.reason)
+    return choice.workers

@@ -11,19 +11,20 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from collector import mappings
+from collector import credentials, mappings, secret_files
 from collector.contracts import fibre
 from collector.contracts import optics as optics_profiles
 from collector.durations import parse_duration
@@ -31,6 +32,7 @@ from collector.errors import ConfigError
 from collector.yaml_input import read_yaml
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+_M = TypeVar("_M", bound=BaseModel)
 TWAMP_PORT = 862  # the port IANA assigned to TWAMP (RFC 5357); TWAMP-light reflectors use it too
 
 
@@ -57,18 +59,20 @@ class SecretRef(Strict):
 
     file: Path | None = None
     env: str | None = None
+    within: Path | None = None  # a targets file's secret: the file must be inside this directory
 
     def read(self) -> str:
         """The secret's value (trailing newline stripped).
 
         Raises:
-            ConfigError: the file or variable is missing.
+            ConfigError: the file or variable is missing, or the file is outside ``within``.
         """
         if self.file is not None:
+            data = secret_files.read_bytes(self.file, self.within)
             try:
-                return self.file.read_text().rstrip("\r\n")
-            except OSError as e:
-                raise ConfigError(f"{self.file}: {e.strerror}") from None
+                return data.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise ConfigError(f"{self.file}: not UTF-8 text") from None
         if self.env is not None:
             value = os.environ.get(self.env)
             if value is None:
@@ -79,14 +83,34 @@ class SecretRef(Strict):
     def problem(self) -> str | None:
         """Why the secret cannot be read, or None."""
         if self.file is not None and not self.file.is_file():
-            return "file not found"
+            return f"file not found: {self.file}"
+        if self.file is not None and self.within is not None and secret_files.outside(self.file, self.within):
+            return f"{self.file} is outside the secrets directory {self.within}"
         if self.env is not None and self.env not in os.environ:
-            return "environment variable not set"
+            return f"environment variable {self.env} is not set"
         return None
 
 
-def _secret(file: Path | None, env: str | None) -> SecretRef | None:
-    return None if file is None and env is None else SecretRef(file=file, env=env)
+class Confinable(Strict):
+    """A section whose secret files may come from a targets file: those must stay in the secrets directory.
+
+    The confinement is private state set by ``parse``, never a key a file could set.
+    """
+
+    _secrets_root: Path | None = PrivateAttr(default=None)
+    _confined: frozenset[str] = PrivateAttr(default=frozenset())
+
+    def confine(self, root: Path, keys: frozenset[str]) -> None:
+        """Check the files named by ``keys`` against ``root`` again when they are read."""
+        self._secrets_root, self._confined = root, keys
+
+    def _root_for(self, key: str) -> Path | None:
+        return self._secrets_root if key in self._confined else None
+
+    def _secret(self, name: str) -> SecretRef | None:
+        file, env = getattr(self, f"{name}_file"), getattr(self, f"{name}_env")
+        within = self._root_for(f"{name}_file")
+        return None if file is None and env is None else SecretRef(file=file, env=env, within=within)
 
 
 class ArchiveConfig(Strict):
@@ -99,6 +123,8 @@ class ArchiveConfig(Strict):
 class CollectorConfig(Strict):
     listen: Annotated[str, _address(9464)] = "127.0.0.1:9464"
     web_config: Path | None = None
+    # The only directory whose files a targets file may name as secrets (issue 34).
+    secrets_dir: Path | None = None
     archive: ArchiveConfig | None = ArchiveConfig()
     # Answer TWAMP-light probes of other collectors here (host:port), as ``spanwatch reflect`` does.
     reflector: Annotated[str, _address(TWAMP_PORT)] | None = None
@@ -117,7 +143,7 @@ SnmpAuth = Literal["MD5", "SHA", "SHA224", "SHA256", "SHA384", "SHA512"]
 SnmpPriv = Literal["DES", "3DES", "AES", "AES128", "AES192", "AES256"]
 
 
-class SnmpConfig(Strict):
+class SnmpConfig(Confinable):
     address: Annotated[str, _address(161)]
     version: Literal["2c", "3"] = "2c"
     community_env: str | None = None
@@ -162,28 +188,39 @@ class SnmpConfig(Strict):
 
     @property
     def community(self) -> SecretRef | None:
-        return _secret(self.community_file, self.community_env)
+        return self._secret("community")
 
     @property
     def auth_key(self) -> SecretRef | None:
-        return _secret(self.auth_key_file, self.auth_key_env)
+        return self._secret("auth_key")
 
     @property
     def priv_key(self) -> SecretRef | None:
-        return _secret(self.priv_key_file, self.priv_key_env)
+        return self._secret("priv_key")
 
 
-class TlsConfig(Strict):
+class TlsConfig(Confinable):
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
     server_name: str | None = None
 
+    def read(self, key: str) -> bytes | None:
+        """The content of the file ``key`` names (``ca_file``, ``cert_file``, ``key_file``), or None.
 
-class GnmiConfig(Strict):
+        Raises:
+            ConfigError: the file cannot be read, or is outside the secrets directory.
+        """
+        path = getattr(self, key)
+        return None if path is None else secret_files.read_bytes(path, self._root_for(key))
+
+
+class GnmiConfig(Confinable):
     address: Annotated[str, _address(9339)]
     tls: TlsConfig | None = None
     insecure: bool = False
+    # A username or password over ``insecure: true`` travels in clear: only with this explicit opt-in.
+    plaintext_credentials: bool = False
     username_env: str | None = None
     username_file: Path | None = None
     password_env: str | None = None
@@ -199,15 +236,20 @@ class GnmiConfig(Strict):
     def _transport(self) -> GnmiConfig:
         if self.insecure == (self.tls is not None):
             raise ValueError("give either tls: {...} or insecure: true")
+        if self.insecure and not self.plaintext_credentials and (self.username or self.password):
+            raise ValueError(
+                "a username or password over insecure: true travels in clear: "
+                "use tls, or opt in with plaintext_credentials: true"
+            )
         return self
 
     @property
     def username(self) -> SecretRef | None:
-        return _secret(self.username_file, self.username_env)
+        return self._secret("username")
 
     @property
     def password(self) -> SecretRef | None:
-        return _secret(self.password_file, self.password_env)
+        return self._secret("password")
 
 
 _LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
@@ -338,12 +380,30 @@ class MappingDirs(Strict):
     gnmi_dirs: tuple[Path, ...] = ()
 
 
+class CredentialSet(Strict):
+    """Credentials of the main config that targets (also a targets file's) name by ``credentials: NAME``."""
+
+    snmp: dict[str, Any] | None = None
+    gnmi: dict[str, Any] | None = None
+
+    @field_validator("snmp", "gnmi")
+    @classmethod
+    def _only_credentials(cls, value: dict[str, Any] | None, info: Any) -> dict[str, Any] | None:
+        if value is not None:
+            credentials.check_set_keys(info.field_name, value)
+        return value
+
+    def sections(self) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in (("snmp", self.snmp), ("gnmi", self.gnmi)) if v is not None}
+
+
 class Config(Strict):
     """The whole, validated config."""
 
     collector: CollectorConfig = CollectorConfig()
     defaults: Defaults = Defaults()
     mappings: MappingDirs = MappingDirs()
+    credentials: dict[str, CredentialSet] = {}
     # Globs of YAML files, each a list of targets (Prometheus file_sd style); re-read when they change.
     targets_files: tuple[str, ...] = ()
     targets: tuple[Target, ...] = ()
@@ -366,30 +426,97 @@ def load(path: str | Path) -> Config:
 def parse(raw: Any, base: Path = Path(".")) -> Config:
     """Validate an already-parsed document (relative paths are taken from ``base``).
 
+    Every problem is found in one pass (issue 32): each target and link is validated on its own, and the
+    cross-checks and the targets files run on whatever is valid, so a schema error does not hide a missing
+    secret or an unknown link device.
+
     Raises:
         ConfigError: as ``load``.
     """
     if not isinstance(raw, dict):
         raise ConfigError("the config must be a mapping")
-    try:
-        config = Config.model_validate(_rebase(raw, base))
-    except ValidationError as e:
-        raise ConfigError(*(_located(err) for err in e.errors())) from None
-    origins = [f"targets[{i}]" for i in range(len(config.targets))]
-    from_files, problems = _file_targets(config.targets_files)
-    if from_files:
-        config = config.model_copy(update={"targets": config.targets + tuple(t for t, _ in from_files)})
-        origins += [where for _, where in from_files]
-    problems += cross_check(config, origins)
+    doc = _rebase(raw, base)
+    problems: list[str] = []
+    items = {key: doc.pop(key, []) for key in ("targets", "links")}
+    config = _sections(doc, problems)
+    sets = {name: c.sections() for name, c in config.credentials.items()}
+    targets: list[Target] = []
+    origins: list[str] = []
+    names = _names(items["targets"])
+    for where, item in _items(items["targets"], "targets", problems):
+        item, found = credentials.apply(item, sets, where)
+        problems += found
+        target = _validated(Target, item, where, problems)
+        if target is not None:
+            targets.append(target)
+            origins.append(where)
+    links: list[Link] = []
+    link_origins: list[str] = []
+    for where, item in _items(items["links"], "links", problems):
+        link = _validated(Link, item, where, problems)
+        if link is not None:
+            links.append(link)
+            link_origins.append(where)
+    from_files, found, file_names = _file_targets(config.targets_files, sets, config.collector.secrets_dir)
+    problems += found
+    targets += [t for t, _ in from_files]
+    origins += [where for _, where in from_files]
+    config = config.model_copy(update={"targets": tuple(targets), "links": tuple(links)})
+    problems += cross_check(config, origins, names | file_names, link_origins)
     if problems:
         raise ConfigError(*problems)
     return config
+
+
+def _sections(doc: dict[str, Any], problems: list[str]) -> Config:
+    """The config without targets and links; a section with a schema error is reported and left out."""
+    try:
+        return Config.model_validate(doc)
+    except ValidationError as e:
+        problems += [_located(err) for err in e.errors()]
+        wrong = {err["loc"][0] for err in e.errors() if err["loc"]}
+    try:
+        return Config.model_validate({k: v for k, v in doc.items() if k not in wrong})
+    except ValidationError:
+        return Config()  # already reported
+
+
+def _items(raw: Any, key: str, problems: list[str]) -> list[tuple[str, Any]]:
+    if not isinstance(raw, list | tuple):
+        problems.append(f"{key}: a list")
+        return []
+    return [(f"{key}[{i}]", item) for i, item in enumerate(raw)]
+
+
+def _names(raw: Any) -> set[str]:
+    """The names the raw targets give, valid or not (a link naming an invalid target is not dangling)."""
+    items = raw if isinstance(raw, list) else []
+    return {t["name"] for t in items if isinstance(t, dict) and isinstance(t.get("name"), str)}
+
+
+def _validated(model: type[_M], item: Any, where: str, problems: list[str]) -> _M | None:
+    """``item`` validated, or else its problems reported and the item without its wrong keys, so that the
+    cross-checks still see the rest of it (the config is refused anyway: there are problems)."""
+    try:
+        return model.model_validate(item)
+    except ValidationError as e:
+        problems += [
+            f"{where}.{_located(err)}" if err["loc"] else f"{where}: {_located(err)}" for err in e.errors()
+        ]
+        wrong = {err["loc"][0] for err in e.errors() if err["loc"]}
+    if not isinstance(item, dict) or not wrong:
+        return None
+    try:
+        return model.model_validate({k: v for k, v in item.items() if k not in wrong})
+    except ValidationError:
+        return None
 
 
 _PATH_LIST_KEYS = {"snmp_dirs", "gnmi_dirs", "targets_files"}
 _PATH_KEYS = {
     "path",
     "web_config",
+    "secrets_dir",
     "ca_file",
     "cert_file",
     "key_file",
@@ -430,10 +557,18 @@ def targets_files(config: Config) -> list[Path]:
     return sorted(p for p in found if p.is_file())
 
 
-def _file_targets(patterns: tuple[str, ...]) -> tuple[list[tuple[Target, str]], list[str]]:
-    """The targets of the ``targets_files`` (each file a YAML list of targets), each with its location."""
+def _file_targets(
+    patterns: tuple[str, ...], sets: dict[str, dict[str, dict[str, Any]]], secrets_dir: Path | None
+) -> tuple[list[tuple[Target, str]], list[str], set[str]]:
+    """The targets of the ``targets_files`` (each file a YAML list of targets), each with its location, the
+    problems, and the names every item gives (valid or not).
+
+    A targets file names secrets only through ``sets`` or as files inside ``secrets_dir``
+    (``collector.credentials``); those files are checked again when read.
+    """
     targets: list[tuple[Target, str]] = []
     problems: list[str] = []
+    names: set[str] = set()
     files = targets_files(Config(targets_files=patterns))
     for path in files:
         try:
@@ -446,16 +581,29 @@ def _file_targets(patterns: tuple[str, ...]) -> tuple[list[tuple[Target, str]], 
         if not isinstance(raw, list):
             problems.append(f"{path}: a targets file is a list of targets")
             continue
+        names |= _names(raw)
         for i, item in enumerate(raw):
             where = f"{path}[{i}]"
-            try:
-                targets.append((Target.model_validate(_rebase(item, path.parent)), where))
-            except ValidationError as e:
-                problems += [
-                    f"{where}.{_located(err)}" if err["loc"] else f"{where}: {_located(err)}"
-                    for err in e.errors()
-                ]
-    return targets, problems
+            item, confined, found = credentials.confine(item, secrets_dir, where)
+            item, more = credentials.apply(_rebase(item, path.parent), sets, where)
+            target = _validated(Target, item, where, problems)
+            if found or more:
+                problems += found + more
+            elif target is not None:
+                _confine(target, secrets_dir, confined)
+                targets.append((target, where))
+    return targets, problems, names
+
+
+def _confine(target: Target, root: Path | None, confined: dict[str, frozenset[str]]) -> None:
+    if root is None:
+        return
+    if target.snmp is not None:
+        target.snmp.confine(root, confined.get("snmp", frozenset()))
+    if target.gnmi is not None:
+        target.gnmi.confine(root, confined.get("gnmi", frozenset()))
+        if target.gnmi.tls is not None:
+            target.gnmi.tls.confine(root, confined.get("tls", frozenset()))
 
 
 def _located(err: Any) -> str:
@@ -467,9 +615,15 @@ def _located(err: Any) -> str:
     return f"{where}: {message}" if where else message
 
 
-def cross_check(config: Config, origins: list[str] | None = None) -> list[str]:
+def cross_check(
+    config: Config,
+    origins: list[str] | None = None,
+    known: set[str] = frozenset(),  # type: ignore[assignment]
+    link_origins: list[str] | None = None,
+) -> list[str]:
     """Problems no single field can see: duplicates, dangling references, unreadable secrets, user mapping
-    directories (``origins``: each target's location, when some come from targets files)."""
+    directories (``origins``/``link_origins``: each target's and link's location, when some were left out
+    or come from targets files; ``known``: names of targets left out for their own problems)."""
     problems: list[str] = []
     names = [t.name for t in config.targets]
     user_modules, found = mappings.user_files("snmp", config.mappings.snmp_dirs, "mappings.snmp_dirs")
@@ -512,10 +666,10 @@ def cross_check(config: Config, origins: list[str] | None = None) -> list[str]:
             for key in ("ca_file", "cert_file", "key_file"):
                 path = getattr(tls, key) if tls is not None else None
                 if path is not None and not path.is_file():
-                    problems.append(f"{where}.gnmi.tls.{key}: file not found")
+                    problems.append(f"{where}.gnmi.tls.{key}: file not found: {path}")
     web = config.collector.web_config
     if web is not None and not web.is_file():
-        problems.append("collector.web_config: file not found")
+        problems.append(f"collector.web_config: file not found: {web}")
     elif web is not None:
         from collector.exporters.webconfig import load_web_config  # the exporter owns that format
 
@@ -526,11 +680,12 @@ def cross_check(config: Config, origins: list[str] | None = None) -> list[str]:
     link_names = [link.name for link in config.links]
     members: dict[tuple[str, str], str] = {}
     for i, link in enumerate(config.links):
+        at = link_origins[i] if link_origins is not None else f"links[{i}]"
         if link_names.count(link.name) > 1:
-            problems.append(f"links[{i}].name: duplicate link name {link.name!r}")
+            problems.append(f"{at}.name: duplicate link name {link.name!r}")
         for j, member in enumerate(link.members):
-            where = f"links[{i}].members[{j}]"
-            if member.device not in names:
+            where = f"{at}.members[{j}]"
+            if member.device not in names and member.device not in known:
                 problems.append(f"{where}.device: no target named {member.device!r}")
             other = members.setdefault((member.device, member.interface), link.name)
             if other != link.name:

@@ -363,7 +363,10 @@ def _gnmi(target: Target, config: Config, mappings: Mappings, clock: Clock) -> S
     assert target.gnmi is not None
     from collector.sources.gnmi.source import GnmiSource
 
-    return GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=clock)
+    sets = mappings.gnmi_sets(target)
+    return GnmiSource(
+        target.name, target.gnmi, sets=sets, clock=clock, max_series=config.defaults.max_series_per_target
+    )
 
 
 # The source registries, one per kind: a target's config section of that name turns the source on.

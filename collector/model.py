@@ -13,6 +13,11 @@ from collector.contracts.catalog import SERIES_LABELS
 Labels = tuple[tuple[str, str], ...]
 """Series labels beyond ``device`` as ``(name, value)`` pairs, in ``SERIES_LABELS`` order."""
 
+ArchiveRow = tuple[int, int, str, str, str, Labels, "str | None", float, "int | None"]
+"""One reading as the archive keeps it: ``(time_ns, received_ns, device, source, metric, labels, link,
+value, counter)``; ``counter`` is the exact unwrapped total of an unscaled counter, else None. A plain tuple,
+not a named one: the store builds one per reading on the ingest hot path."""
+
 _ORDER = {name: i for i, name in enumerate(SERIES_LABELS)}
 
 

@@ -204,6 +204,8 @@ def gnmi_config(args: argparse.Namespace) -> GnmiConfig:
         for k in ("username_env", "username_file", "password_env", "password_file")
         if getattr(args, k)
     }
+    # Typing --insecure beside a credential option is the explicit opt-in; call_metadata still warns.
+    raw["plaintext_credentials"] = args.insecure and any(k.endswith(("_env", "_file")) for k in raw)
     try:
         return GnmiConfig.model_validate(raw)
     except ValidationError as e:
@@ -247,7 +249,15 @@ async def _gnmi(args: argparse.Namespace, cfg: GnmiConfig, out: TextIO) -> int:
             else:
                 await _stream(client, request, args.count, out)
     except grpc.aio.AioRpcError as e:
-        raise SpanwatchError(f"gnmi {args.verb} {cfg.address}: {e.code().name}: {e.details()}") from None
+        hint = ""
+        details = (e.details() or "").lower()
+        handshake = any(word in details for word in ("ssl", "tls", "handshake"))
+        if not cfg.insecure and e.code() == grpc.StatusCode.UNAVAILABLE and handshake:
+            # A TLS handshake with a plaintext server fails with a raw SSL error: say what it usually means.
+            hint = " (a TLS handshake failed: if the target serves plaintext gNMI, add --insecure)"
+        raise SpanwatchError(
+            f"gnmi {args.verb} {cfg.address}: {e.code().name}: {e.details()}{hint}"
+        ) from None
     finally:
         await channel.close()
     return 0

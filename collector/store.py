@@ -8,8 +8,10 @@ Ingest is also where untrusted values stop (issue 16): a reading the catalogue c
 that is negative, above 2^64-1, NaN, infinite or not an integer; a gauge that is not a number) is
 dropped and counted in ``spanwatch_invalid_values_total`` with one rate-limited log line, so no value a
 device sends can stop a stream, a poll or the archive. A target may hold at most ``max_series`` series;
-new series beyond it are dropped and counted in ``spanwatch_series_dropped_total``. Per-series state
-(label cache, counter tracks) goes with its series when it expires, so churn does not leak memory.
+new series beyond it are dropped and counted in ``spanwatch_series_dropped_total`` (a gNMI decoder given
+the cap drops them before decoding them, ``series_dropped``, so a flood of names costs no memory).
+Per-series state (label cache, counter tracks) goes with its series when it expires, so churn does not
+leak memory.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collector import counters
 from collector.clock import Clock, SystemClock
 from collector.contracts.catalog import CATALOG, HISTOGRAM_BUCKETS, POLL_DURATION_BUCKETS, MetricSpec
 from collector.lograte import RateLimitedLog
-from collector.model import Labels, Sample
+from collector.model import ArchiveRow, Labels, Sample
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -49,18 +51,7 @@ FullLabels = tuple[tuple[str, str], ...]
 class ArchiveSink(Protocol):
     """Where every ingested reading goes at full resolution (``exporters.archive.Archive``)."""
 
-    def add(
-        self,
-        time_ns: int,
-        received_ns: int,
-        device: str,
-        source: str,
-        metric: str,
-        lbls: Labels,
-        link: str | None,
-        value: float,
-        counter: int | None,
-    ) -> None: ...
+    def add(self, row: ArchiveRow) -> None: ...
 
 
 def escape(value: str) -> str:
@@ -242,9 +233,10 @@ class Store:
                 if track is None:
                     tracks[ident] = track = counters.start(s.raw, s.epoch, now)
                 else:
-                    bound = self._bound(device, s, now - track.seen)
+                    elapsed = now - track.seen
+                    bound = self._bound(device, s, elapsed)
                     track.seen = now
-                    if counters.advance(track, s.raw, s.width, s.epoch, bound):
+                    if counters.advance(track, s.raw, s.width, s.epoch, bound, elapsed):
                         self.inc(
                             "dci_counter_discontinuities_total", (("device", device), ("metric", s.metric))
                         )
@@ -256,7 +248,7 @@ class Store:
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
                 archive.add(
-                    time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact
+                    (time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact)
                 )
         return n
 
@@ -275,6 +267,19 @@ class Store:
             f" of {what}" if what else "",
         )
 
+    def series_dropped(self, device: str, source: str, readings: int = 1) -> None:
+        """Count readings of new series dropped at the target's series cap, with a rate-limited log line
+        (the store drops them; a gNMI decoder that knows the cap drops them before they are decoded)."""
+        self.inc("spanwatch_series_dropped_total", (("device", device),), readings)
+        _limited.log(
+            logging.WARNING,
+            ("series cap", device),
+            "%s %s: %d series, the cap: new series are dropped (spanwatch_series_dropped_total)",
+            source,
+            device,
+            self._count.get(device, 0),
+        )
+
     def holds(self, device: str, metric: str, lbls: Labels) -> bool:
         """Whether the store still keeps state for this device series (sources prune their caches by it)."""
         return (device, metric, lbls) in self._keys
@@ -284,15 +289,7 @@ class Store:
         device = ident[0]
         count = self._count.get(device, 0)
         if target.max_series is not None and count >= target.max_series:
-            self.inc("spanwatch_series_dropped_total", (("device", device),))
-            _limited.log(
-                logging.WARNING,
-                ("series cap", device),
-                "%s %s: %d series, the cap: new series are dropped (spanwatch_series_dropped_total)",
-                source,
-                device,
-                count,
-            )
+            self.series_dropped(device, source)
             return None
         full, link = self._compose(device, target, s)
         self._keys[ident] = full

@@ -1,4 +1,4 @@
-"""``spanwatch collect`` over several cores (issue 18): one supervisor, one worker process per core.
+"""``spanwatch collect`` over several cores (issue 18): one supervisor, worker processes by load (``workload``).
 
 The supervisor validates the config, serves ``/metrics`` from a mirror of the workers' stores
 (``collector.relay``), computes the link series from the speeds they report, and keeps one worker
@@ -47,14 +47,6 @@ HOUSEKEEPING_SECONDS = 5.0
 STOP_SECONDS = 60.0  # how long a stopping worker may take for its final flush before it is killed
 RESTART_INITIAL, RESTART_CAP = 1.0, 30.0
 HEALTHY_SECONDS = 60.0  # a worker that ran this long restarts without the accumulated backoff
-
-
-def default_workers() -> int:
-    """One worker per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 class Supervisor:
@@ -140,14 +132,20 @@ class Supervisor:
 
     # -- workers ----------------------------------------------------------------------------------
     async def _keep(self, index: int) -> None:
-        """Run worker ``index``, restarting it whenever it dies until the daemon stops."""
+        """Run worker ``index``, restarting it whenever it dies until the daemon stops.
+
+        The delay doubles up to ``RESTART_CAP`` while the worker keeps dying, and starts over once a run
+        lasted ``HEALTHY_SECONDS``. A stop during the delay ends it at once. Only the run the stop ended
+        decides the exit status: a death before it was handled by its restart (and logged, and counted).
+        """
         delay = RESTART_INITIAL
         while not self._stop.is_set():
             started = self.clock.monotonic()
             code = await self._run_worker(index)
-            self.exit_codes[index] = code
             if self._stop.is_set():
+                self.exit_codes[index] = code
                 return
+            self.exit_codes.pop(index, None)
             self.mirror.drop_worker(index)
             down = self._mark_down(index)
             self.store.inc("spanwatch_worker_restarts_total", (("worker", str(index)),))
@@ -161,8 +159,18 @@ class Supervisor:
                 down,
                 delay,
             )
-            await self.clock.sleep(delay)
+            await self._pause(delay)
             delay = min(delay * 2, RESTART_CAP)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when the daemon stops meanwhile."""
+        stopped = asyncio.ensure_future(self._stop.wait())
+        sleep = asyncio.ensure_future(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait((stopped, sleep), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            sleep.cancel()
 
     async def _run_worker(self, index: int) -> int:
         """Start worker ``index``, fold its frames in until it exits, and return its exit status."""

@@ -1,6 +1,6 @@
 """One worker process of ``spanwatch collect`` (issue 18): ``python -m collector.worker``.
 
-The supervisor (``collector.supervisor``) starts one per core. A worker runs a ``Daemon`` over its part of
+The supervisor (``collector.supervisor``) starts as many as the load needs (``collector.workload``). A worker runs a ``Daemon`` over its part of
 the targets (``shard.select_worker``), without an HTTP server: its sources decode and ingest into its own
 store, it writes its own archive files (the writer id names the process, so the layout is shared), and
 every ``RELAY_SECONDS`` it sends its store's changes to the supervisor over the pipe ``--relay-fd``
@@ -21,6 +21,7 @@ from pathlib import Path
 from collector import shard
 from collector.daemon import Daemon
 from collector.errors import SpanwatchError
+from collector.logfmt import LogfmtFormatter
 from collector.relay import Outbox, encode
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard", type=shard.parse, default=None, metavar="i/N")
     p.add_argument("--relay-fd", required=True, type=int)
     args = p.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO,
-        format=f'ts=%(asctime)s level=%(levelname)s logger=%(name)s worker={args.worker} msg="%(message)s"',
-        datefmt="%Y-%m-%dT%H:%M:%S",
-        stream=sys.stderr,
-    )
+    # The supervisor's format (logfmt), with the worker named: one log, one format.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogfmtFormatter({"worker": f"{args.worker.index}/{args.worker.count}"}))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     daemon = Daemon(args.config, shard=args.shard, worker=args.worker)
     try:
         asyncio.run(run(daemon, args.relay_fd))

@@ -9,40 +9,24 @@ import argparse
 import importlib
 import logging
 import sys
-import time
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import NamedTuple
 
 from collector.errors import ConfigError, SpanwatchError
+from collector.logfmt import LogfmtFormatter
 
 log = logging.getLogger("spanwatch")
 
 
-class LogfmtFormatter(logging.Formatter):
-    """One ``key=value`` line per record, for journald and log shippers when not on a terminal."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        message = record.getMessage().replace('"', "'")
-        line = (
-            f"ts={stamp}.{int(record.msecs):03d}Z level={record.levelname.lower()} "
-            f'logger={record.name} msg="{message}"'
-        )
-        if record.exc_info:
-            line += f' exc="{self.formatException(record.exc_info)!r}"'
-        return line
-
-
 def setup_logging(level: str) -> None:
-    """Rich output on a terminal, logfmt lines otherwise."""
-    handler: logging.Handler
+    """Short readable lines on a terminal, logfmt lines otherwise."""
+    handler = logging.StreamHandler()
     if sys.stderr.isatty():
-        from rich.logging import RichHandler
-
-        handler = RichHandler(show_path=False, rich_tracebacks=False)
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+        )
     else:
-        handler = logging.StreamHandler()
         handler.setFormatter(LogfmtFormatter())
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
@@ -89,6 +73,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command("re-render the vendor report from an analysis folder", "analyzer.report.command"),
     "sim": Command("run the simulated fabric", "spanwatch.sim.commands"),
     "demo": Command("fabric + collector + training job + analysis", "spanwatch.demo"),
+    "scenarios": Command("random scenario files drawn from the spec's whole space", "spanwatch.sim.families"),
     "lab": Command(
         "real namespaces, qdiscs, agents and a PyTorch job, measured end to end (root)",
         "spanwatch.lab.command",

@@ -786,6 +786,11 @@ def _control(truth: Truth, real: Analysis, folder: Path) -> dict[str, Any]:
     return out
 
 
+def is_quiet(truth: Truth) -> bool:
+    """Whether no episode cost the job anything in the truth (scenarios.md: a quiet run)."""
+    return float(truth.costs["seconds"].sum()) <= ZERO_SECONDS
+
+
 def score(truth: Truth, folder: Path) -> dict[str, Any]:
     """Score an analysis folder and its ``control/`` against the truth.
 
@@ -794,8 +799,8 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
         folder: the analysis folder.
 
     Returns:
-        The figures, ``failed``, ``detail``, ``goals``, ``control``, ``passed`` and ``why`` (the reasons it
-        did not pass).
+        The figures, ``failed``, ``detail``, ``goals``, ``control`` (with ``not_applicable`` on a quiet run),
+        ``passed`` and ``why`` (the reasons it did not pass).
 
     Raises:
         ScoreError: a table of either analysis is unusable.
@@ -806,7 +811,11 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     out["goals"] = {name: f"{op} {goal}" for name, (op, goal) in GOALS.items()}
     out["control"] = control
     why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
-    if "missing" in control:
+    if is_quiet(truth):
+        # Nothing costs the job, so there is no timing for the shifted log to break: a control that meets
+        # every goal says nothing against the analysis, and the real run's figures decide alone.
+        control["not_applicable"] = "a quiet run: no episode cost the job anything in the truth"
+    elif "missing" in control:
         why.append(f"control: {control['missing']}")
     elif not control["shift_ok"]:
         why.append(
@@ -819,6 +828,11 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     return out
 
 
+def verdict(result: dict[str, Any]) -> str:
+    """A score's outcome in one line: ``passed``, or ``failed: `` and every reason."""
+    return "passed" if result["passed"] else "failed: " + "; ".join(result["why"])
+
+
 def headline(result: dict[str, Any]) -> dict[str, Any]:
     """The figures of a score and of its control, ``passed`` and ``why``, without the detail."""
     control = result["control"]
@@ -826,7 +840,11 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         **{name: result[name] for name in GOALS},
         "control": {"missing": control["missing"]}
         if "missing" in control
-        else {name: control[name] for name in (*GOALS, "shift_seconds", "fails_timing_goal")},
+        else {
+            name: control[name]
+            for name in (*GOALS, "shift_seconds", "fails_timing_goal", "not_applicable")
+            if name in control
+        },
         "passed": result["passed"],
         "why": result["why"],
     }

@@ -72,3 +72,21 @@ def test_the_lock_pins_every_dependency() -> None:
     lines = (ROOT / "requirements.lock").read_text().splitlines()
     pinned = {_name(line) for line in lines if "==" in line and not line.startswith("#")}
     assert wanted - pinned == set(), "run ./dev lock after changing pyproject.toml"
+
+
+def test_a_python_without_venv_support_gets_python3_venv(tmp_path: Path) -> None:
+    """Debian's python3 has no ensurepip until python3-venv is installed: ./dev installs it (as root) or
+    names it, instead of failing in ``python -m venv``."""
+    fake = tmp_path / "python3.11"
+    fake.write_text('#!/bin/sh\ncase "$2" in *ensurepip*) exit 1 ;; *) exit 0 ;; esac\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "SPANWATCH_VENV": "/nonexistent/venv", "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = subprocess.run(["sh", "./dev", "-n", "demo"], cwd=ROOT, env=env, capture_output=True, text=True)
+    if os.getuid() == 0:
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        install = next(i for i, line in enumerate(lines) if "apt-get install" in line)
+        assert lines[install].endswith("python3.11-venv")
+        assert install < lines.index(f"{fake.name} -m venv /nonexistent/venv")
+    else:
+        assert out.returncode == 1 and "install Debian's python3.11-venv" in out.stderr

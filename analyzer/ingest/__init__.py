@@ -25,6 +25,7 @@ from typing import Protocol
 from analyzer import schemas
 from analyzer.errors import UnknownFormatError
 from analyzer.ingest import (
+    allreduce_bench,
     deepspeed,
     kineto,
     megatron,
@@ -94,6 +95,12 @@ FORMATS: dict[str, LogFormat] = {
         _format(torchtitan.NAME, "torchtitan step log", {"steps"}, torchtitan),
         _format(deepspeed.NAME, "DeepSpeed engine log", {"steps"}, deepspeed),
         _format(nccl_tests.NAME, "nccl-tests result tables", {"collectives", "nccl_ranks"}, nccl_tests),
+        _format(
+            allreduce_bench.NAME,
+            "bigscience all_reduce_bench.py output (busbw per rank)",
+            {"collectives"},
+            allreduce_bench,
+        ),
         _format(nccl_debug.NAME, "NCCL_DEBUG=INFO log", {"nccl_ranks", "nccl_connections"}, nccl_debug),
     )
 }

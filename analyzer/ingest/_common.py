@@ -37,8 +37,11 @@ LAUNCHER_PREFIX = (
 
 # OpenMPI's --tag-output tag, "[jobid,rank]<stdout>:", is unambiguous, so it is found anywhere in a row:
 # indentation, a log shipper's or `kubectl logs --timestamps`' stamp, or mpirun's --timestamp-output may come
-# before it. The tag and all before it are dropped (the rank is not needed: nccl-tests prints from rank 0).
-_MPI_TAG = re.compile(r"^.*?\[\d+,\d+\]<std(?:out|err)>:")
+# before it. The first tag and all before it are dropped (the rank is not needed: nccl-tests prints from rank
+# 0). mpirun tags every write it forwards, not every line, so a row the worker wrote in pieces carries the tag
+# again at each piece (nccl-tests: size..root, the out-of-place group, the in-place group); those later tags
+# are cut out with nothing put in their place, which gives back exactly the text the worker wrote.
+_MPI_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 # torchrun's "[rank3]:" / "[default0]:" tag after indentation or an RFC 3339 stamp: what precedes is dropped,
 # the tag kept (parsers read the rank from it).
 _BEFORE_TORCHRUN = re.compile(
@@ -49,7 +52,8 @@ _BEFORE_TORCHRUN = re.compile(
 def untag(line: str) -> str:
     """A log row without what a launcher or log shipper put before the worker's own text.
 
-    Drops OpenMPI's ``[1,0]<stdout>:`` tag wherever it is in the row (with everything before it), and the
+    Drops OpenMPI's ``[1,0]<stdout>:`` tag wherever it is in the row (the first with everything before it,
+    any later one alone: mpirun repeats the tag at each piece of a row written in pieces), and the
     indentation or RFC 3339 stamp before a torchrun tag (the tag itself stays, for ``launcher_rank``).
     Cheap substring tests first: most rows of most logs carry neither.
 
@@ -59,8 +63,8 @@ def untag(line: str) -> str:
     Returns:
         The row as the worker printed it (torchrun's tag kept).
     """
-    if "]<std" in line:
-        line = _MPI_TAG.sub("", line, count=1)
+    if "]<std" in line and (first := _MPI_TAG.search(line)) is not None:
+        line = _MPI_TAG.sub("", line[first.end() :])
     if "]:" in line and not line.startswith("["):
         line = _BEFORE_TORCHRUN.sub("", line, count=1)
     return line

@@ -16,27 +16,30 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from analyzer.kinds import KINDS
 from analyzer.report.model import Band, BusBandwidth, LinkExposure, Optics, Timeline, VendorDistributions
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-# Okabe-Ito, the colour-blind-safe palette (Okabe & Ito 2008): one colour per event kind, so a stacked bar or
-# a shaded band is told apart by colour alone, whatever the reader's colour vision.
-KIND_COLORS = {
-    "drops": "#D55E00",  # vermillion
-    "ecn": "#E69F00",  # orange
-    "pfc": "#CC79A7",  # reddish purple
-    "queue": "#F0E442",  # yellow
-    "ber": "#0072B2",  # blue
-    "osnr": "#56B4E9",  # sky blue
-    "fcs": "#009E73",  # bluish green
-    "fec_uncorrectable": "#999999",  # grey
-    "wave_down": "#000000",  # black
+# One colour per event kind, from the kind's declaration (analyzer.kinds: Paul Tol's colour-blind-safe
+# "muted" palette), so a shaded band is told apart by colour alone, whatever the reader's colour vision.
+# The step time a link cost is stacked by the blame's causes (analyzer.blame) as well as by event kind: the
+# causes take Tol's "bright" palette, and the time nothing explains a neutral grey.
+CAUSE_COLORS = {
+    "lost_capacity": "#4477AA",  # blue
+    "queueing": "#CCBB44",  # yellow
+    "pause": "#AA3377",  # purple
+    "loss_recovery": "#EE6677",  # red
+    "unexplained": "#BBBBBB",  # grey
 }
+KIND_COLORS = {**CAUSE_COLORS, **{name: kind.colour for name, kind in KINDS.items()}}
+UNKNOWN_KIND = "#DDDDDD"  # pale grey: a kind neither analyzer.kinds nor the blame declares
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # series other than kinds
 LIMIT = "#000000"  # threshold lines: black, never a series colour
+DASHES = ("-", "--", ":", "-.")  # series over series: equal curves stay visible through the gaps
+CDF_MIN_VALUES = 5  # non-zero values a distribution needs to be drawn; fewer are listed as numbers
 ROLLING_ABOVE = 2000  # steps beyond which the step-time line becomes rolling percentiles
 ROLLING_BINS = 400
 _STRIP = (
@@ -80,7 +83,7 @@ def _shade(ax: Axes, bands: list[Band]) -> None:
         ax.axvspan(
             band.start_s,
             max(band.end_s, band.start_s + 0.05),
-            color=KIND_COLORS.get(band.kind, "#999999"),
+            color=KIND_COLORS.get(band.kind, UNKNOWN_KIND),
             alpha=0.3,
             lw=0,
             label=label,
@@ -152,7 +155,9 @@ def timeline(data: Timeline) -> str:
                 )
                 ax.plot(middle, p50, color="#0072B2", lw=1.0, label="step time p50")
             else:
-                ax.plot(data.t, millis, color="#0072B2", lw=1.0, label="step time")
+                # Each step's time held over its own length from its start (a slow step is a plateau, not
+                # a ramp drawn from the step before).
+                ax.plot(data.t, millis, color="#0072B2", lw=1.0, label="step time", drawstyle="steps-post")
             ax.plot(
                 data.t,
                 [s * 1e3 for s in data.baseline_seconds],
@@ -160,6 +165,7 @@ def timeline(data: Timeline) -> str:
                 lw=0.8,
                 ls="--",
                 label="baseline",
+                drawstyle="steps-post",
             )
             ax.set_ylim(0, top)
             more = f" ({clipped} slower step{'s' if clipped > 1 else ''} above the axis)" if clipped else ""
@@ -186,7 +192,7 @@ def link_exposure(rows: list[LinkExposure]) -> str:
         left = [0.0] * len(rows)
         for kind in kinds:
             widths = [r.by_kind.get(kind, 0.0) for r in rows]
-            color = KIND_COLORS.get(kind, "#999999")
+            color = KIND_COLORS.get(kind, UNKNOWN_KIND)
             ax.barh(names, widths, left=left, color=color, label=kind, edgecolor="white", lw=0.5)
             left = [a + b for a, b in zip(left, widths, strict=True)]
         ax.set_xlabel("exposed step time, summed over steps (s)")
@@ -195,16 +201,35 @@ def link_exposure(rows: list[LinkExposure]) -> str:
 
 
 def _cdf(ax: Axes, series: list[tuple[str, list[float]]], scale: float, xlabel: str) -> None:
+    """One CDF per series, each in its own colour and dash so that equal curves stay visible one over the
+    other; a series with fewer than ``CDF_MIN_VALUES`` non-zero values is listed as numbers instead."""
     percent = [i / 100 for i in range(101)]
+    listed = []
     for index, (name, values) in enumerate(series):
-        if values:
-            ax.step(
-                [v * scale for v in values],
-                percent,
-                where="post",
-                color=PALETTE[index % len(PALETTE)],
-                label=name,
-            )
+        if not values:
+            continue
+        if sum(v > 0 for v in values) < CDF_MIN_VALUES:
+            nonzero = sorted({round(v * scale, 3) for v in values if v > 0}, reverse=True)
+            listed.append(f"{name}: {', '.join(f'{v:g}' for v in nonzero) or 'all 0'}")
+            continue
+        ax.step(
+            [v * scale for v in values],
+            percent,
+            where="post",
+            color=PALETTE[index % len(PALETTE)],
+            ls=DASHES[index % len(DASHES)],
+            lw=1.6 - 0.3 * (index % len(DASHES)),
+            label=name,
+        )
+    if listed:
+        ax.text(
+            0.02,
+            0.5,
+            "too few non-zero values for a distribution:\n" + "\n".join(listed),
+            transform=ax.transAxes,
+            fontsize=7,
+            va="center",
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction at or below")
     ax.set_ylim(0, 1.02)
@@ -230,7 +255,10 @@ def distributions(rows: list[VendorDistributions]) -> str:
         left.set_title("network time per step, attributed to the vendor", loc="left", fontsize=9)
         _cdf(right, [(r.vendor, r.queue_watermark_bytes.values) for r in rows], 1e-6, "queue watermark (MB)")
         right.set_title("queue watermarks (link interfaces)", loc="left", fontsize=9)
-        handles, labels = left.get_legend_handles_labels()
+        found = dict(zip(*reversed((*left.get_legend_handles_labels(),)), strict=True))
+        for handle, label in zip(*right.get_legend_handles_labels(), strict=True):
+            found.setdefault(label, handle)
+        labels, handles = list(found), list(found.values())
         if handles:
             fig.legend(
                 handles, labels, loc="outside lower center", ncols=len(handles), fontsize=7, frameon=False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from analyzer.claims import load_claims, match_vendors
@@ -19,6 +20,7 @@ from analyzer.report.model import to_json
 from analyzer.topology import load_config
 
 FILES = ("report.html", "report.md", "report.json")
+log = logging.getLogger("spanwatch.report")
 
 
 def check_claims(claims: Path, config: Path | None) -> None:
@@ -59,8 +61,10 @@ def write_report(
         ConfigError: the config is invalid.
     """
     analysis = load_analysis(analysis_dir)
-    config = config or _recorded(analysis.input_path("config"))
-    claims = claims or _recorded(analysis.input_path("claims"))
+    config = config or _recorded(analysis.input_path("config"), "config")
+    claims = claims or _recorded(analysis.input_path("claims"), "claims")
+    if archive is None:
+        _recorded(analysis.input_path("archive"), "archive")
     data = build_report(
         analysis,
         load_config(config) if config is not None else None,
@@ -76,8 +80,16 @@ def write_report(
     return paths
 
 
-def _recorded(path: Path | None) -> Path | None:
-    return path if path is not None and path.is_file() else None
+def _recorded(path: Path | None, option: str) -> Path | None:
+    """The input the analysis recorded, if it is still there; a warning naming the path tried if not."""
+    if path is None:
+        return None
+    if path.exists():
+        return path
+    log.warning(
+        "the analysis's %s is not at %s: the report goes without it (pass --%s)", option, path, option
+    )
+    return None
 
 
 def arguments(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ returns a ``ReportData``. Nothing here recomputes the analysis: the report re-re
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,12 @@ import numpy as np
 import polars as pl
 
 from analyzer import quantiles, schemas
+from analyzer.analysis import FILES, AnalysisResult
 from analyzer.claims import Claims, match_vendors
 from analyzer.correlate import exposure_per_step
 from analyzer.errors import InputError
 from analyzer.kinds import KINDS
+from analyzer.measures import steps_hurt
 from analyzer.plan import PlanInput
 from analyzer.report import optics as optics_section
 from analyzer.report import planned, sections
@@ -43,29 +45,32 @@ from analyzer.thresholds import Thresholds
 from collector.config import Config
 from collector.contracts.fibre import length_from_dispersion_km, one_way_delay_s
 
-TABLES = ("steps", "events", "attribution", "links", "measures")
 OPTIONAL_TABLES = {"bus_bandwidth": schemas.BUS_BANDWIDTH}  # absent from older analysis folders
+TABLES = tuple(name for name in FILES if name not in OPTIONAL_TABLES)
 CATEGORIES = {kind.name: kind.family for kind in KINDS.values()}  # the timeline's band colours
 QUANTILES = np.linspace(0.0, 1.0, 101)
 
 
-@dataclass(frozen=True)
-class AnalysisFiles:
-    """What ``spanwatch analyze`` wrote into its ``--out`` folder."""
+@dataclass
+class AnalysisFiles(AnalysisResult):
+    """What ``spanwatch analyze`` wrote into its ``--out`` folder: the result's tables and summary, read back."""
 
-    folder: Path
-    steps: pl.DataFrame
-    events: pl.DataFrame
-    attribution: pl.DataFrame
-    links: pl.DataFrame
-    measures: pl.DataFrame
-    summary: dict[str, Any]
-    bus_bandwidth: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=schemas.BUS_BANDWIDTH))
+    folder: Path = Path()
 
     def input_path(self, name: str) -> Path | None:
-        """A path the analysis recorded in ``summary.json`` (``archive``, ``config``, ``claims``), or None."""
+        """A path the analysis recorded in ``summary.json`` (``archive``, ``config``, ``claims``), or None.
+
+        Recorded paths are relative to the analysis folder; a folder written before that recorded them
+        relative to analyze's working directory, which is tried when the folder-relative one is absent.
+        """
         value = self.summary.get("inputs", {}).get(name)
-        return None if value is None else Path(value)
+        if value is None:
+            return None
+        recorded = Path(value)
+        in_folder = self.folder / recorded
+        return (
+            in_folder if recorded.is_absolute() or in_folder.exists() or not recorded.exists() else recorded
+        )
 
 
 def load_analysis(folder: Path) -> AnalysisFiles:
@@ -95,7 +100,7 @@ def load_analysis(folder: Path) -> AnalysisFiles:
         summary = json.loads((folder / "summary.json").read_text())
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         raise InputError(folder, f"cannot read the analysis: {exc}") from None
-    return AnalysisFiles(folder, summary=summary, **frames)
+    return AnalysisFiles(folder=folder, summary=summary, **frames)
 
 
 def build_report(
@@ -134,6 +139,7 @@ def build_report(
         gpus,
         run_start,
         run_end,
+        (analysis.summary.get("job_traffic_class") or {}).get("value"),
     )
     glance = _glance(analysis, config, readings, gpus)
     start = _start(analysis, readings)
@@ -259,7 +265,7 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
         ranks=steps["rank"].n_unique(),
         gpus=gpus,
         step_median_seconds=None if median is None else float(median),  # type: ignore[arg-type]
-        inflated_steps=int(steps["inflated"].sum()),
+        hurt_steps=steps_hurt(analysis.attribution),
         links=links,
         distance_km=max((link.distance_km for link in links), default=None),
         events=analysis.events.height,

@@ -71,7 +71,7 @@ def glance_rows(g: Glance) -> list[tuple[str, str]]:
         ("Links", links or "-"),
         ("Distance", "-" if g.distance_km is None else f"{g.distance_km:g} km"),
         ("Events detected", str(g.events)),
-        ("Inflated steps", str(g.inflated_steps)),
+        ("Steps the network hurt", str(g.hurt_steps)),
         ("Exposed network time", f"{seconds(g.exposed_total_seconds)}{share}"),
         ("GPU-hours lost", _maybe(g.gpu_hours_lost, lambda v: f"{v:.3g}")),
     ]

@@ -44,7 +44,8 @@ class Glance:
         steps / ranks: distinct step numbers and ranks in the step logs.
         gpus: the job's GPU count (``--gpus``), or None.
         step_median_seconds: median step duration.
-        inflated_steps: (step, rank) rows the analysis marked inflated.
+        hurt_steps: steps the network hurt (``analyzer.measures.steps_hurt``: the links' "steps affected"
+            definition, over every link).
         links: the config's inter-DC links.
         distance_km: the longest link's fibre route, or None without a config.
         events: congestion and health episodes detected.
@@ -60,7 +61,7 @@ class Glance:
     ranks: int
     gpus: int | None
     step_median_seconds: float | None
-    inflated_steps: int
+    hurt_steps: int
     links: list[LinkInfo]
     distance_km: float | None
     events: int

@@ -3,7 +3,7 @@
 The plan is derived from the collector config (the longest link's distance, its waves, their speed as the
 archive reports it, the config's fibre delay) unless one is given, for the *job's* bytes per step and
 direction (``analyze --job-bytes-per-step``), as a per-step crossing (``crossing="activations"``: every step,
-one round trip, no overlap). Never for all the bytes the link carried: a shared link's background traffic is
+no overlap) with the measured steady time's round trips (``STEADY_ROUND_TRIPS``). Never for all the bytes the link carried: a shared link's background traffic is
 not the job's to budget. Each planned figure sits beside the measured figure of the same quantity (the
 round trip and serialization per link as the analysis measured them, the exposed time per step), or beside
 "-" when the run did not measure it; the link's optics profile is checked for reach.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from analyzer.plan import PlanInput, PlanResult, plan
+from analyzer.plan import STEADY_ROUND_TRIPS, PlanInput, PlanResult, plan
 from analyzer.report.model import PlanComparison, PlanRow
 from collector.config import Config
 
@@ -48,6 +48,8 @@ def plan_input(
         fibre_delay_us_per_km=us_per_km,
         crossing="activations",
         activation_bytes=bytes_per_step,
+        # The measured steady time's formula, so planned and measured are the same quantity.
+        round_trips=STEADY_ROUND_TRIPS,
         optics=link.optics,
     )
 
@@ -106,7 +108,9 @@ def _rows(p: PlanResult, run: Mapping[str, float | None]) -> list[PlanRow]:
             "s",
             p.transfer_seconds,
             run.get("steady_seconds_per_step"),
-            "serialization + round trips" if run.get("steady_seconds_per_step") else not_measured,
+            f"serialization + {p.inputs.effective_round_trips} round trips, planned and measured"
+            if run.get("steady_seconds_per_step")
+            else not_measured,
         ),
         PlanRow(
             "Network time exposed per step (mean)",

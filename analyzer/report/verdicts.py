@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from analyzer.claims import Claim, Claims, Vendor
-from analyzer.measures import MEASURES, Measure
+from analyzer.measures import JOB_CLASS_SCOPE, MEASURES, Measure
 from analyzer.report import coverage
 from analyzer.report.model import ClaimResult, EventRef, Evidence, VendorReport, Verdict
 from analyzer.report.readings import Readings
@@ -41,6 +41,7 @@ class Tables:
     gpus: int | None
     run_start: Any = None  # the steps' span (aware datetimes), None without steps
     run_end: Any = None
+    job_class: str | None = None  # the job's traffic class the analysis blamed (summary.json)
 
 
 def vendor_reports(
@@ -88,7 +89,9 @@ def device_values(claim: Claim, devices: list[str], tables: Tables) -> dict[str,
     Returns:
         Device -> value or None.
     """
-    rows = tables.measures.filter(pl.col("scope") == "device", pl.col("measure") == claim.measure)
+    rows = tables.measures.filter(
+        pl.col("scope") == _scope(claim, tables), pl.col("measure") == claim.measure
+    )
     found = dict(zip(rows["key"].to_list(), rows["value"].to_list(), strict=True))
     measure = MEASURES[claim.measure]
     seen = set(tables.readings.counts["device"].to_list()) | set(tables.events["device"].to_list())
@@ -96,6 +99,22 @@ def device_values(claim: Claim, devices: list[str], tables: Tables) -> dict[str,
         measure.from_steps and tables.steps.height > 0 and (claim.measure != "gpu_hours_lost" or tables.gpus)
     )
     return {d: found.get(d, 0.0 if zero_ok and d in seen else None) for d in devices}
+
+
+def _scope(claim: Claim, tables: Tables) -> str:
+    """The measures' scope the claim reads: its devices on the job's class alone when it is about the job's
+    class and the analysis measured one, else its devices with every class."""
+    on_class = tables.measures.filter(pl.col("scope") == JOB_CLASS_SCOPE).height > 0
+    return JOB_CLASS_SCOPE if claim.traffic_class == "job" and on_class else "device"
+
+
+def _class_note(claim: Claim, tables: Tables) -> str:
+    """What the measured value covers, when the claim is about a traffic class."""
+    if claim.traffic_class != "job":
+        return ""
+    if _scope(claim, tables) == JOB_CLASS_SCOPE:
+        return f" (the job's traffic class {tables.job_class}; other classes are not the claim's)"
+    return " (every traffic class: the analysis knew no job's class)"
 
 
 def _worst(claim: Claim, values: dict[str, float]) -> str:
@@ -120,7 +139,7 @@ def evaluate(claim: Claim, devices: list[str], tables: Tables) -> ClaimResult:
     measure = MEASURES[claim.measure]
     per_device = device_values(claim, devices, tables)
     known = {d: v for d, v in per_device.items() if v is not None}
-    evidence = _evidence(measure, claim.measure, devices, tables)
+    evidence = _evidence(measure, claim.measure, devices, tables, _scope(claim, tables) == JOB_CLASS_SCOPE)
     if not known:
         return _result(
             claim,
@@ -143,6 +162,7 @@ def evaluate(claim: Claim, devices: list[str], tables: Tables) -> ClaimResult:
     short = _insufficient(evidence, verdict)
     if short is not None:
         verdict, reason = "insufficient data", f"{short} (measured: {reason})"
+    reason += _class_note(claim, tables)
     missing = [d for d, v in per_device.items() if v is None]
     if missing:
         reason += f"; no data from {', '.join(missing)}"
@@ -200,7 +220,9 @@ def _why_none(claim: Claim, measure: Measure, devices: list[str], tables: Tables
     return f"nothing measured on {names}"
 
 
-def _evidence(measure: Measure, name: str, devices: list[str], tables: Tables) -> Evidence:
+def _evidence(
+    measure: Measure, name: str, devices: list[str], tables: Tables, job_class_only: bool = False
+) -> Evidence:
     no_signal = 0
     if measure.from_steps:
         steps = tables.steps
@@ -217,6 +239,9 @@ def _evidence(measure: Measure, name: str, devices: list[str], tables: Tables) -
             basis = f"readings with signal of {', '.join(measure.reads)}"
         samples, start, end = int(counts["n"].sum()) - no_signal, counts["first"].min(), counts["last"].max()
         events = tables.events.filter(pl.col("device").is_in(devices))
+        if job_class_only:  # events raised by other queues are not the job's class's
+            queues = pl.col("queue").str.split(",")
+            events = events.filter(pl.col("queue").is_null() | queues.list.contains(tables.job_class or ""))
         if measure.kinds:
             events = events.filter(pl.col("kind").is_in(list(measure.kinds)))
             if set(measure.kinds) & OPTICAL:

@@ -233,6 +233,12 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
         "reason",
     ),
     _c("spanwatch_http_connections_rejected_total", "", "Connections refused at the connection cap."),
+    _c(
+        "spanwatch_http_connections_evicted_total",
+        "",
+        "Connections closed to make room for a new one (idle between requests, or a request still incomplete).",
+        "reason",
+    ),
     MetricSpec(
         "spanwatch_ingest_lag_seconds",
         Kind.HISTOGRAM,

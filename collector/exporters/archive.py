@@ -29,7 +29,7 @@ from collector.contracts import archive as layout
 from collector.contracts.catalog import SERIES_LABELS
 from collector.counters import MAX64
 from collector.lograte import RateLimitedLog
-from collector.model import Labels
+from collector.model import ArchiveRow
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,7 +42,7 @@ DEFAULT_MAX_BUFFER_BYTES = 256 * 1024 * 1024
 
 LABEL_COLUMNS = layout.LABEL_COLUMNS
 
-Row = tuple[int, int, str, str, str, Labels, "str | None", float, "int | None"]
+Row = ArchiveRow
 _HOUR_NS = 3600 * 10**9
 
 
@@ -79,20 +79,9 @@ class Archive:
         self.write_errors = 0
         self.rows_dropped: dict[str, int] = {}  # reason -> rows dropped without being written
 
-    def add(
-        self,
-        time_ns: int,
-        received_ns: int,
-        device: str,
-        source: str,
-        metric: str,
-        lbls: Labels,
-        link: str | None,
-        value: float,
-        counter: int | None,
-    ) -> None:
+    def add(self, row: Row) -> None:
         rows = self._rows
-        rows.append((time_ns, received_ns, device, source, metric, lbls, link, value, counter))
+        rows.append(row)
         if len(rows) > self.max_rows:
             self._shed()
 

@@ -4,11 +4,18 @@ It serves ``/metrics`` (a snapshot of the store, gzip when the scraper accepts i
 it) and ``/-/healthy``. Connections are kept alive between scrapes; a request (request line and headers)
 must arrive within ``header_timeout`` of its first byte (of the connection, for the first request) and fit
 in ``max_header_bytes``, a kept-alive connection is closed after ``idle_timeout`` without a new request,
-and bodies are refused, so a slow or hostile client cannot hold memory or a task for long. At most
-``max_connections`` are open: a new one beyond it takes the place of a connection idling between requests,
-or gets a 503 when none idles (counted in ``spanwatch_http_connections_rejected_total``, never logged one
-by one), so descriptors never run out under a flood and real scrapes keep a way in. TLS, client certificates, basic auth, security headers and a rate limit come from an
-exporter-toolkit ``web.yml`` (``webconfig``).
+and bodies are refused, so a slow or hostile client cannot hold memory or a task for long.
+
+At most ``max_connections`` are open, and clients trickling their headers cannot take them all (issue 34):
+connections whose request is still incomplete may hold at most ``max_connections - reserve`` slots, and at
+most ``max_pending_per_client`` from one address. A new connection past either bound closes the oldest
+incomplete one (of its own address, or of the address holding most) once that one has had
+``pending_grace`` to finish, and at ``max_connections`` whatever its age, so the ``reserve`` stays for
+connections that completed a request, and a scraper, which sends its whole request at once, gets in. Past ``max_connections``, a new connection takes the place of one idling between requests, or gets a
+503 when every slot is serving (``spanwatch_http_connections_evicted_total{reason}`` and
+``spanwatch_http_connections_rejected_total`` count them; never logged one by one), so descriptors never
+run out under a flood. TLS, client certificates, basic auth, security headers and a rate limit come from
+an exporter-toolkit ``web.yml`` (``webconfig``).
 
 Rendering is synchronous on the loop (it is the snapshot: no poll can interleave); gzip runs on worker
 threads of its own (zlib releases the GIL and a large exposition takes tens of milliseconds to compress),
@@ -50,6 +57,7 @@ _REASONS = {
 GZIP_LEVEL = 1  # metrics text is repetitive: level 1 already shrinks it ~10x, at a fraction of the CPU
 GZIP_WORKERS = 2
 REJECTED = "spanwatch_http_connections_rejected_total"
+EVICTED = "spanwatch_http_connections_evicted_total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +70,20 @@ class Limits:
         idle_timeout: seconds a kept-alive connection may wait for its next request.
         max_header_bytes: the request line and headers together.
         max_connections: open connections at most (well below the descriptor limit).
+        reserve: slots that only connections with a complete request may hold.
+        max_pending_per_client: connections with an incomplete request from one address at most (once
+            the oldest of them has been pending ``pending_grace``).
+        pending_grace: seconds a request may take to arrive before a newcomer may displace it below the cap
+            (a client sends its whole request within a round trip).
     """
 
     header_timeout: float = 10.0
     idle_timeout: float = 120.0
     max_header_bytes: int = 16 * 1024
     max_connections: int = 256
+    reserve: int = 32
+    max_pending_per_client: int = 32
+    pending_grace: float = 1.0
 
 
 class HttpError(Exception):
@@ -167,6 +183,9 @@ class ExporterServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
         self._idle: dict[asyncio.StreamWriter, None] = {}  # waiting for a request, oldest first
+        # a request under way, not yet complete (or none yet on a new connection): writer -> client address,
+        # oldest first
+        self._pending: dict[asyncio.StreamWriter, tuple[str, float]] = {}  # (address, monotonic since)
         self._tasks: set[asyncio.Task[None]] = set()
         self._gzip = ThreadPoolExecutor(max_workers=GZIP_WORKERS, thread_name_prefix="gzip")
         self.rejected = 0
@@ -186,6 +205,8 @@ class ExporterServer:
         ctx = ssl_context(tls) if tls is not None else None
         _limit_accept_errors(asyncio.get_running_loop())
         self.store.inc(REJECTED, (), 0)
+        for reason in ("idle", "incomplete_request"):
+            self.store.inc(EVICTED, (("reason", reason),), 0)
         self._server = await asyncio.start_server(
             self._connection,
             host,
@@ -221,13 +242,15 @@ class ExporterServer:
 
     # -- one connection ----------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self.limits.max_connections and not self._evict_idle():
+        client = _client(writer)
+        if not self._make_room(client):
             self._reject(writer)
             return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         self._connections.add(writer)
+        self._pending[writer] = (client, time.monotonic())
         try:
             if self.web.tls_server_config is not None and not peer_allowed(
                 writer.get_extra_info("peercert"), self.web.tls_server_config.client_allowed_sans
@@ -241,20 +264,65 @@ class ExporterServer:
         finally:
             self._connections.discard(writer)
             self._idle.pop(writer, None)
+            self._pending.pop(writer, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
             if task is not None:
                 self._tasks.discard(task)
 
+    def _make_room(self, client: str) -> bool:
+        """Close what a new connection from ``client`` displaces; False when it must be refused.
+
+        An incomplete request younger than ``pending_grace`` is displaced only at ``max_connections``: a
+        burst of clients whose requests are on their way is not cut, and a trickler's slot is taken anyway.
+        """
+        limits = self.limits
+        budget = max(limits.max_connections // 2, limits.max_connections - limits.reserve)
+        mine = sum(1 for c, _ in self._pending.values() if c == client)
+        if mine >= limits.max_pending_per_client:
+            self._evict_pending(client, limits.pending_grace)
+        if len(self._pending) >= budget:
+            self._evict_pending(None, limits.pending_grace)
+        if len(self._connections) < limits.max_connections:
+            return True
+        if len(self._pending) >= budget:  # the reserve belongs to connections with a complete request
+            return self._evict_pending(None) or self._evict_idle()
+        return self._evict_idle() or self._evict_pending(None)
+
     def _evict_idle(self) -> bool:
         """Close the connection that has idled longest between requests, making room for a new one."""
         for writer in self._idle:
-            del self._idle[writer]
-            writer.close()
-            self._connections.discard(writer)
+            self._evict(writer, "idle")
             return True
         return False
+
+    def _evict_pending(self, client: str | None, older_than: float = 0.0) -> bool:
+        """Close the oldest connection whose request is incomplete, if pending longer than ``older_than``
+        seconds: of ``client``, or (None) of the address holding most such connections, so that one
+        flooding address displaces its own first."""
+        if client is None:
+            counts: dict[str, int] = {}
+            for c, _ in self._pending.values():
+                counts[c] = counts.get(c, 0) + 1
+            if not counts:
+                return False
+            client = max(counts, key=counts.__getitem__)
+        now = time.monotonic()
+        for writer, (c, since) in self._pending.items():
+            if c == client:
+                if now - since < older_than:
+                    return False  # the oldest of them is still young
+                self._evict(writer, "incomplete_request")
+                return True
+        return False
+
+    def _evict(self, writer: asyncio.StreamWriter, reason: str) -> None:
+        self._idle.pop(writer, None)
+        self._pending.pop(writer, None)
+        self._connections.discard(writer)
+        writer.close()
+        self.store.inc(EVICTED, (("reason", reason),))
 
     def _reject(self, writer: asyncio.StreamWriter) -> None:
         """Answer 503 and close, without logging each one: the counter carries the volume."""
@@ -275,7 +343,8 @@ class ExporterServer:
     async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         first = True
         while True:
-            self._idle[writer] = None
+            if not first:
+                self._idle[writer] = None
             try:
                 request = await self._read_request(reader, first, writer)
             except HttpError as e:
@@ -284,6 +353,7 @@ class ExporterServer:
                 return
             finally:
                 self._idle.pop(writer, None)
+                self._pending.pop(writer, None)  # complete (or over): no longer displaceable
             first = False
             if request is None:
                 return
@@ -315,8 +385,9 @@ class ExporterServer:
                 head = await reader.readexactly(1)
         except (asyncio.IncompleteReadError, TimeoutError):
             return None
-        self._idle.pop(writer, None)  # a request is under way: not a connection to evict
-        if not first:
+        if not first:  # a request is under way: no longer idle, now incomplete
+            self._idle.pop(writer, None)
+            self._pending[writer] = (_client(writer), time.monotonic())
             deadline = loop.time() + limits.header_timeout
         try:
             async with asyncio.timeout_at(deadline):
@@ -376,6 +447,12 @@ class ExporterServer:
             *(f"{k}: {v}" for k, v in (*response.headers, *self._extra)),
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body
+
+
+def _client(writer: asyncio.StreamWriter) -> str:
+    """The client's address (without its port)."""
+    peer = writer.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
 
 
 def _limit_accept_errors(loop: asyncio.AbstractEventLoop) -> None:

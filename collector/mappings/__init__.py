@@ -55,7 +55,7 @@ def user_files(kind: Kind, dirs: Sequence[Path], key: str) -> tuple[dict[str, Pa
     for i, folder in enumerate(dirs):
         where = f"{key}[{i}]"
         if not folder.is_dir():
-            problems.append(f"{where}: directory not found")
+            problems.append(f"{where}: directory not found: {folder}")
             continue
         for path in sorted(folder.glob("*.yaml")):
             name = path.stem

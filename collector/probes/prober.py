@@ -178,7 +178,7 @@ class TargetProber:
         archive = self.store.archive
         if archive is not None and name != RTT and not name.startswith(ONE_WAY):
             now = self.clock.time_ns()
-            archive.add(now, now, self.target.label, self.target.method, name, (), self.link, value, None)
+            archive.add((now, now, self.target.label, self.target.method, name, (), self.link, value, None))
 
     def _drop(self, name: str, labels: FullLabels) -> None:
         self.store.families.get(name, {}).pop(labels, None)

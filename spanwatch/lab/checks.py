@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from typing import Any
 
 from spanwatch.lab.config import SITES
@@ -130,11 +129,9 @@ def qdisc_rows(raw: dict[str, Any], label: str, site: str, plan: Plan) -> list[d
 
 def summarise_checks(rows: list[dict[str, Any]]) -> None:
     """Print the side by side table."""
-    from rich.console import Console
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
-    table = Table(title="queues: gNMI agent vs tc -s qdisc (before / after the Get)")
-    for column in (
+    columns = (
         "check",
         "device",
         "if",
@@ -145,8 +142,8 @@ def summarise_checks(rows: list[dict[str, Any]]) -> None:
         "watermark",
         "overlimits",
         "depth B",
-    ):
-        table.add_column(column)
+    )
+    table = TextTable("queues: gNMI agent vs tc -s qdisc (before / after the Get)", columns)
 
     def trio(row: dict[str, Any], key: str) -> str:
         return " | ".join(str(row[side].get(key)) for side in ("tc_before", "gnmi", "tc_after"))
@@ -159,4 +156,4 @@ def summarise_checks(rows: list[dict[str, Any]]) -> None:
             trio(r, "backlog_bytes"), str(r["gnmi"].get("watermark_bytes")), trio(r, "overlimits"),
             f"{r['tc_before'].get('limit_bytes')} | {r['gnmi'].get('buffer_bytes')}",
         )  # fmt: skip
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    print(table.render())

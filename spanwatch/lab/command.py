@@ -117,12 +117,10 @@ class Lab:
         if stale:
             log.warning("lab: removed what an earlier run left: %s", ", ".join(stale))
         netem = netns.netem_available()
-        log.info(
-            "lab: %s",
-            "netem present: each link carries its distance's delay"
-            if netem
-            else "no netem in this kernel: the lab runs at zero distance",
-        )
+        if netem:
+            log.info("lab: netem present: each link carries its distance's delay")
+        else:
+            log.warning("lab: %s", NO_NETEM)
         try:
             self._run(netem)
         finally:
@@ -329,12 +327,10 @@ def write_steps(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def summarise(truth: dict[str, Any], out: Path) -> None:
     """Print what the run measured: the clean figures and each episode's measured cost."""
-    from rich.console import Console
-    from rich.table import Table
+    from analyzer.text_table import TextTable
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
     clean = truth["lab"]["clean"]
-    console.print(
+    print(
         "control: "
         + ", ".join(
             f"rank {r}: step {c['step_seconds'] * 1e3:.0f} ms, sync {c['sync_seconds'] * 1e3:.0f} ms"
@@ -342,9 +338,8 @@ def summarise(truth: dict[str, Any], out: Path) -> None:
             for r, c in clean.items()
         )
     )
-    table = Table(title=f"spanwatch lab: {out}")
-    for column in ("episode", "link", "class", "start", "s", "measured extra / step", "affects job"):
-        table.add_column(column)
+    columns = ("episode", "link", "class", "start", "s", "measured extra / step", "affects job")
+    table = TextTable(f"spanwatch lab: {out}", columns, ("start", "s", "measured extra / step"))
     for e in truth["episodes"]:
         table.add_row(
             e["kind"],
@@ -355,9 +350,9 @@ def summarise(truth: dict[str, Any], out: Path) -> None:
             f"{e['measured_extra_seconds'] * 1e3:.1f} ms",
             "yes" if e["affects_job"] else "no",
         )
-    console.print(table)
+    print(table.render())
     cost = sum(s["network_seconds"]["total"] for s in truth["steps"]) / max(1, len(clean))
-    console.print(f"steps: {len(truth['steps'])} rows; network cost in truth: {cost:.2f} s per rank")
+    print(f"steps: {len(truth['steps'])} rows; network cost in truth: {cost:.2f} s per rank")
 
 
 def analyse(out: Path) -> None:
@@ -383,4 +378,25 @@ def analyse(out: Path) -> None:
     (out / "report.log").write_text(report.stdout + report.stderr)
     if report.returncode != 0:
         log.warning("lab: the report failed: see %s", out / "report.log")
-    print(f"lab: analysis in {out}, score in {out / 'score.json'}")
+    for line in conclusion(out):
+        print(line)
+
+
+NO_NETEM = (
+    "no netem in this kernel: the links run at zero distance, so the round trips and the blame are those "
+    "of a 0 km fabric, not of the configured distances"
+)
+
+
+def conclusion(out: Path) -> list[str]:
+    """The lab's last word: where the analysis is, whether its score passed (and why not), and a warning
+    when the kernel had no netem."""
+    from spanwatch.score import verdict
+
+    truth = json.loads((out / "truth.json").read_text())
+    result = json.loads((out / "score.json").read_text())
+    lines = [f"lab: analysis and report in {out}, score in {out / 'score.json'}"]
+    if not truth.get("lab", {}).get("netem", True):
+        lines.append(f"lab: warning: {NO_NETEM}")
+    lines.append(f"lab: score {verdict(result)} (against the lab's measured truth)")
+    return lines

@@ -24,7 +24,11 @@ log = logging.getLogger("spanwatch.sim")
 
 def fabric_arguments(p: argparse.ArgumentParser) -> None:
     """The options shared by ``sim`` and ``demo``: a scenario file, or the built-in one's link."""
-    p.add_argument("--scenario", type=Path, help="a scenario file (default: the built-in two-site demo)")
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        help="a scenario file, or a shipped scenario's name (--list-scenarios; default: the built-in demo)",
+    )
     p.add_argument("--list-scenarios", action="store_true", help="name and describe the shipped scenarios")
     p.add_argument("--distance-km", type=float, default=100.0, help="built-in scenario: fibre route")
     p.add_argument("--waves", type=int, default=4, help="built-in scenario: parallel 800G waves")
@@ -51,6 +55,8 @@ def scenario(args: argparse.Namespace, duration: float | None) -> Scenario:
         ConfigError: the file or an option is invalid (every problem, with its location).
     """
     if args.scenario is not None:
+        if not args.scenario.exists() and (named := scenarios.shipped_named(str(args.scenario))) is not None:
+            args.scenario = named  # a shipped scenario's name, as --list-scenarios prints it
         args.config = str(args.scenario)  # the command line's error header names the file
         s = scenarios.load(args.scenario)
         if duration is not None:
@@ -74,10 +80,19 @@ def scenario(args: argparse.Namespace, duration: float | None) -> Scenario:
 
 
 def list_scenarios() -> int:
-    """Print the shipped scenarios: name, and the file's description."""
+    """Print the shipped scenarios: name (what ``--scenario`` takes), and the file's description.
+
+    Exits 1 when no scenario file is found (a broken install), rather than listing only the built-in one.
+    """
+    files = scenarios.shipped()
     print(f"{'builtin':28s} the two-site demo (no --scenario): 100 km, 4 x 800G, one episode of each kind")
-    for path in scenarios.shipped():
-        print(f"{path.relative_to(scenarios.SHIPPED.parent.parent)!s:28s} {scenarios.description(path)}")
+    for path in files:
+        print(f"{path.stem:28s} {scenarios.description(path)}")
+    if not files:
+        where = ", ".join(str(f) for f in scenarios.SHIPPED_FOLDERS)
+        print(f"spanwatch: no shipped scenario files found (looked in {where})", file=sys.stderr)
+        return 1
+    print(f"(the files: {files[0].parent})")
     return 0
 
 

@@ -37,6 +37,9 @@ SNMP_MODULES = ("if_mib", "etherlike", "juniper_ifoptics")
 # qos before cumulus_qos: the first set wins the shared queue leaves; cumulus adds instant-queue-len,
 # pause durations and the buffer pool; qos_input reads the receive stage as the ingress queues.
 GNMI_SETS = ("qos", "cumulus_qos", "qos_input", "optical_channel", "transceiver", "arista_pfc")
+# Without SNMP, gNMI reads the interfaces too (counters, speed, oper-status), as an operator would configure
+# a gNMI-only switch: else no speed (no steady serialization) and no wave down but the optics' no-signal.
+GNMI_ONLY_SETS = ("interfaces", *GNMI_SETS)
 
 
 class SimulatedFabric:
@@ -99,11 +102,19 @@ class SimulatedFabric:
             reflectors.start()
         self._task = asyncio.create_task(self._run(), name="sim-fabric")
 
-    async def stop(self) -> None:
-        """Stop the model and close every server."""
+    async def freeze(self) -> None:
+        """Stop advancing the model; the servers keep answering from the last state.
+
+        A fabric behind real time steps without yielding much, so the demo freezes it before stopping the
+        collector: the collector's shutdown then has the event loop to itself.
+        """
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Stop the model and close every server."""
+        await self.freeze()
         for transport in self._transports:
             transport.close()
         for reflectors in self.reflectors.values():
@@ -196,7 +207,7 @@ class SimulatedFabric:
                     "address": f"127.0.0.1:{self.gnmi_ports[d]}",
                     "insecure": True,
                     "sample_interval": interval,
-                    "subscriptions": list(GNMI_SETS),
+                    "subscriptions": list(GNMI_SETS if self.snmp_ports else GNMI_ONLY_SETS),
                 }
             targets.append(target)
         links = []

@@ -4,12 +4,14 @@ Pass one is pydantic with unknown keys rejected; pass two cross-checks what one 
 link naming no site, an episode outside the run or on an unknown link, a wave index out of range). Every
 problem is one line with its location, and ``load`` raises ``ConfigError`` with all of them, which the
 command line prints before exiting 1. ``builtin()`` is the two-site demo as a scenario; ``shipped()``
-lists the files under ``examples/scenarios/`` (a file's first comment line is its description).
+lists the files under ``examples/scenarios/`` (a file's first comment line is its description), or, in an
+installed wheel, the same files under ``<prefix>/share/spanwatch/scenarios``.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,7 +22,11 @@ from collector.durations import parse_duration
 from collector.errors import ConfigError
 from collector.yaml_input import read_yaml
 
-SHIPPED = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
+# The checkout's folder first (an editable install), then where the wheel's data files land (pyproject.toml).
+SHIPPED_FOLDERS = (
+    Path(__file__).resolve().parents[2] / "examples" / "scenarios",
+    Path(sys.prefix) / "share" / "spanwatch" / "scenarios",
+)
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
 BUFFERS = {"deep": 2.0e9, "shallow": 32.0e6}  # bytes one egress queue may hold (params.PROFILES)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB)\s*$", re.IGNORECASE)
@@ -362,8 +368,18 @@ def description(path: Path) -> str:
 
 
 def shipped() -> list[Path]:
-    """The shipped scenario files, by name."""
-    return sorted(SHIPPED.glob("*.yaml"))
+    """The shipped scenario files, by name (from the first folder of ``SHIPPED_FOLDERS`` that has any)."""
+    for folder in SHIPPED_FOLDERS:
+        found = sorted(folder.glob("*.yaml"))
+        if found:
+            return found
+    return []
+
+
+def shipped_named(name: str) -> Path | None:
+    """The shipped scenario file called ``name`` (with or without ``.yaml``), if there is one."""
+    stem = name.removesuffix(".yaml")
+    return next((p for p in shipped() if p.stem == stem), None)
 
 
 def builtin(

@@ -85,7 +85,7 @@ def write_archive(
             def add(
                 metric: str, labels: tuple[tuple[str, str], ...], value: float, counter: int | None
             ) -> None:
-                archive.add(ns, ns, device, "gnmi", metric, labels, link, value, counter)  # noqa: B023
+                archive.add((ns, ns, device, "gnmi", metric, labels, link, value, counter))  # noqa: B023
 
             for metric, name in (
                 ("dci_interface_transmit_bytes_total", "tx"),

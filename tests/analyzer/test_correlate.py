@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from synthetic_fabric import T0, Episode, config_yaml, step_rows, steps_jsonl, write_archive
+from synthetic_fabric import Episode, config_yaml, step_rows, steps_jsonl, write_archive
 
-from analyzer import correlate, schemas
+from analyzer import schemas
 from analyzer.analysis import Analysis, AnalysisInputs
 from analyzer.thresholds import Thresholds
 
@@ -79,32 +76,6 @@ def test_per_link_exposed_latency_matches_the_injected_slowdown(result, fabric) 
     assert result.attribution.schema == schemas.ATTRIBUTION
 
 
-def test_skew_tolerance_widens_the_overlap() -> None:
-    steps = pl.LazyFrame(
-        {
-            "step": [1],
-            "rank": [0],
-            "start_time": [T0],
-            "end_time": [T0 + timedelta(seconds=1)],
-            "duration_seconds": [1.0],
-            "source_file": ["x"],
-        }
-    )
-    events = pl.LazyFrame(
-        {
-            "event_id": [0],
-            "link": ["l1"],
-            "device": ["a1"],
-            "interface": ["e1"],
-            "kind": ["drops"],
-            "start_time": [T0 + timedelta(seconds=1.03)],
-            "end_time": [T0 + timedelta(seconds=2)],
-        }
-    )
-    assert correlate.overlaps(steps, events, 0.0).collect().height == 0
-    assert correlate.overlaps(steps, events, 0.05).collect().height == 1
-
-
 def test_measures_per_link_device_and_vendor(result) -> None:  # type: ignore[no-untyped-def]
     m = {(r["scope"], r["key"], r["measure"]): r["value"] for r in result.measures.iter_rows(named=True)}
     # a1: 500 drops/s for 30 s over 600 s at 6.25e9 B/s -> 15000 / 3.75 TB = 4000 per TB; l1 halves it (b1 clean)
@@ -139,40 +110,3 @@ def test_telemetry_alone_gives_the_events(fabric) -> None:  # type: ignore[no-un
     result = Analysis(AnalysisInputs(archive=root / "archive", thresholds=Thresholds())).run()
     assert sorted(result.events["kind"].to_list()) == ["drops", "ecn", "pfc", "wave_down"]
     assert result.steps.height == 0
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    steps=st.lists(
-        st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 3_000)), min_size=1, max_size=40
-    ),
-    evs=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3_000)), min_size=1, max_size=10),
-)
-def test_sweep_pairs_equals_the_general_inequality_join(
-    steps: list[tuple[int, int, int]], evs: list[tuple[int, int]]
-) -> None:
-    timed = pl.DataFrame(
-        {
-            "step": list(range(len(steps))),
-            "rank": [r for r, _, _ in steps],
-            "start_time": [T0 + timedelta(milliseconds=s) for _, s, _ in steps],
-            "end_time": [T0 + timedelta(milliseconds=s + d) for _, s, d in steps],
-        }
-    ).with_columns(pl.col("start_time", "end_time").cast(schemas.TIME))
-    widened = pl.DataFrame(
-        {
-            "event_id": list(range(len(evs))),
-            "link": "l",
-            "device": "d",
-            "interface": "i",
-            "kind": "drops",
-            "ev_start": [T0 + timedelta(milliseconds=s) for s, _ in evs],
-            "ev_end": [T0 + timedelta(milliseconds=s + d) for s, d in evs],
-        }
-    ).with_columns(pl.col("ev_start", "ev_end").cast(schemas.TIME))
-    expected = timed.join_where(
-        widened, pl.col("start_time") <= pl.col("ev_end"), pl.col("end_time") >= pl.col("ev_start")
-    )
-    got = correlate.sweep_pairs(timed, widened)
-    key = ["step", "event_id"]
-    assert got.select(key).sort(key).to_dicts() == expected.select(key).sort(key).to_dicts()

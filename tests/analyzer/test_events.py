@@ -154,11 +154,13 @@ def _series(metric: str, values: list[float], **labels: str) -> pl.DataFrame:
     ).with_columns(pl.lit(v).alias(k) for k, v in labels.items())
 
 
-def _detect(*series: pl.DataFrame, job_class: str | None = None) -> pl.DataFrame:
+def _detect(
+    *series: pl.DataFrame, job_class: str | None = None, bdp: pl.LazyFrame | None = None
+) -> pl.DataFrame:
     frame = pl.concat(series, how="diagonal_relaxed")
     readings = schemas.conform_lazy(schemas.TELEMETRY, frame.lazy())
     sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
-    return events.detect_events(sig, Thresholds(), labels, job_class=job_class).collect()
+    return events.detect_events(sig, Thresholds(), labels, bdp=bdp, job_class=job_class).collect()
 
 
 def _total(rates: list[float]) -> list[float]:
@@ -253,6 +255,18 @@ def test_a_standing_ingress_queue_of_the_job_class_is_a_queue_event() -> None:
     assert found.select("kind", "link", "interface", "queue").rows() == [("queue", "l1", "Ethernet1", "3")]
     assert found["start_time"].item() == T0 + timedelta(seconds=20)
     assert found["duration_seconds"].item() == 10.0
+
+
+def test_an_ingress_backlog_is_an_episode_below_the_links_bdp_where_an_egress_queue_is_not() -> None:
+    # 75 MB held at the far end of a 100 MB-BDP wave (the default demo's fan-in-4 incast): a clean far switch
+    # forwards as fast as the link brings, so any standing receive backlog is the far side failing to drain.
+    # The same depth at egress is the job's own burst (under 1.5 BDP) and no episode.
+    bdp = pl.LazyFrame({"device": ["a1"], "interface": ["Ethernet1"], "bdp_bytes": [100e6]})
+    held = _series("dci_queue_watermark_bytes", _window(20, 27, 75e6, 0.0), queue="3", direction="rx")
+    found = _detect(held, job_class="3", bdp=bdp)
+    assert found.select("kind", "queue", "duration_seconds").rows() == [("queue", "3", 7.0)]
+    bursts = _series("dci_queue_watermark_bytes", _window(20, 27, 75e6, 0.0), queue="3")
+    assert _detect(bursts, job_class="3", bdp=bdp).height == 0
 
 
 def test_an_ingress_queue_has_its_own_normal_beside_the_egress_queue() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from analyzer.analysis import Analysis, AnalysisInputs
 from analyzer.ingest import detect, parse_file
 
 
@@ -80,7 +81,7 @@ def test_nccl_debug_topology(training_data: Path) -> None:
     hosts = {line.split(":", 1)[0] for line in lines if " NCCL INFO " in line}
     ranks_seen = {int(line.split(" rank ")[1].split()[0]) for line in init}
 
-    assert detect(path) == ["nccl_debug"]
+    assert detect(path) == ["allreduce_bench", "nccl_debug"]  # the bench's busbw lines, and NCCL's init
     result = parse_file(path)
     ranks, connections = result.table("nccl_ranks"), result.table("nccl_connections")
 
@@ -94,6 +95,43 @@ def test_nccl_debug_topology(training_data: Path) -> None:
     host_of = dict(zip(ranks["rank"].to_list(), ranks["host"].to_list(), strict=True))
     for rank, peer, crosses in connections.select("rank", "peer", "crosses_network").iter_rows():
         assert (host_of[rank] != host_of[peer]) == crosses
+
+
+def test_allreduce_bench_busbw_lines(training_data: Path, tmp_path: Path) -> None:
+    path = training_data / "bigscience" / "all_reduce_bench-a100-n4.txt"
+    lines = _lines(path)
+    busbw_gbit = [float(line.split()[1]) for line in lines if line.startswith(" busbw: ")]
+    labels = [int(line[:-1]) for line in lines if line[:-1].isdigit() and line.endswith(":")]
+    payload = {line.split(" data size: ")[1] for line in lines if " data size: " in line}
+    world = sum(" data size: " in line for line in lines)  # each rank prints its payload once
+    assert (len(busbw_gbit), len(labels), payload, world) == (160, 160, {"4.0 GB"}, 32)
+
+    result = parse_file(path)
+    rows = result.table("collectives").filter(pl.col("format") == "allreduce_bench")
+
+    assert result.problems == []
+    assert result.counts["result_rows"] == rows.height == len(busbw_gbit)
+    assert rows["busbw_gbps"].to_list() == pytest.approx([gbit / 8 for gbit in busbw_gbit])  # bits -> bytes
+    assert rows["collective"].unique().to_list() == ["all_reduce"]
+    assert rows["size_bytes"].unique().to_list() == [4.0e9]
+    # Interleaved records keep no rank; every rank kept is one that printed, and as often at most.
+    paired = rows.filter(pl.col("rank").is_not_null())
+    assert result.counts["interleaved"] == rows.height - paired.height
+    assert 0 < paired.height < rows.height
+    for rank, count in paired.group_by("rank").len().iter_rows():
+        assert count <= labels.count(rank)
+    # A paired row's busbw is its own duration's: size / time x 2 (n - 1) / n, the script's formula.
+    expected = 4.0e9 / paired["duration_seconds"] * 2 * (world - 1) / world / 1e9
+    assert paired["busbw_gbps"].to_list() == pytest.approx(expected.to_list(), rel=1e-3)
+    assert paired["algbw_gbps"].to_list() == pytest.approx(
+        (4.0 / paired["duration_seconds"]).to_list(), rel=1e-3
+    )
+
+    analysis = Analysis(AnalysisInputs(logs=(path,))).run()
+    analysis.write(tmp_path)
+    (row,) = pl.read_parquet(tmp_path / "bus_bandwidth.parquet").iter_rows(named=True)
+    assert (row["runs"], row["ranks"], row["size_bytes"]) == (len(busbw_gbit), world, 4.0e9)
+    assert row["busbw_gbps"] == pytest.approx(sum(busbw_gbit) / len(busbw_gbit) / 8)
 
 
 @pytest.mark.parametrize("name", ["nccl_data.json.gz", "sampled_rank-0.json.gz", "sampled_rank-1.json.gz"])

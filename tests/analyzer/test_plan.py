@@ -505,3 +505,18 @@ def test_the_library_rejects_a_buffer_given_twice() -> None:
     with pytest.raises(PlanError, match="not both"):
         PlanInput(distance_km=1, params=1, switch_buffer_bytes=1e6, switch_buffer_preset="deep")
     assert math.isfinite(plan(PlanInput(distance_km=1, params=1, switch_buffer_bytes=1e6)).optics.reach_km)
+
+
+def test_nothing_is_said_to_hide_when_no_compute_is_given(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--distance-km", "100", "--links", "4", "--params", "70B", "--sync-every", "500"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "outer sync could hide behind the next 500 inner steps" in out
+    assert "nothing: no compute given (--compute-ms) to hide behind 500 inner steps" in out
+    assert "hides behind" not in out
+
+
+def test_the_plan_calls_a_link_member_a_wave(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--distance-km", "100", "--links", "4", "--params", "70B"]) == 0
+    out = capsys.readouterr().out
+    assert "per wave" in out and "4 wave(s)" in out and "per link" not in out

@@ -22,15 +22,17 @@ def _archive_drops(path: Path, readings: Iterable[tuple[int, int]]) -> None:
     for i, total in readings:
         ns = T0_NS + i * 10**9
         archive.add(
-            ns,
-            ns,
-            "a1",
-            "gnmi",
-            "dci_queue_dropped_packets_total",
-            (("interface", "e1"),),
-            None,
-            float(total),
-            total,
+            (
+                ns,
+                ns,
+                "a1",
+                "gnmi",
+                "dci_queue_dropped_packets_total",
+                (("interface", "e1"),),
+                None,
+                float(total),
+                total,
+            )
         )
     archive.flush()
 

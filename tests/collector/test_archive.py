@@ -21,26 +21,30 @@ T0 = 1_764_496_800 * 10**9  # 2025-11-30T10:00:00Z
 def _fill(archive: Archive, n: int, start_ns: int = T0) -> None:
     for i in range(n):
         archive.add(
-            start_ns + i * 10**6,
-            start_ns + i * 10**6 + 500,
-            "sw1",
-            "gnmi",
-            "dci_interface_receive_bytes_total",
-            (("interface", f"Eth{i % 4}"),),
-            "l1",
-            float(i),
-            i,
+            (
+                start_ns + i * 10**6,
+                start_ns + i * 10**6 + 500,
+                "sw1",
+                "gnmi",
+                "dci_interface_receive_bytes_total",
+                (("interface", f"Eth{i % 4}"),),
+                "l1",
+                float(i),
+                i,
+            )
         )
     archive.add(
-        start_ns,
-        start_ns,
-        "sw1",
-        "snmp",
-        "dci_optics_rx_power_dbm",
-        (("interface", "Eth0"), ("lane", "1")),
-        None,
-        -2.25,
-        None,
+        (
+            start_ns,
+            start_ns,
+            "sw1",
+            "snmp",
+            "dci_optics_rx_power_dbm",
+            (("interface", "Eth0"), ("lane", "1")),
+            None,
+            -2.25,
+            None,
+        )
     )
 
 
@@ -48,15 +52,17 @@ def test_layout_schema_and_values(tmp_path: Path) -> None:
     archive = Archive(tmp_path, FakeClock(), writer="w1")
     _fill(archive, 10)
     archive.add(
-        T0 + 3600 * 10**9,
-        T0,
-        "sw1",
-        "snmp",
-        "dci_interface_oper_up",
-        (("interface", "Eth0"),),
-        None,
-        1.0,
-        None,
+        (
+            T0 + 3600 * 10**9,
+            T0,
+            "sw1",
+            "snmp",
+            "dci_interface_oper_up",
+            (("interface", "Eth0"),),
+            None,
+            1.0,
+            None,
+        )
     )
     files = archive.flush()
     assert [f.relative_to(tmp_path).as_posix() for f in files] == [
@@ -102,8 +108,8 @@ WRITER = textwrap.dedent("""
         while True:
             now = time.time_ns()
             for _ in range(500):
-                archive.add(now, now, "sw1", "snmp", "dci_interface_receive_bytes_total",
-                            (("interface", "Eth1"),), None, float(n), n)
+                archive.add((now, now, "sw1", "snmp", "dci_interface_receive_bytes_total",
+                            (("interface", "Eth1"),), None, float(n), n))
                 n += 1
             print(n, flush=True)
             await asyncio.sleep(0.01)

@@ -74,21 +74,54 @@ def test_the_spec_example_loads(workdir: Path) -> None:
     assert cfg.links[0].distance_km == 100
 
 
-def test_every_problem_is_reported_with_its_location(workdir: Path) -> None:
+def test_every_problem_is_reported_with_its_location_in_one_pass(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = GOOD.replace("secrets/auth", "secrets/missing").replace("modules: [if_mib]", "modules: [nope]")
     bad = bad.replace("device: dci1.site-b, interface", "device: dci9, interface")
     bad = bad.replace("insecure: true", "insecure: true\n      colour: blue")
+    bad = bad.replace("interval: 10s, timeout: 5s", "interval: 10s, timeout: soon")
+    monkeypatch.delenv("SW_COMMUNITY")
     with pytest.raises(ConfigError) as info:
         configuration.load(_write(workdir, bad))
     problems = info.value.problems
-    assert problems == ("targets[1].gnmi.colour: unknown key",)  # schema errors come first, alone
-    bad = bad.replace("\n      colour: blue", "")
-    with pytest.raises(ConfigError) as info:
-        configuration.load(_write(workdir, bad))
-    problems = info.value.problems
-    assert "targets[0].snmp.modules[0]: unknown module 'nope'" in problems[0]
-    assert "targets[0].snmp.auth_key_file: file not found" in problems
+    # schema errors, missing secrets, unset variables and dangling links, all at once (issue 32 point 7)
+    assert "targets[1].gnmi.colour: unknown key" in problems
+    assert any(p.startswith("defaults.timeout: ") for p in problems)
+    assert any(p.startswith("targets[0].snmp.modules[0]: unknown module 'nope'") for p in problems)
+    assert f"targets[0].snmp.auth_key_file: file not found: {workdir / 'secrets/missing'}" in problems
     assert "links[0].members[1].device: no target named 'dci9'" in problems
+    # the rest of a target with a schema error is still checked, and its name is not dangling
+    assert "targets[1].snmp.community_env: environment variable SW_COMMUNITY is not set" in problems
+    assert not any("dci1.site-b" in p for p in problems)
+    assert len(problems) == 6, problems
+
+
+def test_an_unset_variable_and_a_bad_link_are_found_beside_a_schema_error(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SW_COMMUNITY")
+    bad = GOOD.replace("distance_km: 100", "distance_km: -1").replace(
+        "user: monitor", "user: monitor\n      x: 1"
+    )
+    with pytest.raises(ConfigError) as info:
+        configuration.load(_write(workdir, bad))
+    problems = info.value.problems
+    assert "targets[0].snmp.x: unknown key" in problems
+    assert any(p.startswith("links[0].distance_km: ") for p in problems)
+    assert "targets[1].snmp.community_env: environment variable SW_COMMUNITY is not set" in problems
+
+
+def test_check_config_prints_every_problem_once(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("SW_COMMUNITY")
+    bad = GOOD.replace("secrets/priv", "secrets/gone").replace("insecure: true", "insecure: true\n      x: 1")
+    assert main(["check-config", "--config", str(_write(workdir, bad))]) == 1
+    err = capsys.readouterr().err
+    assert "targets[1].gnmi.x: unknown key" in err
+    assert f"targets[0].snmp.priv_key_file: file not found: {workdir / 'secrets/gone'}" in err
+    assert "targets[1].snmp.community_env: environment variable SW_COMMUNITY is not set" in err
 
 
 def test_durations_need_units(workdir: Path) -> None:
@@ -153,12 +186,12 @@ def test_targets_files_join_the_config_with_their_locations(tmp_path: Path) -> N
 
     (tmp_path / "targets").mkdir()
     (tmp_path / "targets" / "a.yaml").write_text(
-        "- {name: f1, snmp: {address: 192.0.2.1, community_env: C}}\n"
-        "- {name: f2, snmp: {address: 192.0.2.2, community_env: C}}\n"
+        "- {name: f1, credentials: ro, snmp: {address: 192.0.2.1}}\n"
+        "- {name: f2, credentials: ro, snmp: {address: 192.0.2.2}}\n"
     )
     (tmp_path / "targets" / "empty.yaml").write_text("")
     (tmp_path / "c.yaml").write_text(
-        "targets_files: [targets/*.yaml]\ntargets:\n  - {name: inline, snmp: {address: 192.0.2.3, community_env: C}}\n"
+        "credentials: {ro: {snmp: {community_env: C}}}\ntargets_files: [targets/*.yaml]\ntargets:\n  - {name: inline, snmp: {address: 192.0.2.3, community_env: C}}\n"
     )
     import os
 
@@ -169,7 +202,7 @@ def test_targets_files_join_the_config_with_their_locations(tmp_path: Path) -> N
         shards = [shard.select(cfg, shard.Shard(i, 2)) for i in range(2)]
         assert sorted(t.name for s in shards for t in s.targets) == ["f1", "f2", "inline"]
         (tmp_path / "targets" / "b.yaml").write_text(
-            "- {name: inline, snmp: {address: 192.0.2.4, community_env: C}}\n- {name: x, snmp: {address: 192.0.2.5}}\n"
+            "- {name: inline, credentials: ro, snmp: {address: 192.0.2.4}}\n- {name: x, snmp: {address: 192.0.2.5}}\n"
         )
         with pytest.raises(ConfigError) as e:
             configuration.load(tmp_path / "c.yaml")
@@ -178,7 +211,7 @@ def test_targets_files_join_the_config_with_their_locations(tmp_path: Path) -> N
     b = tmp_path / "targets" / "b.yaml"
     assert f"{b}[1].snmp: SNMPv2c needs community_env or community_file" in e.value.problems
     (tmp_path / "targets" / "b.yaml").write_text(
-        "- {name: inline, snmp: {address: 192.0.2.4, community_env: C}}\n"
+        "- {name: inline, credentials: ro, snmp: {address: 192.0.2.4}}\n"
     )
     with pytest.raises(ConfigError) as e:
         configuration.load(tmp_path / "c.yaml")
@@ -191,7 +224,7 @@ def test_user_mapping_directories_are_checked(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("mappings: {snmp_dirs: [maps], gnmi_dirs: [nowhere]}\n")
     with pytest.raises(ConfigError) as e:
         configuration.load(tmp_path / "c.yaml")
-    assert "mappings.gnmi_dirs[0]: directory not found" in e.value.problems
+    assert f"mappings.gnmi_dirs[0]: directory not found: {tmp_path / 'nowhere'}" in e.value.problems
     assert any(
         p.startswith("mappings.snmp_dirs[0]: if_mib.yaml: 'if_mib' is the name of a shipped")
         for p in e.value.problems

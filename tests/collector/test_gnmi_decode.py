@@ -289,3 +289,19 @@ def test_delete_removes_the_series_below_the_deleted_path() -> None:
     )
     assert gone == [("dci_interface_receive_bytes_total", (("interface", "Et2"),))]
     assert d.notification(notif("/", {}, deletes=("",)))[1] == []  # Huawei's empty delete (issue_17412)
+
+
+def test_series_beyond_the_cap_are_counted_not_decoded_until_the_store_frees_room() -> None:
+    d = Decoder(combined_table([load_set("interfaces")]), max_series=2)
+    counters = "/interfaces/interface[name=Et1]/state/counters"
+    first = notif(counters, {"in-octets": tv(uint_val=1), "out-octets": tv(uint_val=2)})
+    assert len(d.notification(first)[0]) == 2
+    flood = notif("/interfaces/interface[name=Et2]/state/counters", {"in-octets": tv(uint_val=3)})
+    for _ in range(2):  # decided once, counted on every update
+        assert d.notification(flood)[0] == []
+    assert d.over_cap == 2
+    assert len(d.notification(first)[0]) == 2  # the series within the cap go on
+    # The store expired one of them: its room goes to the next new series.
+    d.prune(lambda metric, lbls: metric == "dci_interface_receive_bytes_total")
+    (sample,) = d.notification(flood)[0]
+    assert sample.labels == (("interface", "Et2"),) and d.over_cap == 2

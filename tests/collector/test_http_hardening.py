@@ -1,18 +1,21 @@
 """Issue 16, items 7 and 9: a basic-auth brute force cannot starve scrapes; connections are capped; the
-request line has a deadline; accept errors do not flood the log."""
+request line has a deadline; accept errors do not flood the log. Issue 34 point 2: clients trickling their
+headers give way to complete requests."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import pytest
 
-from collector.exporters.http import ExporterServer, Limits, serve
+from collector.exporters.http import EVICTED, ExporterServer, Limits, serve
 from collector.model import counter, labels
 from collector.store import Store
 
@@ -95,29 +98,100 @@ async def test_idle_connections_are_capped_and_scrapes_still_get_in() -> None:
         await srv.wait_closed()
 
 
-async def test_busy_connections_beyond_the_cap_get_503_and_are_counted(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+async def test_incomplete_requests_beyond_the_cap_give_way_to_complete_ones() -> None:
     store = _store()
     srv = await serve(store, "127.0.0.1:0", None, Limits(max_connections=5, header_timeout=5))
     port = srv.address[1]
-    caplog.set_level(logging.WARNING, logger="collector.exporters.http")
     busy = await _open_idle(port, 5)
     for w in busy:
-        w.write(b"GET /met")  # a request under way: not idle, not evictable
+        w.write(b"GET /met")  # a request under way, never finished
     try:
         await asyncio.sleep(0.2)
-        statuses = []
-        for _ in range(10):
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            statuses.append(int((await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)).split()[1]))
-            writer.close()
-        assert statuses == [503] * 10
-        assert store.value("spanwatch_http_connections_rejected_total", ()) == 10
-        assert len([r for r in caplog.records if "cap" in r.getMessage()]) == 1
+        statuses = [await asyncio.wait_for(_get(port, "", gzip=False), 5) for _ in range(10)]
+        assert statuses == [200] * 10
+        assert store.value(EVICTED, (("reason", "incomplete_request"),)) >= 1
+        assert len(srv._connections) <= 5
     finally:
         for w in busy:
             w.close()
+        srv.close()
+        await srv.wait_closed()
+
+
+async def test_every_slot_serving_gives_503_and_is_counted(caplog: pytest.LogCaptureFixture) -> None:
+    store = _store()
+    srv = await serve(store, "127.0.0.1:0", None, Limits(max_connections=2, header_timeout=5))
+    port = srv.address[1]
+    caplog.set_level(logging.WARNING, logger="collector.exporters.http")
+    release = asyncio.Event()
+    respond = srv._respond
+
+    async def slow(request: Any) -> Any:
+        await release.wait()
+        return await respond(request)
+
+    srv._respond = slow  # type: ignore[method-assign]
+    serving = [asyncio.create_task(_get(port, "", gzip=False)) for _ in range(2)]
+    try:
+        await asyncio.sleep(0.3)
+        statuses = []
+        for _ in range(5):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            statuses.append(int((await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)).split()[1]))
+            writer.close()
+        assert statuses == [503] * 5
+        assert store.value("spanwatch_http_connections_rejected_total", ()) == 5
+        assert len([r for r in caplog.records if "cap" in r.getMessage()]) == 1
+        release.set()
+        assert await asyncio.gather(*serving) == [200, 200]
+    finally:
+        release.set()
+        srv.close()
+        await srv.wait_closed()
+
+
+async def test_trickling_clients_cannot_lock_out_scrapes() -> None:
+    # Issue 34 point 2: 300 clients trickling their headers, reopened when closed, against the default
+    # 256-connection cap; every scrape beside them must get in.
+    store = _store()
+    srv = await serve(store, "127.0.0.1:0", None)
+    port = srv.address[1]
+    stop = asyncio.Event()
+
+    async def trickler() -> None:
+        while not stop.is_set():
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.01)
+                continue
+            try:
+                writer.write(b"GET /metrics HTTP/1.1\r\n")
+                while not stop.is_set() and not reader.at_eof():
+                    writer.write(b"X-a: b\r\n")
+                    await writer.drain()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(reader.read(1024), 0.5)
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+    flood = [asyncio.create_task(trickler()) for _ in range(300)]
+    try:
+        await asyncio.sleep(2.0)  # every slot taken by tricklers
+        statuses = []
+        for _ in range(20):
+            try:
+                statuses.append(await asyncio.wait_for(_get(port, "", gzip=True), 2))
+            except (OSError, TimeoutError, asyncio.IncompleteReadError):
+                statuses.append(0)
+            await asyncio.sleep(0.05)
+        assert statuses.count(200) >= 19, statuses
+        assert store.value(EVICTED, (("reason", "incomplete_request"),)) > 0
+    finally:
+        stop.set()
+        await asyncio.gather(*flood, return_exceptions=True)
         srv.close()
         await srv.wait_closed()
 

@@ -84,8 +84,8 @@ def test_one_out_of_range_counter_does_not_stop_the_archive(tmp_path: Path) -> N
 
 def test_archive_flush_drops_unwritable_rows_counts_them_and_writes_the_rest(tmp_path: Path) -> None:
     archive = Archive(tmp_path, writer="w")
-    archive.add(10**18, 10**18, "a", "snmp", RX, ET1, None, -1.0, -1)  # a row that bypassed the store
-    archive.add(10**18, 10**18, "b", "snmp", RX, ET1, None, 5.0, 5)
+    archive.add((10**18, 10**18, "a", "snmp", RX, ET1, None, -1.0, -1))  # a row that bypassed the store
+    archive.add((10**18, 10**18, "b", "snmp", RX, ET1, None, 5.0, 5))
     files = archive.flush()
     assert archive.write_errors == 1
     assert archive.rows_dropped == {"unwritable": 1}
@@ -220,3 +220,24 @@ def test_an_unexpected_stream_error_redials_instead_of_ending(monkeypatch: pytes
     asyncio.run(source.run(store))
     assert dials == 3
     assert store.value("spanwatch_gnmi_reconnects_total", (("device", "d"),)) == 2
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (response(string_val="lots"), "not_a_number"),
+        (response(string_val="1e400"), "inf"),
+        (response(string_val="nan"), "nan"),
+        (json_response(b'{"in-octets": "lots"}'), "not_a_number"),
+        (json_response(b'{"in-octets": "1e400"}'), "inf"),
+        (json_response(b'{"in-octets": 18446744073709551621}'), "above_uint64"),
+    ],
+    ids=["string", "string_1e400", "string_nan", "json_string", "json_1e400", "json_above_2_64"],
+)
+def test_every_dropped_gnmi_value_is_counted_with_its_reason(bad: bytes, reason: str) -> None:
+    # Issue 34 point 5: non-numeric strings were dropped without being counted.
+    store = Store()
+    source = GnmiSource("d", _cfg())
+    asyncio.run(source._read(store, None, FakeCall([response(uint_val=1234), bad]), [0.0]))
+    assert store.value(RX, (("device", "d"), ("interface", "Et1"))) == 1234
+    assert invalid(store, reason) == 1

@@ -85,10 +85,15 @@ async def test_if_mib_32_bit_only_where_hc_is_absent() -> None:
 
 
 async def test_if_mib_32_bit_fallback_wrap_is_unwrapped() -> None:
-    walker, store = agent({f"{IFT}.10.2": (TAG_COUNTER32, 2**32 - 100)}), Store(FakeClock())
+    clock = FakeClock()
+    walker, store = agent({f"{IFT}.10.2": (TAG_COUNTER32, 2**32 - 200)}), Store(clock)
     cfg = SnmpConfig(address="192.0.2.1:161", community_env="X", modules=("if_mib",))
     src = SnmpSource("dev", cfg, Defaults(), FakeClock(), walker=walker)
     store.ingest("dev", "snmp", await src.poll(), 0)
+    await clock.advance(10)
+    walker.set(parse_oid(f"{IFT}.10.2"), TAG_COUNTER32, 2**32 - 100)  # a rate seen before the wrap
+    store.ingest("dev", "snmp", await src.poll(), 0)
+    await clock.advance(10)
     walker.set(parse_oid(f"{IFT}.10.2"), TAG_COUNTER32, 50)
     store.ingest("dev", "snmp", await src.poll(), 0)
     assert store.value("dci_interface_receive_bytes_total", (("device", "dev"), *eth(2))) == 2**32 + 50

@@ -41,14 +41,18 @@ def test_series_carry_device_static_labels_and_link() -> None:
     )
 
 
-def test_counter32_wrap_gives_no_spike_and_reboot_is_counted() -> None:
-    store, _ = _store()
+async def test_counter32_wrap_gives_no_spike_and_reboot_is_counted() -> None:
+    store, clock = _store()
     key = (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("link", "paris-lyon"))
     lbl = labels(interface="Eth1")
-    store.ingest("sw1", "snmp", [counter(RX, lbl, 2**32 - 10, 32, epoch=0)], 0)
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 2**32 - 40, 32, epoch=0)], 0)
+    await clock.advance(10)
+    store.ingest("sw1", "snmp", [counter(RX, lbl, 2**32 - 10, 32, epoch=0)], 0)  # a rate seen: 3/s
+    await clock.advance(10)
     store.ingest("sw1", "snmp", [counter(RX, lbl, 20, 32, epoch=0)], 0)
     assert store.value(RX, key) == 2**32 + 20
     assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", RX))) is None
+    await clock.advance(10)
     store.ingest("sw1", "snmp", [counter(RX, lbl, 7, 32, epoch=1)], 0)  # rebooted
     assert store.value(RX, key) == 7
     assert store.value("dci_counter_discontinuities_total", (("device", "sw1"), ("metric", RX))) == 1

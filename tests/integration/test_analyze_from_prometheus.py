@@ -101,7 +101,7 @@ def _write_component_series(root: Path, interval: int) -> None:
         ns = T0_NS + t * 10**9
         ber = 5e-3 if start <= t < end else 1e-7
         labels = (("component", component),)
-        archive.add(ns, ns, device, "gnmi", "dci_optics_pre_fec_ber", labels, None, ber, None)
+        archive.add((ns, ns, device, "gnmi", "dci_optics_pre_fec_ber", labels, None, ber, None))
     archive.flush()
 
 

@@ -185,3 +185,4 @@ async def test_gnmi_verbs(replay: int) -> None:
     # TLS unless --insecure says otherwise, as in the config: a plaintext server fails the handshake
     code, _, err = await spanwatch("gnmi", "capabilities", address, "--timeout", "5")
     assert code == 1 and f"spanwatch: gnmi capabilities {address}: UNAVAILABLE" in err
+    assert "if the target serves plaintext gNMI, add --insecure" in err

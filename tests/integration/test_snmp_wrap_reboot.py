@@ -67,6 +67,8 @@ async def test_wrap_and_reboot_mid_run_without_spikes(monkeypatch: pytest.Monkey
         pollers.append(Poller(source, store, Schedule(10, 5), clock, random.Random(0)))
     try:
         await _poll_all(pollers)
+        flaky.discards, flaky.uptime = 2**32 - 60, 1_500  # counting: the rate a wrap is judged by
+        await _poll_all(pollers)
         flaky.discards, flaky.octets, flaky.uptime = 50, flaky.octets + 10**9, 2_000  # Counter32 wrapped
         steady.octets += 10**9
         await _poll_all(pollers)
@@ -84,7 +86,7 @@ async def test_wrap_and_reboot_mid_run_without_spikes(monkeypatch: pytest.Monkey
         assert _value(store, "steady", "dci_interface_receive_bytes_total") == 10**12 + 2 * 10**9
         for name in ("flaky", "steady"):
             polls = (("device", name), ("source", "snmp"), ("status", "success"))
-            assert store.value("spanwatch_polls_total", polls) == 3
+            assert store.value("spanwatch_polls_total", polls) == 4
     finally:
         for poller in pollers:
             await poller.source.close()

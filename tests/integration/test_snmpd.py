@@ -113,6 +113,21 @@ async def test_v2c_community(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> N
     assert lo(await poll_once(cfg), RX).raw
 
 
+async def test_a_wrong_community_reads_as_no_response_and_says_it_may_be_the_community(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SNMPD_COMMUNITY", "not-the-community")
+    cfg = SnmpConfig(
+        address=f"127.0.0.1:{agent.port}",
+        community_env="SNMPD_COMMUNITY",
+        modules=("if_mib",),
+        timeout="500ms",
+        retries=0,
+    )
+    with pytest.raises(TimeoutError_, match=r"no response \(wrong community\?"):
+        await poll_once(cfg)
+
+
 def loopback_traffic(datagrams: int = 200, size: int = 8000) -> int:
     """Send UDP and TCP bytes over 127.0.0.1; returns the payload bytes sent."""
     with (

@@ -326,3 +326,30 @@ def test_scaling_keeps_links(tmp_path: Path) -> None:
     result = scored(tmp_path, costs=scaled(COSTS, 1.1))
     assert result["step_error"] == pytest.approx(0.1)
     assert result["link_error"] == pytest.approx(0.1)
+
+
+def test_a_quiet_run_has_no_control_to_fail_and_passes_on_its_own_figures(tmp_path: Path) -> None:
+    # The truth's episodes cost the job nothing: a shifted log has no timing to break, so the control
+    # meets every goal as the real run does, and that must not fail the score.
+    result = scored(tmp_path, truth_doc(costs={}), costs={})
+    assert score.is_quiet(score.read_truth(tmp_path / "truth.json"))
+    assert result["failed"] == {}
+    assert not result["control"]["fails_timing_goal"]
+    assert "quiet run" in result["control"]["not_applicable"]
+    assert result["passed"], result["why"]
+    assert "not_applicable" in score.headline(result)["control"]
+
+
+def test_a_quiet_run_that_invents_a_cost_fails(tmp_path: Path) -> None:
+    invented = {s: {"L1": 0.2} for s in range(10, 30)}  # 20 clean steps blamed 200 ms each
+    result = scored(tmp_path, truth_doc(costs={}), costs=invented)
+    assert result["false_blame"] == pytest.approx(20 / 60)
+    assert result["step_error"] is None  # 4 s against no true cost: undefined, and failed
+    assert not result["passed"]
+
+
+def test_a_run_with_any_true_cost_keeps_its_control(tmp_path: Path) -> None:
+    result = scored(tmp_path, truth_doc(costs={12: {"L1": 0.002}}), costs={12: {"L1": 0.002}})
+    assert not score.is_quiet(score.read_truth(tmp_path / "truth.json"))
+    assert "not_applicable" not in result["control"]
+    assert result["control"]["fails_timing_goal"] and result["passed"], result["why"]

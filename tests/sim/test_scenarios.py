@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,12 +45,22 @@ def _run(path: Path, out: Path) -> Run:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+def runs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Run]:
+    """Every scenario's demo, each announced as it ends (the whole set takes minutes: never silent)."""
     base = tmp_path_factory.mktemp("scenarios")
     paths = sc.shipped()
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    done: dict[str, Run] = {}
     with ThreadPoolExecutor(JOBS) as pool:
-        futures = {p.stem: pool.submit(_run, p, base / p.stem) for p in paths}
-        return {name: f.result() for name, f in futures.items()}
+        futures = {pool.submit(_run, p, base / p.stem): p.stem for p in paths}
+        for future in as_completed(futures):
+            name = futures[future]
+            done[name] = run = future.result()
+            if reporter is not None:
+                reporter.write_line(
+                    f"scenario {name}: exit {run.returncode} after {run.seconds:.0f} s ({len(done)}/{len(paths)})"
+                )
+    return done
 
 
 @pytest.mark.timeout(900)

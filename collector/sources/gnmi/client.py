@@ -9,6 +9,7 @@ call, and a stalled stream is caught by the supervisor's own no-update timer ins
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal
 
@@ -17,6 +18,9 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from collector.config import GnmiConfig
 from collector.sources.gnmi.paths import SubscriptionSpec, split_path
+
+log = logging.getLogger(__name__)
+_warned_plaintext: set[str] = set()  # addresses already warned about, so a redialling stream warns once
 
 KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", 300_000),
@@ -110,18 +114,14 @@ def credentials(cfg: GnmiConfig) -> grpc.ChannelCredentials:
     """TLS (server-authenticated, or mutual when a client certificate is configured) credentials.
 
     Raises:
-        OSError: a certificate file cannot be read.
+        ConfigError: a certificate file cannot be read, or is outside the secrets directory.
     """
     tls = cfg.tls
     assert tls is not None  # the config guarantees tls xor insecure
-
-    def read(p: Any) -> bytes | None:
-        return p.read_bytes() if p is not None else None
-
     return grpc.ssl_channel_credentials(
-        root_certificates=read(tls.ca_file),
-        private_key=read(tls.key_file),
-        certificate_chain=read(tls.cert_file),
+        root_certificates=tls.read("ca_file"),
+        private_key=tls.read("key_file"),
+        certificate_chain=tls.read("cert_file"),
     )
 
 
@@ -129,7 +129,7 @@ def open_channel(cfg: GnmiConfig, extra: Iterable[tuple[str, Any]] = ()) -> grpc
     """A channel to the target: plaintext only when the config says ``insecure: true``.
 
     Raises:
-        OSError: a TLS file cannot be read.
+        ConfigError: a TLS file cannot be read.
     """
     # A decoded message costs ~25x its wire size (66 MB took 1.7 GB): cap what one message may cost.
     limit = ("grpc.max_receive_message_length", cfg.max_message_bytes)
@@ -152,6 +152,9 @@ def call_metadata(cfg: GnmiConfig) -> tuple[tuple[str, str], ...]:
         out.append(("username", cfg.username.read()))
     if cfg.password is not None:
         out.append(("password", cfg.password.read()))
+    if out and cfg.insecure and cfg.address not in _warned_plaintext:
+        _warned_plaintext.add(cfg.address)
+        log.warning("gNMI %s: username and password sent in clear (insecure: true)", cfg.address)
     return tuple(out)
 
 

@@ -23,7 +23,7 @@ import json
 import logging
 import math
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 Scalar = int | float | str | bool | bytes | None
 _MAX_CACHE = 200_000  # distinct paths per device before the decision cache is rebuilt
+# Paths of series beyond the cap remembered as such; past this many they are matched again on each update,
+# so a device announcing a million names costs CPU, not memory (issue 34).
+_MAX_OVER_CAP_CACHED = 4096
 
 
 # -- TypedValue ------------------------------------------------------------------------------------
@@ -225,13 +228,19 @@ class _Leaf:
 
 
 _NOMATCH = object()
+_OVER_CAP = object()  # the path maps to a new series while the device is at its series cap
 
 
 class Decoder:
     """Turns one device's notifications into samples and deletes, remembering decisions per path."""
 
-    def __init__(self, table: PathTable) -> None:
+    def __init__(self, table: PathTable, max_series: int | None = None) -> None:
         self.table = table
+        # The target's series cap: series beyond it are neither remembered nor decoded, only counted in
+        # ``over_cap`` (the store would drop them anyway; remembering them first is what cost memory).
+        self.max_series = max_series
+        self.over_cap = 0  # updates dropped for the cap since the source last drained it
+        self._over_cached = 0
         # prefix bytes -> path bytes -> decision (_Leaf, a base path for JSON values, or _NOMATCH)
         self._cache: dict[bytes, dict[bytes, Any]] = {}
         self._size = 0
@@ -253,10 +262,14 @@ class Decoder:
         sub = self._cache.get(pkey)
         if sub is None:
             sub = self._cache[pkey] = {}
+        over_cap = self.over_cap
+        dropped = len(self.invalid)
         out, deferred, late = self._updates(sub, prefix, n.update, ts)
         if late:
             # A reset marker changed after counters it governs were decoded (it follows them in the
             # notification): decode again, now with the new marker. Happens at start-up and on a clear.
+            self.over_cap = over_cap
+            del self.invalid[dropped:]  # counted again by the second pass
             out, deferred, _ = self._updates(sub, prefix, n.update, ts)
         if deferred:
             epochs = self._epochs
@@ -264,13 +277,17 @@ class Decoder:
                 if leaf.rule.is_epoch:
                     self._marker(leaf.epoch_key, value)
             for leaf, value in deferred:
-                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs)
+                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs, self.invalid)
                 if sample is not None:
                     out.append(sample)
         if self._size > _MAX_CACHE:
-            self._cache.clear()
-            self._size = 0
+            self._clear_cache()
         return out, gone
+
+    def _clear_cache(self) -> None:
+        self._cache.clear()
+        self._size = 0
+        self._over_cached = 0
 
     def counter_key(self, n: Any) -> tuple[bytes, ...] | None:
         """What a notification updates, when that is only counters (or unmapped paths) already decided.
@@ -312,13 +329,18 @@ class Decoder:
         for u in updates:
             val = u.val
             pb = u.path.SerializeToString()
-            leaf = sub.get(pb)
+            leaf: Any = sub.get(pb)
             if leaf is None:
-                leaf = sub[pb] = self._resolve(prefix, u.path)
+                leaf = self._resolve(prefix, u.path)
+                if leaf is not _OVER_CAP or self._remember_over_cap():
+                    sub[pb] = leaf
             if leaf is _NOMATCH:
                 continue
-            if leaf.__class__ is not _Leaf:  # the path only maps when the value is a JSON document
-                self._json(leaf, val, deferred)
+            if leaf.__class__ is not _Leaf:
+                if leaf is _OVER_CAP:
+                    self.over_cap += 1
+                else:  # the path only maps when the value is a JSON document
+                    self._json(leaf, val, deferred)
                 continue
             if leaf.plain_counter and val.WhichOneof("value") == "uint_val":  # the common case, inline
                 raw = val.uint_val
@@ -334,7 +356,7 @@ class Decoder:
                 if self._marker(leaf.epoch_key, scalar):
                     late = late or bool(out)
                 continue
-            sample = _sample(leaf, scalar, ts, epochs)
+            sample = _sample(leaf, scalar, ts, epochs, self.invalid)
             if sample is not None:
                 out.append(sample)
         return out, deferred, late
@@ -348,11 +370,18 @@ class Decoder:
         old = self._markers.get(key, _NOMATCH)
         if old == value:
             return False
+        if old is _NOMATCH and self.max_series is not None and len(self._markers) >= self.max_series:
+            return False  # a marker per series at most: the counters it would govern are beyond the cap
         self._markers[key] = value
         if old is _NOMATCH:
             return False  # the baseline (see the module docstring)
         self._epochs[key] = self._epochs.get(key, 0) + 1
         return True
+
+    def _remember_over_cap(self) -> bool:
+        """Whether one more path beyond the cap may be cached (a bounded number is)."""
+        self._over_cached += 1
+        return self._over_cached <= _MAX_OVER_CAP_CACHED
 
     def _resolve(self, prefix: Any, path: Any) -> Any:
         self._size += 1
@@ -363,7 +392,8 @@ class Decoder:
         # No leaf maps here; a JSON value at this path may still hold mapped leaves below it.
         return elems if self._maps_below(elems) else _NOMATCH
 
-    def _leaf(self, elems: list[Elem]) -> _Leaf | None:
+    def _leaf(self, elems: list[Elem]) -> Any:
+        """The decision for a leaf path: a ``_Leaf``, ``_OVER_CAP``, or None when no rule maps it."""
         rule = self.table.match(elems)
         if rule is None:
             return None
@@ -371,7 +401,11 @@ class Decoder:
         if lbls is None:
             return None
         if not rule.is_epoch:
-            self._live.setdefault((rule.metric, lbls), elems)
+            ident = (rule.metric, lbls)
+            if ident not in self._live:
+                if self.max_series is not None and len(self._live) >= self.max_series:
+                    return _OVER_CAP
+                self._live[ident] = elems
         return _Leaf(rule, lbls, rule.epoch_key(elems), elems)
 
     def _maps_below(self, elems: list[Elem]) -> bool:
@@ -391,7 +425,9 @@ class Decoder:
             return
         for path, leaf_value in flatten_json(value, base):
             leaf = self._leaf(path)
-            if leaf is not None:
+            if leaf is _OVER_CAP:
+                self.over_cap += 1
+            elif leaf is not None:
                 deferred.append((leaf, leaf_value))
 
     def prune(self, keep: Callable[[str, Labels], bool]) -> int:
@@ -404,8 +440,7 @@ class Decoder:
         for ident in gone:
             del self._live[ident]
         if gone:
-            self._cache.clear()  # cached decisions would not re-register a series that comes back
-            self._size = 0
+            self._clear_cache()  # cached decisions would not re-register a series that comes back
         return len(gone)
 
     def _deletes(self, prefix: Any, deletes: Any) -> list[tuple[str, Labels]]:
@@ -420,8 +455,7 @@ class Decoder:
                     gone.append(ident)
         if gone:
             # Deletes are rare; re-resolving paths afterwards is cheap and re-registers live series.
-            self._cache.clear()
-            self._size = 0
+            self._clear_cache()
         return gone
 
 
@@ -433,10 +467,14 @@ def _scalar(val: Any) -> Any:
     return decode_value(val)
 
 
-def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> Sample | None:
+def _sample(
+    leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int], invalid: list[str]
+) -> Sample | None:
+    """The sample of one leaf's value; None when it is no number, its reason appended to ``invalid``."""
     rule = leaf.rule
     x = number(value, rule.values)
     if x is None:
+        invalid.append(_unreadable(value, rule.values))
         return None
     if rule.counter:
         epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
@@ -449,3 +487,16 @@ def _sample(leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int]) -> 
         # a counter in other units (µs -> s): the store tracks the integers, exports scaled
         return Sample(leaf.metric, leaf.labels, raw * rule.scale, raw, 64, epoch, ts, rule.scale)
     return Sample(leaf.metric, leaf.labels, x * rule.scale, None, 64, None, ts)
+
+
+def _unreadable(value: Any, values: Mapping[str, float] | None) -> str:
+    """Why ``number`` found no number in ``value`` (the ``reason`` of spanwatch_invalid_values_total)."""
+    if isinstance(value, str) and values is not None:
+        return "unknown_enum"
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            return "not_a_number"
+        return "nan" if math.isnan(f) else "inf"
+    return "not_a_number"

@@ -153,6 +153,7 @@ class GnmiSource:
         permanent_retry: float | None = 600.0,
         skew_warning: float = 1.0,
         channel_factory: Callable[[GnmiConfig], grpc.aio.Channel] | None = None,
+        max_series: int | None = None,
     ) -> None:
         self.device = device
         self.cfg = cfg
@@ -163,7 +164,7 @@ class GnmiSource:
         self.permanent_retry = permanent_retry
         self.skew_warning = skew_warning
         self.channel_factory = channel_factory or open_channel
-        self.decoder = Decoder(combined_table(self.sets))
+        self.decoder = Decoder(combined_table(self.sets), max_series)
         self.offset = ClockOffset()
         self.status = "idle"
         self.responses = 0  # SubscribeResponses handled (tests wait on it)
@@ -475,6 +476,9 @@ class GnmiSource:
             for reason in self.decoder.invalid:
                 store.invalid(self.device, SOURCE, reason)
             self.decoder.invalid.clear()
+            if self.decoder.over_cap:
+                store.series_dropped(self.device, SOURCE, self.decoder.over_cap)
+                self.decoder.over_cap = 0
         if gone and flush is not None:
             flush()
         for metric, lbls in gone:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 
@@ -32,6 +33,8 @@ Rows = dict[Oid, dict[int, tuple[int, object]]]
 """index suffix -> column -> (tag, value)."""
 
 _LANE = re.compile(r"(?i)\blane\s*(\d+)")
+TICKS_WRAP = 1 << 32  # sysUpTime (TimeTicks) wraps here, after 497 days
+UPTIME_SLACK_SECONDS = 5.0  # a poll's own duration and jitter
 
 
 def text(value: object) -> str:
@@ -116,16 +119,28 @@ class Epochs:
     def __init__(self) -> None:
         self.boots = 0
         self.uptime: int | None = None
+        self._uptime_at: float | None = None  # monotonic seconds of the last sysUpTime reading
         self.per_ifindex: dict[int, object] = {}
         self._last: dict[int | None, tuple[object, ...]] = {}  # ifindex -> its epoch as last handed out
 
-    def see_uptime(self, ticks: int | None) -> bool:
-        """Fold a sysUpTime reading in; True when it went backwards (the device rebooted)."""
+    def see_uptime(self, ticks: int | None, now: float | None = None) -> bool:
+        """Fold a sysUpTime reading in (``now``: monotonic seconds); True when it went backwards (the device
+        rebooted).
+
+        sysUpTime is TimeTicks, 32 bits of centiseconds: it wraps after 497 days without a reboot. A
+        decrease that is exactly the time elapsed since the last reading, counted across 2^32, is that
+        wrap, not a reboot (a false reboot resets every counter of the device).
+        """
+        now = time.monotonic() if now is None else now
         rebooted = ticks is not None and self.uptime is not None and ticks < self.uptime
+        if rebooted and self._uptime_at is not None and ticks is not None and self.uptime is not None:
+            across = (ticks + TICKS_WRAP - self.uptime) / 100.0
+            elapsed = now - self._uptime_at
+            rebooted = across > elapsed * 1.1 + UPTIME_SLACK_SECONDS
         if rebooted:
             self.boots += 1
         if ticks is not None:
-            self.uptime = ticks
+            self.uptime, self._uptime_at = ticks, now
         return rebooted
 
     def of(self, ifindex: int | None) -> Hashable:
@@ -321,8 +336,9 @@ def prefer(primary: list[Sample], fallback: list[Sample]) -> list[Sample]:
 def combine(samples: list[Sample]) -> list[Sample]:
     """Sum samples that land on the same series (counters: exact integer sum).
 
-    A sum of Counter32 parts no longer wraps at 2^32, so a summed counter is marked 64 bits wide: a
-    decrease then reads as a reset rather than a wrap (safe: no false spike).
+    A sum of Counter32 parts stays 32 bits wide: a decrease is then read as wraps of its parts, judged by
+    the counter's bound (``counters.advance``), not as a reset whose whole new sum Prometheus would count
+    (a +3.0e9 spike when one part wrapped). A sum with a 64-bit part is 64 bits wide.
     """
     seen: dict[tuple[str, tuple[tuple[str, str], ...]], Sample] = {}
     out: list[Sample] = []
@@ -336,7 +352,7 @@ def combine(samples: list[Sample]) -> list[Sample]:
         if first.raw is not None and s.raw is not None:
             first.raw += s.raw
             first.value = float(first.raw)
-            first.width = 64
+            first.width = max(first.width, s.width)
         else:
             first.value += s.value
     return out

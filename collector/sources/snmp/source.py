@@ -193,7 +193,7 @@ class SnmpSource:
     async def _read_uptime(self) -> None:
         (_, tag, value), *_ = await self.walker.get([SYS_UPTIME])
         ticks = value if tag == 0x43 and isinstance(value, int) else None
-        if self.epochs.see_uptime(ticks):
+        if self.epochs.see_uptime(ticks, self.clock.monotonic()):
             self.reboots += 1
             log.info("%s: sysUpTime went backwards: the device rebooted", self.device)
 

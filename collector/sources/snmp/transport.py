@@ -122,6 +122,11 @@ def agent_gate(host: str, port: int) -> asyncio.Lock:
     return per_loop.setdefault((host, port), asyncio.Lock())
 
 
+NO_V2C_RESPONSE = (
+    "no response (wrong community? an agent ignores an unknown one; or the agent is unreachable)"
+)
+
+
 class V2cWalker:
     """SNMPv2c GET/GETBULK with the ``ber`` codec.
 
@@ -225,7 +230,9 @@ class V2cWalker:
             raise InvalidResponse(f"{where}: only replies that failed the receive checks ({dropped})")
         if proto.garbage > garbage:
             raise InvalidResponse(f"{where}: only undecodable datagrams received")
-        raise TimeoutError_(f"{where}: no response")
+        # An agent drops a request with a community it does not know, silently (RFC 3584 4.1): from here a
+        # wrong community and an unreachable agent look alike, so the message names both.
+        raise TimeoutError_(f"{where}: {NO_V2C_RESPONSE}")
 
     async def close(self) -> None:
         if self._transport is not None:
@@ -298,6 +305,10 @@ class V3Walker(V2cWalker):
         except usm.Drop as e:
             self._suspect |= e.reason == "time_window"
             raise Dropped(e.reason, str(e)) from None
+        if sent.discovery and msg.pdu_tag != REPORT:
+            # The discovery probe is answered by a Report (RFC 3414 4); a Response to it can only be a
+            # forgery (its msgID is in clear), and taking it would end discovery with no engine ID.
+            raise Dropped("discovery", "a Response to the engine discovery probe, where a Report is due")
         if msg.authenticated:
             self.engine.learn(msg.boots, msg.time, now)
             self._suspect = False

@@ -60,7 +60,7 @@ def test_pass_needs_coverage() -> None:
 def test_sections(small_analysis: tuple[Path, Path, Path]) -> None:
     report = _build(small_analysis)
     g = report.glance
-    assert (g.steps, g.ranks, g.events, g.inflated_steps, g.distance_km) == (10, 1, 2, 2, 100.0)
+    assert (g.steps, g.ranks, g.events, g.hurt_steps, g.distance_km) == (10, 1, 2, 2, 100.0)
     assert g.exposed_total_seconds == pytest.approx(0.4)
     assert report.timeline.t[:3] == [0.0, 1.0, 2.0] and len(report.timeline.bands) == 2
     assert (

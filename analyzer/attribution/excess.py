@@ -1,0 +1,181 @@
+"""Step 1, the excess: each line's seconds over its clean baseline (per rank, cycle position and time), its
+noise, and which lines may read a gain; the job's communication cycle."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.attribution.rules import (
+    BASELINE_SECONDS,
+    BASELINE_WINDOWS_PER_SPAN,
+    CYCLE_MIN_REPEATS,
+    CYCLE_NOISE_FLOOR_SECONDS,
+    CYCLE_SLOW_LEVELS,
+    CYCLE_SLOW_QUANTILE,
+    CYCLE_STEPS,
+    CYCLES,
+    MAD_TO_SIGMA,
+    SIGNIFICANT_SIGMAS,
+)
+
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+baseline = median(measure of clean lines: same rank, same cycle position, within +-BASELINE_SECONDS/2)
+excess   = (measure - baseline) * n                         seconds over the line's n steps
+sigma    = MAD_TO_SIGMA * median over clean lines(|measure - baseline| * sqrt(n))
+noise    = sigma * sqrt(n)
+cycle    = smallest N in CYCLES whose slow position's CYCLE_SLOW_QUANTILE exceeds the next position's
+           median by CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise, the others agreeing within it
+"""
+
+
+def cycle(durations: pl.DataFrame) -> int:
+    """The job's communication cycle: the smallest N for which exactly one position (step mod N) is slower
+    than all the others by more than the clean steps' noise while the others agree within it (DiLoCo
+    syncs once every N steps), else 1.
+
+    Args:
+        durations: ``step``, ``seconds`` of clean single steps.
+    """
+    if durations.height < CYCLE_MIN_REPEATS * max(CYCLES):
+        return 1
+    # A cycle repeats: a run's first CYCLE_STEPS clean steps show it as well as all of them.
+    durations = durations.sort("step").head(CYCLE_STEPS)
+    for size in CYCLES:
+        groups = durations.group_by(position=pl.col("step") % size).agg(
+            median=pl.col("seconds").median(),
+            low=pl.col("seconds").quantile(CYCLE_SLOW_QUANTILE),
+            mad=(pl.col("seconds") - pl.col("seconds").median()).abs().median(),
+        )
+        ordered = groups.sort("median", descending=True)
+        rest = ordered["median"].to_list()[1:]
+        noise = float(groups["mad"].median() or 0.0) * MAD_TO_SIGMA  # type: ignore[arg-type]
+        level = SIGNIFICANT_SIGMAS * max(noise, CYCLE_NOISE_FLOOR_SECONDS)
+        # Every step of the slow position is slow (a sync), not half of them (a checkpoint every 2N).
+        if ordered["low"][0] - rest[0] > CYCLE_SLOW_LEVELS * level and rest[0] - rest[-1] <= level:
+            return size
+    return 1
+
+
+def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
+    """Per rank (and position in the cycle, for single steps): the median and noise of clean lines' seconds
+    per step (clean: no physical cause); all lines when none is clean. A line with a wall clock takes the
+    median of the clean lines around it (``local_baselines``) where there are any.
+
+    Args:
+        lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate), and
+            ``lo`` where known.
+        size: the communication cycle (``cycle``).
+    """
+    position = pl.when(pl.col("n") == 1).then(pl.col("step") % size).otherwise(-1)
+    keyed = lines.with_columns(position=position)
+    clean = pl.col("physics") <= 0
+    med = pl.coalesce(pl.col("per_step").filter(clean).median(), pl.col("per_step").median())
+    base = keyed.group_by("rank", "position").agg(baseline=med)
+    if "lo" in keyed.collect_schema().names():
+        base = base.join(keyed.select("rank", "position", "step"), on=["rank", "position"])
+        base = base.join(local_baselines(keyed), on=["rank", "step"], how="left")
+        base = base.select("rank", "step", baseline=pl.coalesce("local", "baseline"))
+    keyed = keyed.join(base, on=[c for c in base.collect_schema().names() if c != "baseline"])
+    # A line's seconds per step average its n steps: its deviation times the root of n is one step's.
+    deviation = (pl.col("per_step") - pl.col("baseline")).abs() * pl.col("n").sqrt()
+    noise = keyed.group_by("rank").agg(
+        sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA
+    )
+    # In a cycle (DiLoCo's outer sync every N steps) the positions far quicker than the slowest carry no
+    # communication: no network time can be theirs.
+    keyed = keyed.join(noise, on="rank").with_columns(
+        usual=pl.col("baseline").median().over("rank", "position")
+    )
+    quiet = (pl.col("position") >= 0) & (
+        pl.col("usual") < pl.col("usual").max().over("rank") - SIGNIFICANT_SIGMAS * pl.col("sigma")
+    )
+    return keyed.with_columns(communicates=~quiet).drop("position", "usual")
+
+
+def local_baselines(keyed: pl.LazyFrame) -> pl.LazyFrame:
+    """Per line with a wall clock, the median seconds per step of the clean lines of its rank and cycle
+    position within +-``BASELINE_SECONDS`` / 2: step times drift (a shared host, a data pipeline, thermal
+    limits), and a run-wide median reads the drift as excess, or hides an episode under it.
+
+    Returns:
+        ``rank``, ``step``, ``local`` (null where no clean line is near).
+    """
+    by = ["rank", "position"]
+    timed = keyed.filter(pl.col("lo").is_not_null()).sort("lo")
+    full, half = round(BASELINE_SECONDS * 1e6), round(BASELINE_SECONDS * 1e6 / 2)
+    clean = pl.col("per_step").filter(pl.col("physics") <= 0)
+    # Windows of BASELINE_SECONDS every quarter of that (a rolling median per line costs a median of a
+    # window's lines per line); each line takes the window centred nearest to it.
+    windows = (
+        timed.group_by_dynamic(
+            "lo",
+            every=f"{full // BASELINE_WINDOWS_PER_SPAN}us",
+            period=f"{full}us",
+            offset=f"-{half}us",
+            group_by=by,
+        )
+        .agg(local=clean.median())
+        .select(*by, "local", centre=pl.col("lo") + pl.duration(microseconds=half))
+        .sort("centre")
+    )
+    near = timed.join_asof(
+        windows, left_on="lo", right_on="centre", by=by, strategy="nearest", check_sortedness=False
+    )
+    return near.select("rank", "step", "local")
+
+
+def reads_a_gain(*block: str) -> pl.Expr:
+    """Whether a line's ratio of ``excess`` to ``physics`` measures the physics' gain in its ``block``: the
+    line's excess is past the noise, and the physics shows in it, either on its own (past the line's noise)
+    or as the block's typical (median) line's excess past the noise (physics whose size the counters miss,
+    such as loss recovery, shows over its whole block). Physics within the noise of a block whose lines
+    mostly show nothing: one line past the noise there is something else's (a straggler's wait, a
+    checkpoint), and its ratio would scale every line of the block by it."""
+    past = pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise")
+    visible = pl.col("physics") >= pl.col("noise")
+    typical = pl.col("excess").median().over(*block)
+    typical_noise = pl.col("noise").median().over(*block)
+    return past & (visible | (typical > SIGNIFICANT_SIGMAS * typical_noise))
+
+
+def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Each line's measured excess over its baseline, its noise, and the joint gain of its block.
+
+    A block is a run of consecutive lines with a physical cause on any link; its joint gain is the measured
+    excess per unit of (unscaled) physics over its lines that read a gain (``reads_a_gain``): the fallback
+    for a link that is never the only cause in its own block.
+
+    Args:
+        lines: ``baselines`` output.
+
+    Returns:
+        ``lines`` with ``excess`` (seconds over the line's steps), ``noise``, ``joint_gain`` and
+        ``block_measured`` (the block's mean excess is past its standard error).
+    """
+    excess = ((pl.col("per_step") - pl.col("baseline")) * pl.col("n")).alias("excess")
+    caused = pl.col("physics") > 0
+    ordered = lines.with_columns(excess, noise=pl.col("sigma") * pl.col("n").sqrt()).sort("rank", "step")
+    block = (caused != caused.shift(1).over("rank")).fill_null(True).cum_sum().over("rank")
+    ratio = (pl.col("excess") / pl.col("physics")).filter("reads")
+    # A block whose mean excess lies within its standard error measured no cost: a line of it past the
+    # noise by chance is still noise.
+    block_noise = (pl.col("sigma") ** 2 * pl.col("n")).sum().sqrt() / pl.col("n").sum()
+    block_measured = pl.col("excess").sum() / pl.col("n").sum() > SIGNIFICANT_SIGMAS * block_noise
+    return (
+        ordered.with_columns(block=block)
+        .with_columns(reads=caused & reads_a_gain("rank", "block"))
+        .with_columns(
+            joint_gain=ratio.median().over("rank", "block"),
+            block_measured=block_measured.over("rank", "block"),
+        )
+        .drop("block", "reads")
+    )
+
+
+def judge(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Each line's excess, noise and joint gain (``measured``) over its baseline (``baselines``) in the job's
+    communication cycle (``cycle``, read from the clean single steps), and that cycle."""
+    singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
+    size = cycle(singles)
+    return measured(baselines(lines.lazy(), size)).collect(), size

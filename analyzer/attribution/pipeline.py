@@ -1,0 +1,87 @@
+"""The method's entry: one call per step of ``../shared/design/measurement.md``, in the order of
+``docs/method.md`` (its formulas and every number are there):
+
+1. ``lines``: each logged line (a step, or an interval of N steps weighted by N) and its measure (exposed
+   communication where measured, else the step's duration);
+2. ``steady``: the clean network's cost per link (round trips, serialization of the job's bytes);
+3. ``episode``: what each link added, from the physics of the job's traffic class, on a regular grid;
+4. ``skew``: the host-vs-switch clock skew, by cross-correlation;
+5. ``step_windows``: each step's physics per link, over its collectives' windows;
+6. ``excess``: each line's excess over its clean baseline, and its noise;
+7. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
+   the excess by their errors; the rest ``unexplained``;
+8. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.attribution.episode import floor, grid_physics, poll_seconds, read_grid, with_job_rates
+from analyzer.attribution.excess import judge
+from analyzer.attribution.lines import expand, read_lines
+from analyzer.attribution.placement import steps_placed
+from analyzer.attribution.reconcile import network_time
+from analyzer.attribution.skew import find_skew
+from analyzer.attribution.steady import JobFigures, job_rates, link_bytes, steady
+from analyzer.attribution.step_windows import lines_with_physics, physics_per_step
+from analyzer.attribution.tables import Blame, outputs
+
+
+def attribute(
+    parsed_steps: pl.DataFrame,
+    readings: pl.DataFrame,
+    ends: pl.DataFrame,
+    round_trips: pl.DataFrame,
+    members: pl.DataFrame,
+    job: JobFigures,
+    skew_seconds: float | None = None,
+    evidence: pl.DataFrame | None = None,
+) -> Blame:
+    """The whole method: steps split, steady figures, physics, skew, reconciliation, placement.
+
+    Args:
+        parsed_steps: ``schemas.STEPS`` rows of every log.
+        readings: ``physics.READINGS`` rows of the telemetry.
+        ends: ``physics.MEMBERS`` rows.
+        round_trips: ``link``, ``rtt_seconds`` (probes).
+        members: ``topology.link_members`` output.
+        job: the job's figures.
+        skew_seconds: a known host-minus-switch skew, or None to estimate it.
+        evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
+            profiler or NCCL timings): the step's measure instead of its duration; a step without it takes
+            its log's own communication time where the log has one (``logged_communication_seconds``).
+
+    Returns:
+        The blame.
+    """
+    lines = read_lines(parsed_steps, evidence)
+    steps = expand(lines.lazy()).collect()
+    median_step = float(lines["duration"].median() or 0.0)  # type: ignore[arg-type]
+    poll = poll_seconds(readings)
+    grid, amounts = read_grid(readings, median_step)
+    rates = job_rates(amounts)
+    links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
+    # A row per grid cell and link end: one copy held at a time (peak memory), none past the physics.
+    amounts = with_job_rates(amounts, rates)
+    cells, signal = grid_physics(grid, amounts, ends, links, poll)
+    del amounts
+    correlation = None
+    if skew_seconds is None:
+        skew_seconds, correlation = find_skew(lines, signal)
+    steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
+    lines = lines_with_physics(lines, steps, caused)
+    judged, size = judge(lines)
+    around = max(1, round(poll / median_step)) if median_step > 0 else 1
+    judged, gains, shares, steps = network_time(judged, caused, steps, around)
+    steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
+    summary: dict[str, object] = {
+        "skew_seconds": skew_seconds,
+        "skew_correlation": correlation,
+        "skew_estimated": correlation is not None,
+        "communication_cycle_steps": size,
+        "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
+        "interval_lines": int((lines["n"] > 1).sum()),
+        "lines_not_placeable": int(lines["lo"].is_null().sum()),
+    }
+    return outputs(steps, judged, shares, links, summary)

@@ -1,0 +1,177 @@
+"""Step 3, reconciliation: each link's physics scaled by its measured gain, shared between a step's links
+(the airport game), and weighed against the measured excess by their errors."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.attribution.excess import reads_a_gain
+from analyzer.attribution.lines import STEP as _STEP
+from analyzer.attribution.rules import (
+    AGREE_SIGMAS,
+    ALLOWANCE_SIGMAS,
+    ALONE_SHARE,
+    GATE_SIGMAS,
+    MAD_TO_SIGMA,
+    MIN_ERROR_LINES,
+    PHYSICS_ERROR,
+    PHYSICS_ERROR_FLOOR,
+    SIGNIFICANT_SIGMAS,
+)
+
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+gain(link, block) = median(excess / physics) over lines where the link holds >= ALONE_SHARE of the physics
+                    and the excess is past SIGNIFICANT_SIGMAS * noise (else the block's joint gain, else 1)
+scaled            = sum over steps of the airport-game (Shapley) split of max over links(gain * physics)
+network           = 0 unless excess > GATE_SIGMAS * noise and the block's mean excess is measured;
+                    w * excess + (1 - w) * scaled   where |excess - scaled| <= AGREE_SIGMAS * sqrt(vp + vn),
+                    min(scaled, excess + ALLOWANCE_SIGMAS * noise) elsewhere
+vp = (err * scaled)^2 + (spread / 2)^2,  vn = noise^2,  w = vp / (vp + vn)
+err = the MAD of (excess - scaled) / scaled beyond the timing noise, in [PHYSICS_ERROR_FLOOR, PHYSICS_ERROR]
+      (PHYSICS_ERROR with fewer than MIN_ERROR_LINES lines)
+unexplained = max(excess, 0) - network
+"""
+
+
+def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """Split a step's physical extra time (the largest link's: a phase ends with its slowest link) over its
+    links: each increment of lateness equally among the links at least that late (the airport game).
+
+    Args:
+        per_link: ``keys``, ``link``, ``physics``.
+        keys: the columns naming one step.
+
+    Returns:
+        ``per_link`` with ``share`` (summing to the largest ``physics`` of the step).
+    """
+    ordered = per_link.sort([*keys, "physics"])
+    k = pl.int_range(pl.len()).over(keys)
+    n = pl.len().over(keys)
+    layer = (pl.col("physics") - pl.col("physics").shift(1).over(keys).fill_null(0.0)) / (n - k)
+    return ordered.with_columns(share=layer.cum_sum().over(keys))
+
+
+def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
+    """Per (rank, line, link): the measured excess per unit of the link's own physics.
+
+    Loss recovery and congestion-control cuts have no magnitude in 1 s counters, but their timing and their
+    link do, and each cause on each link is off by its own factor: the gain is read per link, over each run
+    of consecutive lines where the link has a cause (its block), from the lines where it is the only cause
+    (``ALONE_SHARE`` of the line's physics) and which read a gain (``reads_a_gain``). A link never alone
+    takes its line's joint gain (``measured``), else 1.
+
+    Args:
+        lines: ``measured`` output.
+        cells: ``rank``, ``line``, ``link``, ``physics`` (unscaled, per step of the line).
+
+    Returns:
+        ``rank``, ``line``, ``link``, ``gain``.
+    """
+    per_line = cells.group_by("rank", "line", "link").agg(pl.col("physics").sum())
+    order = (
+        lines.select("rank", "excess", "noise", "joint_gain", line="step")
+        .sort("rank", "line")
+        .with_columns(no=pl.int_range(pl.len()).over("rank"))
+    )
+    rows = per_line.join(order, on=["rank", "line"]).sort("rank", "link", "no")
+    block = ((pl.col("no") - pl.col("no").shift(1).over("rank", "link")) != 1).fill_null(True)
+    # Columns first: a window inside another window's group would see only that group.
+    alone = pl.col("physics") >= ALONE_SHARE * pl.col("physics").sum().over("rank", "line")
+    rows = rows.with_columns(block=block.cum_sum().over("rank", "link"))
+    rows = rows.with_columns(readable=alone & reads_a_gain("rank", "link", "block"))
+    own = (pl.col("excess") / pl.col("physics")).filter("readable").median().over("rank", "link", "block")
+    return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
+
+
+def timing_spread(lines: pl.LazyFrame, around: int) -> pl.LazyFrame:
+    """``spread``: how much a line's scaled physics changes within ``around`` lines of it (one poll
+    interval each way): a reading covers its whole interval, so physics that rises or falls within one
+    is known only that well in time (an episode's first and last steps)."""
+    size = 2 * around + 1
+    scaled = pl.col("scaled")
+    high = scaled.rolling_max(size, min_samples=1, center=True).over("rank", order_by="step")
+    low = scaled.rolling_min(size, min_samples=1, center=True).over("rank", order_by="step")
+    return lines.with_columns(spread=high - low)
+
+
+def physics_error() -> pl.Expr:
+    """The relative error of the rank's scaled physics, read from the lines where both measures saw a
+    cost: what their differences spread beyond the timing noise, relative to the physics (robust: MAD),
+    between ``PHYSICS_ERROR_FLOOR`` and ``PHYSICS_ERROR`` (the bound when too few lines tell)."""
+    both = (pl.col("scaled") > 0) & (pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise"))
+    residual = ((pl.col("excess") - pl.col("scaled")) / pl.col("scaled")).filter(both)
+    spread = MAD_TO_SIGMA * (residual - residual.median()).abs().median()
+    relative_noise = (pl.col("noise") / pl.col("scaled")).filter(both).median()
+    beyond = (spread**2 - relative_noise**2).clip(lower_bound=0.0).sqrt()
+    told = both.sum() >= MIN_ERROR_LINES
+    error = pl.when(told).then(beyond.clip(PHYSICS_ERROR_FLOOR, PHYSICS_ERROR)).otherwise(PHYSICS_ERROR)
+    return error.over("rank")
+
+
+def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """Each line's network time: its scaled physics, never more than the measured excess allows.
+
+    A line whose excess is past ``GATE_SIGMAS`` of its noise may be blamed its scaled physics up to the
+    excess plus ``ALLOWANCE_SIGMAS`` of noise (the physics is steadier than one line's timing); a line
+    within the noise is blamed nothing (the physics smeared over a poll reaches its neighbours; a cost
+    below the noise cannot be told from it). A checkpoint or a stall inside an episode keeps its compute
+    time as compute (``unexplained``). The quiet steps of a communication cycle are never blamed.
+
+    Args:
+        lines: ``measured`` output with ``scaled`` (the line's physics, each link's scaled by its gain) and
+            ``spread`` (``timing_spread``).
+
+    Returns:
+        ``lines`` with ``network`` and ``unexplained`` (seconds over the line's steps).
+    """
+    above = pl.col("excess") > GATE_SIGMAS * pl.col("noise")
+    # Two measures of one quantity: the line's excess (off by its timing noise) and its scaled physics
+    # (off by ``physics_error`` of itself, and by half its change within a poll: ``timing_spread``).
+    # Where they agree within their errors, the estimate weighs each by the inverse of its variance; where
+    # the excess is far above the physics the rest is compute (a checkpoint, a stall), and the scaled
+    # physics stands, capped.
+    physics_var = (physics_error() * pl.col("scaled")) ** 2 + (pl.col("spread") / 2) ** 2
+    noise_var = pl.col("noise") ** 2
+    weight = physics_var / (physics_var + noise_var)
+    agree = (pl.col("excess") - pl.col("scaled")).abs() <= AGREE_SIGMAS * (physics_var + noise_var).sqrt()
+    blended = weight * pl.col("excess") + (1 - weight) * pl.col("scaled")
+    capped = pl.col("scaled").clip(upper_bound=pl.col("excess") + ALLOWANCE_SIGMAS * pl.col("noise"))
+    network = (
+        pl.when(~pl.col("communicates") | ~pl.col("block_measured") | ~above | (pl.col("scaled") <= 0))
+        .then(0.0)
+        .when(agree)
+        .then(blended)
+        .otherwise(capped)
+    )
+    out = lines.with_columns(network=network)
+    return out.with_columns(unexplained=pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))
+
+
+def network_time(
+    judged: pl.DataFrame, caused: pl.DataFrame, steps: pl.DataFrame, around: int
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Each line's network time: its links' physics scaled by their gains (``link_gains``), shared per step
+    (``shapley``), summed over the line and weighed against its excess (``reconcile``).
+
+    Args:
+        judged: ``excess.judge`` output.
+        caused: ``step_windows.physics_per_step``' caused steps.
+        steps: ``step_windows.physics_per_step``' steps.
+        around: lines in one poll interval (``timing_spread``).
+
+    Returns:
+        (the judged lines with ``network`` and ``unexplained``, the gains, the steps' link shares, the steps
+        with their scaled physics ``step_physics``).
+    """
+    gains = link_gains(judged, caused)
+    scaled = caused.join(gains, on=["rank", "line", "link"]).with_columns(
+        physics=pl.col("physics") * pl.col("gain")
+    )
+    shares = shapley(scaled.lazy(), _STEP).collect()
+    step_total = shares.group_by(_STEP).agg(step_physics=pl.col("physics").max())
+    steps = steps.join(step_total, on=_STEP, how="left").with_columns(pl.col("step_physics").fill_null(0.0))
+    line_scaled = steps.group_by("rank", "line").agg(scaled=pl.col("step_physics").sum())
+    scaled_lines = judged.lazy().join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
+    scaled_lines = scaled_lines.with_columns(pl.col("scaled").fill_null(0.0))
+    return reconcile(timing_spread(scaled_lines, around)).collect(), gains, shares, steps

@@ -1,0 +1,110 @@
+"""Step 2, the steady cost: what a clean network costs each step per link (round trips and serialization of
+the job's bytes at the link's capacity), and the job's bytes per link it rests on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from analyzer.attribution.rules import JOB_LINK_SHARE, MAD_TO_SIGMA, STEADY_ROUND_TRIPS
+
+# The step's formula (``docs/method.md``; the capitals are ``rules``).
+FORMULA = """\
+bytes(link)  = job bytes per step * rate(link) / sum rate      (0 below JOB_LINK_SHARE)
+steady(link) = bytes(link) / capacity(link) + STEADY_ROUND_TRIPS * rtt(link)
+"""
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """What the analysis knows of the job.
+
+    Attributes:
+        bytes_per_step: the job's cross-site bytes per step and direction, all links (None: measured).
+        traffic_class: the job's traffic class (None: no queue can be read).
+    """
+
+    bytes_per_step: float | None = None
+    traffic_class: str | None = None
+
+
+def steady(
+    members: pl.DataFrame,
+    ends: pl.DataFrame,
+    round_trips: pl.DataFrame,
+    bytes_per_step: pl.DataFrame,
+) -> pl.DataFrame:
+    """Per link the clean network's cost: round trip (probes, else fibre) and serialization of the job's
+    bytes per step at the link's capacity (the smaller end's summed member speeds).
+
+    Args:
+        members: ``topology.link_members`` output (``rtt_seconds`` from the fibre).
+        ends: ``physics.MEMBERS`` rows.
+        round_trips: ``link``, ``rtt_seconds`` from the probes.
+        bytes_per_step: ``link``, ``bytes`` (the job's bytes per step and direction on the link).
+
+    Returns:
+        ``link``, ``round_trip_seconds``, ``serialization_seconds``, ``capacity``, ``bytes``.
+    """
+    fibre = members.group_by("link").agg(fibre=pl.col("rtt_seconds").first())
+    capacity = ends.group_by("link").agg(capacity=pl.col("capacity").min())
+    probes = round_trips.select("link", probe="rtt_seconds")
+    links = pl.concat([fibre.select("link"), capacity.select("link")]).unique()
+    table = (
+        links.join(fibre, on="link", how="left")
+        .join(probes, on="link", how="left")
+        .join(capacity, on="link", how="left")
+        .join(bytes_per_step, on="link", how="left")
+    )
+    # No job-class counters anywhere and no declared bytes: the job's bytes per link are unknown (null),
+    # and every link may be the job's; with some known, a link without any carries none of them.
+    known = bytes_per_step.height > 0
+    amount = pl.col("bytes").fill_null(0.0) if known else pl.col("bytes")
+    serialization = pl.when(pl.col("capacity") > 0).then(amount / pl.col("capacity"))
+    return table.select(
+        "link",
+        round_trip_seconds=pl.coalesce("probe", "fibre"),
+        serialization_seconds=serialization,
+        capacity="capacity",
+        bytes=amount,
+    ).sort("link")
+
+
+def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
+    """Per link end the job class's typical transmit rate (median over the steps' windows): the job's own
+    traffic, since other traffic in its class comes in episodes; and how much that rate varies from window
+    to window (``rate_noise``: the MAD as a standard deviation), as step times drift and windows cut steps
+    unevenly."""
+    rate = pl.col("sent") / pl.col("seconds")
+    noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
+    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise)
+
+
+def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
+    """The job's bytes per step and direction per link: its total spread as the job class's typical rates
+    spread (ECMP by flow), or, without a declared total, the rate times the median step."""
+    per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean())
+    if not float(per_link["rate"].sum()) > 0:  # no job-class counters: the spread is unknown
+        return per_link.clear().select("link", bytes=pl.col("rate"))
+    share = pl.col("rate") / pl.col("rate").sum()
+    total = pl.lit(job.bytes_per_step) * share if job.bytes_per_step else pl.col("rate") * step_seconds
+    out = per_link.with_columns(share=share).select(
+        "link", bytes=pl.when(share >= JOB_LINK_SHARE).then(total)
+    )
+    return out.with_columns(pl.col("bytes").fill_null(0.0))
+
+
+def steady_seconds(links: pl.DataFrame) -> float | None:
+    """The run's steady cost per step: the slowest link's serialization plus ``STEADY_ROUND_TRIPS`` round
+    trips (None when no link has one).
+
+    Args:
+        links: ``steady`` output.
+    """
+    path = links.select(
+        "link",
+        steady=pl.col("serialization_seconds").fill_null(0.0)
+        + STEADY_ROUND_TRIPS * pl.col("round_trip_seconds").fill_null(0.0),
+    ).filter(pl.col("steady") > 0)
+    return path["steady"].max() if path.height else None  # type: ignore[return-value]

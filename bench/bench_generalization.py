@@ -1,0 +1,198 @@
+"""The method on scenarios it has never seen: N random scenario files, each recorded, analysed and scored.
+
+The files are drawn by ``spanwatch scenarios sample`` from fresh seeds (printed, so a run can be repeated
+with ``--seed``); each runs through ``spanwatch demo --fast`` (the fabric in simulated time, no sockets) or,
+with ``--path real``, the real-time demo over real SNMP and gNMI. Two at a time by default (this machine has
+two cores). Printed, as Markdown:
+
+- per figure of the scoring table: the share of runs that meet its goal, p50, p90 and the worst value;
+- the control: the share of runs with network cost whose control fails (quiet runs have none);
+- the share of runs that meet every goal (``passed``), the figure that counts;
+- every failing seed with its failed figures and what the scenario holds (the shape of the failure),
+  and the failure shapes counted.
+
+Run: ``.venv/bin/python bench/bench_generalization.py [--count 200] [--seed S] [--jobs 2] [--path fast|real]
+[--out DIR] [--rows FILE.jsonl]``; ``--report FILE.jsonl`` prints the report of rows already written (each
+run's row is appended as it ends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from spanwatch.sim import families
+from spanwatch.sim import scenario as sc
+
+RUN_TIMEOUT_S = {"fast": 600.0, "real": 1200.0}  # a run past this is a failure of its own (a hang)
+# The scoring table's figures, in its order; their goals are read from each score.json (``goals``): the
+# bench reads the scorer's files, as the scorer reads the analyzer's.
+FIGURES = (
+    "step_error",
+    "false_blame",
+    "link_error",
+    "misplaced_blame",
+    "event_recall",
+    "event_precision",
+    "steady_error",
+)
+
+
+def fresh_seed() -> int:
+    """A seed nobody chose: 6 digits, so it is easy to quote."""
+    return int.from_bytes(os.urandom(4), "big") % 900_000 + 100_000
+
+
+def shape(path: Path) -> str:
+    """What a scenario holds, in a few words: its job, log, links and episode kinds."""
+    s = sc.load(path)
+    job = s.job.parallelism + (f"/{s.job.sync_every}" if s.job.parallelism == "diloco" else "")
+    kinds = Counter(e.kind for e in s.episodes)
+    lossy = sum(not link.lossless for link in s.links)
+    return (
+        f"{job}, {s.job.log.format}/{s.job.log.every}, skew {s.job.clock_skew:+.1f}s, {len(s.links)} links "
+        f"({lossy} lossy), " + ", ".join(f"{k}x{n}" for k, n in sorted(kinds.items()))
+    )
+
+
+def run_one(path: Path, out: Path, mode: str) -> dict[str, Any]:
+    """Record, analyse and score one file; its figures, whether it passed and its wall time."""
+    cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "warning", "demo", "--scenario", str(path)]
+    cmd += ["--out", str(out), *(["--fast"] if mode == "fast" else [])]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S[mode])
+        rc, err = done.returncode, done.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = -1, f"timed out after {RUN_TIMEOUT_S[mode]:g} s"
+    row: dict[str, Any] = {
+        "seed": int(path.stem.split("-")[-1]),
+        "wall_s": round(time.monotonic() - start, 1),
+    }
+    row["shape"] = shape(path)
+    try:
+        result = json.loads((out / "score.json").read_text())
+    except (OSError, ValueError):
+        tail = err.strip().splitlines()[-1:] or ["no output"]
+        return {**row, "passed": False, "failed": [f"run: exit {rc}: {tail[0][:200]}"]}
+    control = result["control"]
+    row.update({name: result[name] for name in FIGURES})
+    row["goals"] = result["goals"]
+    row["met"] = {name: name not in result["failed"] for name in FIGURES}
+    row["passed"] = bool(result["passed"])
+    row["quiet"] = "not_applicable" in control
+    row["control_fails"] = None if row["quiet"] else bool(control.get("fails_timing_goal"))
+    row["failed"] = list(result["failed"]) + (
+        ["control"] if not row["quiet"] and not control.get("fails_timing_goal") else []
+    )
+    return row
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def figure_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per figure: pass rate, p50, p90 and worst (missing figures fail and are left out of the quantiles)."""
+    lines = ["| figure | goal | meets goal | p50 | p90 | worst |", "|---|---|---|---|---|---|"]
+    scored = [r for r in rows if "step_error" in r]
+    goals = scored[0]["goals"] if scored else {}
+    for name in FIGURES:
+        goal = goals.get(name, "?")
+        values = [r[name] for r in scored if r[name] is not None]
+        passing = sum(r["met"][name] for r in scored)
+        if goal.startswith(
+            ">="
+        ):  # the worst of a figure that must be high is its lowest: quantiles from below
+            p50, p90, worst = (
+                (_quantile(values, 0.5), _quantile(values, 0.1), min(values)) if values else (None,) * 3
+            )
+        else:
+            p50, p90, worst = (
+                (_quantile(values, 0.5), _quantile(values, 0.9), max(values)) if values else (None,) * 3
+            )
+        share = f"{passing / len(rows):.0%} ({passing}/{len(rows)})"
+        lines.append(f"| {name} | {goal} | {share} | {_num(p50)} | {_num(p90)} | {_num(worst)} |")
+    costly = [r for r in scored if not r["quiet"]]
+    fails = sum(bool(r["control_fails"]) for r in costly)
+    lines.append(f"| control fails (runs with network cost) | must fail | {fails}/{len(costly)} | | | |")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def report(rows: list[dict[str, Any]], seed: int, mode: str) -> list[str]:
+    passed = sum(r["passed"] for r in rows)
+    walls = [r["wall_s"] for r in rows]
+    out = [
+        f"## {len(rows)} random scenarios (seeds {seed}..{seed + len(rows) - 1}), {mode} path",
+        "",
+        f"**Meet every goal: {passed / len(rows):.1%} ({passed} of {len(rows)})**; quiet runs: "
+        f"{sum(bool(r.get('quiet')) for r in rows)}; wall per run p50 {_quantile(walls, 0.5):.1f} s, "
+        f"p90 {_quantile(walls, 0.9):.1f} s.",
+        "",
+        *figure_table(rows),
+        "",
+        "Failure shapes (the failed figures together), most common first:",
+        "",
+    ]
+    shapes = Counter(" + ".join(r["failed"]) for r in rows if not r["passed"])
+    out += [f"- {n} x {what}" for what, n in shapes.most_common()]
+    out += ["", "Failing seeds:", ""]
+    out += [f"- {r['seed']}: {', '.join(r['failed'])} ({r['shape']})" for r in rows if not r["passed"]]
+    return out
+
+
+def from_rows(path: Path) -> None:
+    """Print the report of a rows file (a bench cut short, or one run elsewhere)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    print("\n".join(report(sorted(rows, key=lambda r: r["seed"]), min(r["seed"] for r in rows), "recorded")))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--count", type=int, default=200, help="how many random scenarios")
+    p.add_argument("--seed", type=int, default=None, help="the first seed (default: a fresh one)")
+    p.add_argument("--jobs", type=int, default=2, help="runs at once")
+    p.add_argument("--path", choices=("fast", "real"), default="fast", help="the recording path")
+    p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
+    p.add_argument("--rows", type=Path, default=None, help="also write one JSON row per run here")
+    p.add_argument("--report", type=Path, default=None, help="only print the report of a rows file")
+    args = p.parse_args()
+    if args.report is not None:
+        from_rows(args.report)
+        return
+    seed = fresh_seed() if args.seed is None else args.seed
+    print(f"seed {seed}: {args.count} scenarios, {args.path} path, {args.jobs} at a time", file=sys.stderr)
+    if args.rows is not None:
+        args.rows.write_text("")
+
+    def one(path: Path) -> dict[str, Any]:
+        row = run_one(path, base / "runs" / path.stem, args.path)
+        if args.rows is not None:  # as each run ends, so a long bench cut short still has its rows
+            with args.rows.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        return row
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.out or Path(tmp)
+        paths = families.write(seed, args.count, base / "scenarios")
+        with ThreadPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(one, paths))
+    print("\n".join(report(rows, seed, args.path)))
+
+
+if __name__ == "__main__":
+    main()

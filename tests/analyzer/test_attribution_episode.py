@@ -1,0 +1,287 @@
+"""The episode cost per link from physics (``analyzer.attribution.episode``, ``analyzer.physics``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import pytest
+from synthetic_fabric import T0
+
+from analyzer import physics, schemas
+from analyzer.attribution import episode, rules, steady
+from spanwatch import score
+
+
+def test_the_poll_interval_is_the_usual_gap_between_readings_not_between_series() -> None:
+    # One counter read every second for a minute, and five statuses that never changed (their running
+    # totals keep only their two ends): the poll is 1 s, not the statuses' 58 s.
+    every = [T0 + timedelta(seconds=i) for i in range(60)]
+    ends = [T0, T0 + timedelta(seconds=58)]
+    rows = [("l1", "a", "sent", t) for t in every]
+    rows += [
+        ("l1", "a", quantity, t) for quantity in ("down", "slow", "fcs", "paused", "ingress") for t in ends
+    ]
+    readings = pl.DataFrame(rows, schema=["link", "device", "quantity", "time"], orient="row")
+    assert episode.poll_seconds(readings) == pytest.approx(1.0)
+
+
+def test_window_amounts_interpolate_running_totals() -> None:
+    readings = pl.LazyFrame(
+        {
+            "link": ["l1"] * 3,
+            "device": ["a"] * 3,
+            "quantity": ["paused"] * 3,
+            "time": [T0 + timedelta(seconds=s) for s in (0, 1, 2)],
+            "amount": [0.0, 0.5, 0.5],
+        },
+        schema=physics.READINGS,
+    )
+    totals = physics.running_totals(readings)
+    windows = pl.LazyFrame(
+        {"window": [0], "lo": [T0 + timedelta(seconds=0.5)], "hi": [T0 + timedelta(seconds=1.5)]}
+    )
+    out = physics.window_amounts(totals, windows).collect()
+    assert out["paused"].item() == pytest.approx(0.5)
+    assert out["seconds"].item() == pytest.approx(1.0)
+
+
+def test_scorer_reads_places_and_queues_as_the_simulator_names_them() -> None:
+    assert score.queue_name("dci-ab-a/Ethernet1/1/3") == "3"
+    assert score.queue_name("tc3") == "3"
+
+
+def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
+    # A port at 150 Mb/s stepping down to 60 for two readings: 0.6 of each of those seconds is lost.
+    speeds = [150.0, 150.0, 60.0, 60.0, 150.0, 150.0]
+    times = [T0 + timedelta(seconds=s) for s in range(len(speeds))]
+    signals = pl.LazyFrame(
+        {
+            "series": [1] * len(speeds),
+            "metric": [physics.SPEED] * len(speeds),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [*times[1:], None],
+            "value": [s * 125_000 for s in speeds],
+            "increase": [None] * len(speeds),
+            "seconds": [None] + [1.0] * (len(speeds) - 1),
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {"series": [1], "link": ["l1"], "device": ["a"], "interface": ["e1"]},
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(
+        queue=pl.lit(None, pl.String), priority=pl.lit(None, pl.String), direction=pl.lit(None, pl.String)
+    )
+    rows = physics.readings(signals, labels, "3").collect()
+    assert set(rows["quantity"]) == {"slow"}
+    assert rows["amount"].sum() == pytest.approx(1.2)
+
+
+def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
+    # A job at 7 MB/s whose windows vary by up to 1.5 MB/s (deviation 0.74 MB/s) on an 18.75 MB/s link: 1.8
+    # MB/s above its median is its own noise (past 1 % of the capacity, within 3 deviations and 10 % of the
+    # capacity); 9 MB/s above it is other traffic.
+    rates = [7e6 + d * 1e6 for d in (-1.5, -0.5, 0.0, 0.5, 1.5) * 40] + [8.8e6, 16e6]
+    n = len(rates)
+    zeros = dict.fromkeys(
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress", "queued"), 0.0
+    )
+    amounts = pl.DataFrame(
+        {
+            "window": range(n),
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            "sent": rates,
+            **zeros,
+        }
+    )
+    typical = steady.job_rates(amounts)
+    assert typical["rate_noise"].item() == pytest.approx(0.5e6 * rules.MAD_TO_SIGMA)
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["a"], "interfaces": [1], "capacity": [18.75e6]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1.7e6], "round_trip_seconds": [1e-4]})
+    windows = pl.DataFrame({"window": range(n), "seconds_step": 0.22})
+    cells = episode.step_physics(windows, amounts.join(typical, on=["link", "device"]), ends, links)
+    assert cells["window"].to_list() == [n - 1]
+    assert cells["cause"].item() == "queueing"
+
+
+def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffic() -> None:
+    # Two parallel links each carry 8 MB/s of the job (one direction each, 12.5 MB/s of capacity). Window 1:
+    # l2 is down and its 8 MB/s go over l1's other direction, queueing there: l2's cost (a reroute).
+    # Window 2: the same on l1 with no link down is other traffic, l1's. Window 3: l2 down, but l1 gains
+    # more than l2 lost: other traffic too.
+    zeros = dict.fromkeys(
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "slow", "ingress", "queued"), 0.0
+    )
+    rows = []
+    for window, l1_back, l2_down in ((0, 0.1e6, 0.0), (1, 8.0e6, 1.0), (2, 8.0e6, 0.0), (3, 11.0e6, 1.0)):
+        l2_sent = 0.0 if l2_down else 8e6
+        for link, device, sent, base, down in (
+            ("l1", "a", 8e6, 8e6, 0.0),
+            ("l1", "b", l1_back, 0.1e6, 0.0),
+            ("l2", "a", 0.1e6 * (1 - l2_down), 0.1e6, l2_down),
+            ("l2", "b", l2_sent, 8e6, l2_down),
+        ):
+            rows.append({"window": window, "link": link, "device": device, "covered": 1.0, "seconds": 1.0,
+                         "sent": sent, "base_rate": base, "rate_noise": 0.0, "down": down, **zeros})  # fmt: skip
+    amounts = pl.DataFrame(rows)
+    ends = pl.DataFrame(
+        {"link": ["l1", "l1", "l2", "l2"], "device": ["a", "b", "a", "b"], "interfaces": [1] * 4,
+         "capacity": [12.5e6] * 4},
+        schema_overrides={"interfaces": pl.UInt32},
+    )  # fmt: skip
+    links = pl.DataFrame({"link": ["l1", "l2"], "bytes": [1.7e6, 1.7e6], "round_trip_seconds": [1e-4] * 2})
+    windows = pl.DataFrame({"window": range(4), "seconds_step": 0.22})
+    cells = episode.step_physics(windows, amounts, ends, links).sort("window", "link")
+    causes = {(w, link): cause for w, link, cause in cells.select("window", "link", "cause").iter_rows()}
+    assert causes == {
+        (1, "l2"): "lost_capacity",  # the downed link's own reading, and the queueing it moved onto l1
+        (2, "l1"): "queueing",
+        (3, "l1"): "queueing",
+        (3, "l2"): "lost_capacity",
+    }
+    moved = episode.rerouted(
+        pl.DataFrame(
+            {"window": [1], "link": ["l1"], "device": ["b"], "physics": [0.1], "cause": ["queueing"]}
+        ),
+        amounts.join(ends, on=["link", "device"]),
+    )
+    assert moved.select("link", "cause").row(0) == ("l2", "reroute")
+
+
+def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
+    # Watermarks of queue 3 on one interface: the ingress one holds 4 MB for two readings; the egress one
+    # (a queue at the sender) is read apart, and another class's ingress queue not at all.
+    times = [T0 + timedelta(seconds=s) for s in range(5)]
+    held = [0.0, 0.0, 4e6, 4e6, 0.0]
+    rows = [
+        (series, t, prev, value)
+        for series, values in ((1, held), (2, [9e6] * 5), (3, [9e6] * 5))
+        for prev, t, value in zip([None, *times[:-1]], times, values, strict=True)
+    ]
+    signals = pl.LazyFrame(
+        {
+            "series": [r[0] for r in rows],
+            "metric": [physics.HELD] * len(rows),
+            "prev_time": [r[2] for r in rows],
+            "time": [r[1] for r in rows],
+            "next_time": [None] * len(rows),
+            "value": [r[3] for r in rows],
+            "increase": [None] * len(rows),
+            "seconds": [None if r[2] is None else 1.0 for r in rows],
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {
+            "series": [1, 2, 3],
+            "link": ["l1"] * 3,
+            "device": ["b"] * 3,
+            "interface": ["e1"] * 3,
+            "queue": ["3", "3", "0"],
+            "direction": ["rx", None, "rx"],
+        },
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(priority=pl.lit(None, pl.String))
+    rows_out = physics.readings(signals, labels, "3").collect()
+    amounts_of = dict(rows_out.group_by("quantity").agg(pl.col("amount").sum()).iter_rows())
+    # The egress queue holds its usual length throughout: nothing stands in it.
+    assert amounts_of == pytest.approx({"ingress": 8e6, "queued": 0.0})  # byte-seconds
+    # Over a one-second window the end held 4 MB: 4 MB over its 400 MB/s line rate is 10 ms per step.
+    columns = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow")
+    amounts = pl.DataFrame(
+        {
+            "window": [0, 1],
+            "link": "l1",
+            "device": "b",
+            "covered": 1.0,
+            "seconds": 1.0,
+            **dict.fromkeys(columns, 0.0),
+            "ingress": [0.0, 4e6],
+            "queued": 0.0,
+            "base_rate": 0.0,
+            "rate_noise": 0.0,
+        }
+    )
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["b"], "interfaces": [1], "capacity": [4e8]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1e8], "round_trip_seconds": [1e-3]})
+    windows = pl.DataFrame({"window": [0, 1], "seconds_step": 0.3})
+    cells = episode.step_physics(windows, amounts, ends, links)
+    assert cells.select("window", "device", "cause").rows() == [(1, "b", "queueing")]
+    assert cells["physics"].item() == pytest.approx(0.01)
+
+
+def test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_running() -> None:
+    # The job class's egress watermark usually reads 0.1 MB (the job's own bursts). Two readings running at
+    # 2.1 MB: 2 MB beyond the usual stands for 2 s. One reading of 5 MB (the job's burst as its ranks
+    # resume together) and one of 0.15 MB (within twice the usual) stand for nothing.
+    held = [1e5, 1e5, 2.1e6, 2.1e6, 1e5, 5e6, 1e5, 1.5e5, 1e5]
+    times = [T0 + timedelta(seconds=s) for s in range(len(held))]
+    signals = pl.LazyFrame(
+        {
+            "series": [1] * len(held),
+            "metric": [physics.HELD] * len(held),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [None] * len(held),
+            "value": held,
+            "increase": [None] * len(held),
+            "seconds": [None] + [1.0] * (len(held) - 1),
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {
+            "series": [1],
+            "link": ["l1"],
+            "device": ["a"],
+            "interface": ["e1"],
+            "queue": ["3"],
+            "direction": ["tx"],
+        },
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(priority=pl.lit(None, pl.String))
+    rows_out = physics.readings(signals, labels, "3").collect()
+    assert set(rows_out["quantity"]) == {"queued"}
+    standing = rows_out.filter(pl.col("amount") > 0).sort("time")
+    assert standing["time"].to_list() == times[2:4]
+    assert standing["amount"].to_list() == pytest.approx([2e6, 2e6])  # byte-seconds
+
+
+def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -> None:
+    # Window 1: 2 MB stand in the job class's egress queue beyond its usual length while the class drains
+    # 100 MB/s: each of the job's packets waits 2 MB / 100 MB/s = 20 ms more. Windows 0 and 2: none.
+    columns = ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress")
+    amounts = pl.DataFrame(
+        {
+            "window": [0, 1, 2],
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            **dict.fromkeys(columns, 0.0),
+            "sent": 1e8,
+            "queued": [0.0, 2e6, 0.0],
+            "base_rate": 1e8,
+            "rate_noise": 0.0,
+        }
+    )
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["a"], "interfaces": [1], "capacity": [4e8]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1e7], "round_trip_seconds": [1e-3]})
+    windows = pl.DataFrame({"window": [0, 1, 2], "seconds_step": 0.3})
+    cells = episode.step_physics(windows, amounts, ends, links)
+    assert cells.select("window", "cause").rows() == [(1, "queueing")]
+    assert cells["physics"].item() == pytest.approx(0.02)

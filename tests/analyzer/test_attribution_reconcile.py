@@ -1,0 +1,107 @@
+"""Reconciliation of the physics with the measured excess (``analyzer.attribution.reconcile``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from attribution_support import judge_one_link, lines_frame
+
+from analyzer.attribution import excess as line_excess
+from analyzer.attribution import reconcile
+
+
+def test_shapley_splits_the_slowest_links_lateness() -> None:
+    # Lateness 10 ms and 30 ms: the first 10 ms shared, the next 20 ms the slower link's alone.
+    frame = pl.LazyFrame({"window": [0, 0], "link": ["a", "b"], "physics": [0.010, 0.030]})
+    shares = dict(reconcile.shapley(frame, ["window"]).collect().select("link", "share").iter_rows())
+    assert shares == pytest.approx({"a": 0.005, "b": 0.025})
+
+
+def test_a_checkpoint_inside_an_episode_keeps_its_compute() -> None:
+    # Clean steps of 1.0 s (a little noise), an episode adding 0.1 s for 10 steps, one of which also
+    # checkpoints for 2 s: the checkpoint is capped at the episode's measured rate, not blamed.
+    rng = np.random.default_rng(1)
+    clean = list(1.0 + 0.002 * rng.standard_normal(40))
+    episode = [1.1 + 0.002 * x for x in rng.standard_normal(10)]
+    episode[5] += 2.0
+    per_step = clean[:20] + episode + clean[20:]
+    phys = [0.0] * 20 + [0.05] * 10 + [0.0] * 20
+    judged = judge_one_link(lines_frame(per_step, phys))
+    network = judged["network"].to_list()
+    assert sum(network[:20]) + sum(network[30:]) == 0.0
+    assert network[25] == pytest.approx(0.1, abs=0.01)
+    assert judged["unexplained"][25] == pytest.approx(2.0, abs=0.01)
+    assert sum(network[20:30]) == pytest.approx(1.0, rel=0.03)
+
+
+def test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there() -> None:
+    # An episode adds 0.1 s a step; its first step's window caught only a third of the onset (a 1 s
+    # reading covers its whole interval): within a poll of a step whose physics says 0.1 s, the
+    # measured 0.1 s stands, where the physics alone would have cut it to a third.
+    rng = np.random.default_rng(2)
+    per_step = list(1.0 + 0.002 * rng.standard_normal(60))
+    for i in range(20, 40):
+        per_step[i] += 0.1
+    phys = [0.0] * 20 + [0.05 / 3] + [0.05] * 19 + [0.0] * 20
+    network = judge_one_link(lines_frame(per_step, phys))["network"].to_list()
+    assert network[20] == pytest.approx(0.1, abs=0.01)
+    assert sum(network) == pytest.approx(2.0, rel=0.05)
+
+
+def test_no_physical_cause_no_blame() -> None:
+    # A straggler: step times grow, the job's queue saw nothing.
+    per_step = [1.0] * 20 + [3.0] * 3 + [1.0] * 20
+    judged = judge_one_link(lines_frame(per_step, [0.0] * 43))
+    assert judged["network"].sum() == 0.0
+    assert judged["unexplained"].sum() == pytest.approx(6.0)  # the excess stays unexplained, no link's
+
+
+def test_each_link_is_scaled_by_its_own_gain() -> None:
+    # Link a alone for 10 lines (physics 0.01, excess 0.02: gain 2), then a and b together (b's physics
+    # 0.05, and b alone later with excess 0.05: gain 1): in the overlap a keeps its gain of 2.
+    lines = pl.DataFrame(
+        {
+            "rank": [0] * 30,
+            "step": list(range(1, 31)),
+            "excess": [0.02] * 10 + [0.05] * 10 + [0.05] * 10,
+            "noise": [0.001] * 30,
+            "joint_gain": [1.5] * 30,
+        }
+    )
+    cells = pl.DataFrame(
+        {
+            "rank": [0] * 40,
+            "line": list(range(1, 21)) + list(range(11, 31)),
+            "link": ["a"] * 20 + ["b"] * 20,
+            "physics": [0.01] * 20 + [0.05] * 20,
+        }
+    )
+    gains = reconcile.link_gains(lines, cells)
+    by_link = gains.group_by("link").agg(pl.col("gain").unique())
+    assert dict(by_link.iter_rows()) == {"a": [pytest.approx(2.0)], "b": [pytest.approx(1.0)]}
+
+
+def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_block() -> None:
+    # A block of 10 lines on link a (noise 0.01 s a line): line 1 a straggler's 3 s wait over 3 ms of
+    # physics (the job's burst as the ranks resume), lines 2-10 within the noise. Neither the physics nor
+    # the block's typical line shows: the block keeps gain 1, its lines are not scaled 1000-fold. Loss
+    # physics of 3 ms under a block whose every line is 0.1 s slow shows through the block: gain 33. Where
+    # the physics (0.05 s) is past the noise on its own, its line reads gain 2.
+    excess = [3.0] + [0.005] * 9 + [0.0] * 5 + [0.1] * 10 + [0.0] * 5 + [0.1] * 3
+    physics_s = [0.003] * 10 + [0.0] * 5 + [0.003] * 10 + [0.0] * 5 + [0.05] * 3
+    lines = pl.DataFrame(
+        {
+            "rank": 0,
+            "step": range(1, len(excess) + 1),
+            "per_step": excess,
+            "baseline": 0.0,
+            "physics": physics_s,
+            "sigma": 0.01,
+            "n": 1,
+        }
+    )
+    judged = line_excess.measured(lines.lazy()).collect()
+    cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("a"))
+    gains = reconcile.link_gains(judged, cells).sort("line")
+    assert gains["gain"].to_list() == pytest.approx([1.0] * 10 + [0.1 / 0.003] * 10 + [2.0] * 3)

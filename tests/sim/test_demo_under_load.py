@@ -1,0 +1,48 @@
+"""``spanwatch demo`` ends on a busy machine: with the CPU held by one busy loop per core, the run stops
+within its duration plus a bounded margin (the collector's stop, ``STOP_GRACE_S``, then its cancellation)
+and leaves its truth, or says clearly that the collector did not stop, instead of hanging in the
+collector's shutdown while the fabric, far behind real time, keeps stepping."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from spanwatch.demo import CANCEL_GRACE_S, STOP_GRACE_S
+
+DURATION_S = 10.0
+START_UP_S = 40.0  # imports, fabric and collector start, the summary: slow on a loaded 2-core machine
+BOUND_S = DURATION_S + STOP_GRACE_S + CANCEL_GRACE_S + START_UP_S
+DEMO = (sys.executable, "-m", "spanwatch.cli", "demo")
+BUSY = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_the_demo_ends_within_its_bound_with_the_cpu_held_busy(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    # Each loop ends by itself after the bound, and is killed at the end of the test anyway.
+    busy = [
+        subprocess.Popen([sys.executable, "-c", BUSY.format(seconds=BOUND_S + 30)])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        started = time.monotonic()
+        run = subprocess.run(
+            [*DEMO, "--duration", f"{DURATION_S:g}", "--no-analysis", "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=BOUND_S + 60,  # a hang fails here, with the process killed
+        )
+        took = time.monotonic() - started
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert took <= BOUND_S, f"{took:.0f} s > {BOUND_S:.0f} s\n{run.stderr[-2000:]}"
+    assert (out / "truth.json").is_file()
+    if run.returncode != 0:
+        assert "spanwatch: the collector did not stop within" in run.stderr, run.stderr[-2000:]
+    else:
+        assert (out / "metrics.txt").is_file()
