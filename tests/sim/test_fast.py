@@ -32,7 +32,8 @@ SERIES_COLUMNS = ["source", "device", "metric", *layout.LABEL_COLUMNS]
 
 
 def _demo(scenario: str, out: Path, *extra: str) -> float:
-    path = scenarios.SHIPPED / f"{scenario}.yaml"
+    path = scenarios.shipped_named(scenario)
+    assert path is not None, scenario
     cmd = [sys.executable, "-m", "spanwatch.cli", "demo", "--scenario", str(path), "--time-scale", TIME_SCALE]
     start = time.monotonic()
     run = subprocess.run([*cmd, "--out", str(out), *extra], capture_output=True, text=True, timeout=240)
@@ -149,7 +150,9 @@ def test_scores_close(pair: tuple[Path, Path]) -> None:
 def test_record_entry(tmp_path: Path) -> None:
     """The Python entry: a down wave measures no light and leaves out what needs a signal, on both
     protocols, while it is down (4 s to 8 s: wave 2 of ``wave-down-reroute`` at half scale)."""
-    s = scenarios.scaled(scenarios.load(scenarios.SHIPPED / "wave-down-reroute.yaml"), 0.5)
+    path = scenarios.shipped_named("wave-down-reroute")
+    assert path is not None
+    s = scenarios.scaled(scenarios.load(path), 0.5)
     recording = record(s, tmp_path, epoch_s=1_800_000_000.0)
     assert recording.sim.truth()["steps"] and recording.log.is_file()
     df = _archive(tmp_path).with_columns(t=pl.col("time").dt.epoch("ns") / 1e9 - 1_800_000_000.0)
