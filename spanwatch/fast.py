@@ -85,8 +85,10 @@ def record(
         out: the folder (created).
         epoch_s: the wall time the fabric starts at (default: now).
         timing: the live path's delays (default: as measured).
-        timing_seed: seeds the draws of those delays (default: from the scenario's seed, so a recording
-            is reproducible); another seed is another run of the live path (other poll and sample phases).
+        timing_seed: seeds the draws of those delays (default: from the scenario's seed; with ``epoch_s``
+            too the recording is reproducible); another seed is another run of the live path (other poll
+            and sample phases). The epoch's fraction of a second matters as well: the analysis bins on
+            absolute time.
     """
     out.mkdir(parents=True, exist_ok=True)
     sim = SimulatedFabric(scenario)
