@@ -786,9 +786,19 @@ def _control(truth: Truth, real: Analysis, folder: Path) -> dict[str, Any]:
     return out
 
 
+# Figures relative to the truth's total episode cost: on a quiet run they divide by (next to) nothing.
+RELATIVE_FIGURES: tuple[str, ...] = ("step_error", "misplaced_blame")
+
+
 def is_quiet(truth: Truth) -> bool:
-    """Whether no episode cost the job anything in the truth (scenarios.md: a quiet run)."""
-    return float(truth.costs["seconds"].sum()) <= ZERO_SECONDS
+    """Whether no episode cost the job anything the scoring counts (scenarios.md: a quiet run): no step of
+    any rank lost ``CLEAN_STEP_SECONDS`` or more to episodes, so every step is clean by ``false_blame``'s
+    own definition. A cost below that is below the scoring's resolution: asking for its size within 15 %
+    would fail an analysis that rightly reads nothing there (an episode below the step noise must not be
+    invented)."""
+    per_step = truth.costs.group_by("step", "rank").agg(pl.col("seconds").sum())
+    worst = per_step["seconds"].max()
+    return worst is None or float(worst) < CLEAN_STEP_SECONDS  # type: ignore[arg-type]
 
 
 def score(truth: Truth, folder: Path) -> dict[str, Any]:
@@ -813,8 +823,14 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
     if is_quiet(truth):
         # Nothing costs the job, so there is no timing for the shifted log to break: a control that meets
-        # every goal says nothing against the analysis, and the real run's figures decide alone.
-        control["not_applicable"] = "a quiet run: no episode cost the job anything in the truth"
+        # every goal says nothing against the analysis, and the real run's figures decide alone; those
+        # relative to the truth's total are shown but not judged (false_blame judges every step instead).
+        control["not_applicable"] = (
+            f"a quiet run: no episode cost any step {CLEAN_STEP_SECONDS * 1e3:g} ms or more in the truth"
+        )
+        out["not_applicable"] = [name for name in RELATIVE_FIGURES]
+        out["failed"] = {k: v for k, v in out["failed"].items() if k not in RELATIVE_FIGURES}
+        why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
     elif "missing" in control:
         why.append(f"control: {control['missing']}")
     elif not control["shift_ok"]:
@@ -847,6 +863,7 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         },
         "passed": result["passed"],
         "why": result["why"],
+        **({"not_applicable": result["not_applicable"]} if "not_applicable" in result else {}),
     }
 
 

@@ -340,6 +340,19 @@ def test_a_quiet_run_has_no_control_to_fail_and_passes_on_its_own_figures(tmp_pa
     assert "not_applicable" in score.headline(result)["control"]
 
 
+def test_a_cost_below_the_scorings_resolution_is_a_quiet_run(tmp_path: Path) -> None:
+    # 0.6 ms over the whole run (a wave down the job barely felt): no step lost 1 ms, so every step is clean
+    # by false_blame's definition. Reading nothing there is right; a relative error on it is not judged.
+    result = scored(tmp_path, truth_doc(costs={30: {"L1": 0.0006}}), costs={})
+    assert result["step_error"] == pytest.approx(1.0)  # shown ...
+    assert result["not_applicable"] == ["step_error", "misplaced_blame"]  # ... not judged
+    assert result["failed"] == {} and result["passed"], result["why"]
+    # Blaming clean steps is still judged: false_blame covers every step of a quiet run.
+    blamed = {s: {"L1": 0.3} for s in range(20, 30)}
+    invented = scored(tmp_path / "invented", truth_doc(costs={30: {"L1": 0.0006}}), costs=blamed)
+    assert invented["false_blame"] == pytest.approx(10 / 60) and not invented["passed"]
+
+
 def test_a_quiet_run_that_invents_a_cost_fails(tmp_path: Path) -> None:
     invented = {s: {"L1": 0.2} for s in range(10, 30)}  # 20 clean steps blamed 200 ms each
     result = scored(tmp_path, truth_doc(costs={}), costs=invented)
