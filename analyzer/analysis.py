@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from analyzer import (
+    archive_source,
     bandwidth,
     blame,
     correlate,
@@ -54,7 +55,7 @@ class AnalysisInputs:
     """Everything an analysis reads; every input is optional, but there must be logs or telemetry.
 
     Attributes:
-        archive: the Parquet archive directory.
+        archive: the Parquet archive: a directory, or an ``s3://bucket/prefix`` URL.
         prometheus: a Prometheus base URL (used instead of the archive; needs ``start`` and ``end``).
         start: first time analysed (aware), or None.
         end: first time not analysed, or None.
@@ -75,7 +76,7 @@ class AnalysisInputs:
         batch_rows: archive readings per batch (the memory budget).
     """
 
-    archive: Path | None = None
+    archive: Path | str | None = None
     prometheus: str | None = None
     start: datetime | None = None
     end: datetime | None = None
@@ -162,7 +163,7 @@ class Analysis:
         claims = validate_claims(i.claims) if i.claims is not None else None
         config = topology.load_config(i.config) if i.config is not None else None
         progress("logs", 0, 1)
-        logs = inputs.parse_logs(i.logs, i.log_format)
+        logs = self._parse_logs()
         inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
         parsed = logs.result
         if i.shift_logs_seconds:
@@ -185,6 +186,25 @@ class Analysis:
         busbw = bandwidth.bus_bandwidth(parsed.table("collectives"), parsed.table("nccl_ranks"))
         return AnalysisResult(steps, net.events, attribution, links, table, summary, busbw)
 
+    def _parse_logs(self) -> inputs.ParsedLogs:
+        """Every log parsed on its own and merged (the Ray engine parses them in tasks)."""
+        return inputs.parse_logs(self.inputs.logs, self.inputs.log_format)
+
+    def _archive_pass(self, root: Path, members: pl.DataFrame, progress: Progress) -> network.NetworkResult:
+        """The telemetry pass over a local archive folder, batch by batch (the Ray engine runs it in tasks)."""
+        i = self.inputs
+        return network.analyse_archive(
+            root,
+            i.thresholds,
+            members,
+            i.start,
+            i.end,
+            i.devices,
+            i.batch_rows,
+            lambda done, total: progress("telemetry", done, total),
+            i.job_traffic_class,
+        )
+
     def _network(self, config: Config | None, progress: Progress) -> network.NetworkResult:
         i = self.inputs
         members = topology.link_members(config)
@@ -198,17 +218,9 @@ class Analysis:
             return result
         if i.archive is None:
             return network.empty_result()
-        return network.analyse_archive(
-            i.archive,
-            i.thresholds,
-            members,
-            i.start,
-            i.end,
-            i.devices,
-            i.batch_rows,
-            lambda done, total: progress("telemetry", done, total),
-            i.job_traffic_class,
-        )
+        # A bucket is copied (the hours asked for) into TMPDIR first, as the spill copies a local archive.
+        with archive_source.local_folder(i.archive, i.start, i.end) as root:
+            return self._archive_pass(root, members, progress)
 
     def _skew(self) -> float:
         i = self.inputs
