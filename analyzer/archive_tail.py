@@ -9,7 +9,9 @@ never walked whole; the names already read are forgotten with their partition.
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
+import weakref
 from datetime import datetime
 from pathlib import Path
 
@@ -35,9 +37,10 @@ class ArchiveTail:
     def __init__(self, root: Path | str, metrics: frozenset[str] = network.NEEDED) -> None:
         self._mirror: archive_source.Mirror | None = None
         if storage.is_url(root):
-            self._folder = tempfile.TemporaryDirectory(prefix="spanwatch-follow-")
-            self._mirror = archive_source.Mirror(str(root), Path(self._folder.name))
-            root = Path(self._folder.name)
+            folder = tempfile.mkdtemp(prefix="spanwatch-follow-")
+            weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)  # removed with the tail
+            self._mirror = archive_source.Mirror(str(root), Path(folder))
+            root = Path(folder)
         self.root = Path(root)
         self.metrics = sorted(metrics)
         self._seen: dict[str, set[str]] = {}  # partition "YYYY-MM-DDTHH" -> file names read
