@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analyzer import compare
+from analyzer.analysis import Analysis, AnalysisInputs, AnalysisResult
+from analyzer.distributed import RayAnalysis
+from analyzer.report.command import write_report
+from spanwatch.demo import analysis_inputs
 from spanwatch.sim import scenario as sc
 from spanwatch.sim.truth import Truth
 
@@ -80,3 +86,35 @@ def test_scenario_end_to_end(path: Path, runs: dict[str, Run]) -> None:
         # are the matrix bench's: bench/bench_scenarios.py).
         score = json.loads((run.out / "score.json").read_text())
         assert score["control"]["fails_timing_goal"], score["control"]
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    """One local Ray for the module (2 CPUs), shut down after it: no raylet outlives the tests."""
+    ray = pytest.importorskip("ray", reason="the Ray engine's extra: pip install spanwatch[ray]")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _report(analysis: AnalysisResult, folder: Path, inputs: AnalysisInputs) -> dict[str, str]:
+    analysis.write(folder)
+    written = write_report(folder, inputs.config, inputs.claims)
+    return {p.name: p.read_text().replace(str(folder), "OUT") for p in written}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("path", sc.shipped(), ids=lambda p: p.stem)
+def test_the_ray_engine_gives_the_same_analysis_and_report(
+    path: Path, runs: dict[str, Run], ray_session: None, tmp_path: Path
+) -> None:
+    run = runs[path.stem]
+    assert run.returncode == 0, run.stderr
+    truth = Truth.model_validate_json((run.out / "truth.json").read_text())
+    inputs = analysis_inputs(run.out, run.out / truth.job.log_file)
+    local, distributed = Analysis(inputs).run(), RayAnalysis(inputs).run()
+    assert local.steps.height > 0
+    assert compare.differences(local, distributed) == []
+    assert _report(local, tmp_path / "local", inputs) == _report(distributed, tmp_path / "ray", inputs)
