@@ -17,7 +17,9 @@ engine is unaffected. Without ``--ray-address`` a local Ray is started for the r
 
 from __future__ import annotations
 
+import gc
 import resource
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +42,24 @@ def _ray() -> Any:
     except ImportError:
         raise InputError("--engine ray", "Ray is not installed (pip install spanwatch[ray])") from None
     return ray
+
+
+def start_local(num_cpus: int | None = None) -> None:
+    """Start a local Ray for this process (``ray.shutdown()`` stops it and every process it started).
+
+    Raises:
+        InputError: Ray is not installed, or its node did not come up (on a machine so loaded that the
+            raylet gives up waiting for its agent, Ray says "timed out during startup").
+    """
+    ray = _ray()
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    except Exception as e:  # Ray raises a bare Exception when its node does not start
+        ray.shutdown()
+        with warnings.catch_warnings():  # its half-started processes' Popen objects, already killed
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
+        raise InputError("--engine ray", f"a local Ray could not start: {e}") from None
 
 
 def _peak_rss_bytes() -> int:
@@ -180,7 +200,7 @@ def analyse(
     started = not ray.is_initialized()
     if started:
         if address is None:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            start_local(num_cpus)
         else:
             ray.init(address=address, log_to_driver=False)
     try:

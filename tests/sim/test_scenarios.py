@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from analyzer.report.command import write_report
 from spanwatch.demo import analysis_inputs
 from spanwatch.sim import scenario as sc
 from spanwatch.sim.truth import Truth
+from tests.ray_support import ray_session  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -88,17 +88,6 @@ def test_scenario_end_to_end(path: Path, runs: dict[str, Run]) -> None:
         assert score["control"]["fails_timing_goal"], score["control"]
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    """One local Ray for the module (2 CPUs), shut down after it: no raylet outlives the tests."""
-    ray = pytest.importorskip("ray", reason="the Ray engine's extra: pip install spanwatch[ray]")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
 def _report(analysis: AnalysisResult, folder: Path, inputs: AnalysisInputs) -> dict[str, str]:
     analysis.write(folder)
     written = write_report(folder, inputs.config, inputs.claims)
@@ -106,9 +95,10 @@ def _report(analysis: AnalysisResult, folder: Path, inputs: AnalysisInputs) -> d
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize("path", sc.shipped(), ids=lambda p: p.stem)
 def test_the_ray_engine_gives_the_same_analysis_and_report(
-    path: Path, runs: dict[str, Run], ray_session: None, tmp_path: Path
+    path: Path, runs: dict[str, Run], tmp_path: Path
 ) -> None:
     run = runs[path.stem]
     assert run.returncode == 0, run.stderr
