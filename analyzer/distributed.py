@@ -82,12 +82,13 @@ def telemetry_task(
     return network.analyse_frame(frame, thresholds, members, job_class=job_class), _peak_rss_bytes()
 
 
-def parse_task(path: Path, log_format: str | None) -> tuple[ParseResult | IngestError, int]:
-    """One log file parsed (its parse error returned, to be reported as the local engine does)."""
+def parse_task(path: Path, log_format: str | None) -> tuple[ParseResult | str, int]:
+    """One log file parsed, or why it cannot be (the driver reports it as the local engine does: the
+    problem travels as text, the exception class not being picklable)."""
     try:
         return parse_file(path, log_format), _peak_rss_bytes()
     except IngestError as exc:
-        return exc, _peak_rss_bytes()
+        return exc.problem, _peak_rss_bytes()
 
 
 def archive_files(archive: Path | str, start: datetime | None, end: datetime | None) -> list[str]:
@@ -134,14 +135,14 @@ class RayAnalysis(Analysis):
         done = ray.get([task.remote(path, i.log_format) for path in i.logs])
         self.stats.log_tasks = len(done)
         self.stats.peak_rss_bytes += [rss for _, rss in done]
-        by_path: dict[Path, ParseResult | IngestError] = {
+        by_path: dict[Path, ParseResult | str] = {
             path: outcome for path, (outcome, _) in zip(i.logs, done, strict=True)
         }
 
         def parsed(path: Path, log_format: str | None) -> ParseResult:
             outcome = by_path[path]
-            if isinstance(outcome, IngestError):
-                raise outcome
+            if isinstance(outcome, str):
+                raise IngestError(path, outcome)
             return outcome
 
         return inputs.parse_logs(i.logs, i.log_format, parsed)
