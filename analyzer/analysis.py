@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from analyzer import (
+    archive_source,
     bandwidth,
     blame,
     correlate,
@@ -56,7 +57,7 @@ class AnalysisInputs:
     """Everything an analysis reads; every input is optional, but there must be logs or telemetry.
 
     Attributes:
-        archive: the Parquet archive directory.
+        archive: the Parquet archive: a directory, or an ``s3://bucket/prefix`` URL.
         prometheus: a Prometheus base URL (used instead of the archive; needs ``start`` and ``end``).
         start: first time analysed (aware), or None.
         end: first time not analysed, or None.
@@ -77,7 +78,7 @@ class AnalysisInputs:
         batch_rows: archive readings per batch (the memory budget).
     """
 
-    archive: Path | None = None
+    archive: Path | str | None = None
     prometheus: str | None = None
     start: datetime | None = None
     end: datetime | None = None
@@ -193,7 +194,7 @@ class Analysis:
         # Every stage below blames the class given or inferred.
         self.inputs = i = replace(self.inputs, job_traffic_class=job.value)
         progress("logs", 0, 1)
-        logs = inputs.parse_logs(i.logs, i.log_format)
+        logs = self._parse_logs()
         inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
         parsed = logs.result
         if i.shift_logs_seconds:
@@ -242,6 +243,25 @@ class Analysis:
             return job_class.JobClass(None, "unknown", "no telemetry: pass --job-traffic-class")
         return job_class.infer(job_class.bytes_per_queue(readings, topology.link_members(config)))
 
+    def _parse_logs(self) -> inputs.ParsedLogs:
+        """Every log parsed on its own and merged (the Ray engine parses them in tasks)."""
+        return inputs.parse_logs(self.inputs.logs, self.inputs.log_format)
+
+    def _archive_pass(self, root: Path, members: pl.DataFrame, progress: Progress) -> network.NetworkResult:
+        """The telemetry pass over a local archive folder, batch by batch (the Ray engine runs it in tasks)."""
+        i = self.inputs
+        return network.analyse_archive(
+            root,
+            i.thresholds,
+            members,
+            i.start,
+            i.end,
+            i.devices,
+            i.batch_rows,
+            lambda done, total: progress("telemetry", done, total),
+            i.job_traffic_class,
+        )
+
     def _network(
         self, config: Config | None, frame: pl.LazyFrame | None, progress: Progress
     ) -> network.NetworkResult:
@@ -253,17 +273,9 @@ class Analysis:
             return result
         if i.archive is None:
             return network.empty_result()
-        return network.analyse_archive(
-            i.archive,
-            i.thresholds,
-            members,
-            i.start,
-            i.end,
-            i.devices,
-            i.batch_rows,
-            lambda done, total: progress("telemetry", done, total),
-            i.job_traffic_class,
-        )
+        # A bucket is copied (the hours asked for) into TMPDIR first, as the spill copies a local archive.
+        with archive_source.local_folder(i.archive, i.start, i.end) as root:
+            return self._archive_pass(root, members, progress)
 
     def _skew(self) -> float:
         i = self.inputs

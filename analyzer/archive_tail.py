@@ -8,41 +8,60 @@ never walked whole; the names already read are forgotten with their partition.
 
 from __future__ import annotations
 
+import logging
+import shutil
+import tempfile
+import weakref
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
-from analyzer import network, schemas, telemetry
+from analyzer import archive_source, network, schemas, telemetry
+from analyzer.errors import InputError
+from collector import storage
 from collector.contracts import archive as layout
+
+log = logging.getLogger(__name__)
 
 
 class ArchiveTail:
     """The new readings of one archive directory.
 
     Args:
-        root: the archive directory (it may not exist yet).
+        root: the archive directory (it may not exist yet), or an ``s3://bucket/prefix`` URL: its new
+            objects are downloaded into a temporary folder before each read and removed once read.
         metrics: catalogue names to keep (default: what the analysis reads).
     """
 
-    def __init__(self, root: Path, metrics: frozenset[str] = network.NEEDED) -> None:
-        self.root = root
+    def __init__(self, root: Path | str, metrics: frozenset[str] = network.NEEDED) -> None:
+        self._mirror: archive_source.Mirror | None = None
+        if storage.is_url(root):
+            folder = tempfile.mkdtemp(prefix="spanwatch-follow-")
+            weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)  # removed with the tail
+            self._mirror = archive_source.Mirror(str(root), Path(folder))
+            root = Path(folder)
+        self.root = Path(root)
         self.metrics = sorted(metrics)
         self._seen: dict[str, set[str]] = {}  # partition "YYYY-MM-DDTHH" -> file names read
         self.skipped = 0  # files that could not be read (``telemetry.file_problem`` logs why, once)
+        self.fetch_errors = 0  # reads whose bucket listing or download failed
 
     def _new_files(self, since: datetime | None) -> list[Path]:
         floor = since.strftime("%Y-%m-%dT%H") if since is not None else ""
-        folders = [p for p in self.root.glob("date=*/hour=*") if p.is_dir()]
-        slots = {layout.hour_of(p / "x"): p for p in folders}
+        slots: dict[str, list[Path]] = {}  # sharded collectors write one folder each per hour
+        for pattern in layout.PARTITION_GLOBS:
+            for p in self.root.glob(pattern):
+                if p.is_dir():
+                    slots.setdefault(layout.hour_of(p / "x"), []).append(p)
         for gone in [slot for slot in self._seen if slot < floor]:
             del self._seen[gone]
         new = []
-        for slot, folder in sorted(slots.items()):
+        for slot, folders in sorted(slots.items()):
             if slot < floor:
                 continue
             seen = self._seen.setdefault(slot, set())
-            for path in sorted(folder.glob("*.parquet")):
+            for path in sorted(p for folder in folders for p in folder.glob("*.parquet")):
                 if path.name.startswith(".") or path.name in seen:
                     continue
                 seen.add(path.name)
@@ -61,10 +80,20 @@ class ArchiveTail:
         Returns:
             ``schemas.TELEMETRY`` rows of the wanted metrics.
         """
+        if self._mirror is not None:
+            try:
+                self._mirror.sync(since)
+            except InputError as e:  # the bucket is away for now: counted, and tried again next read
+                self.fetch_errors += 1
+                log.warning("%s", e)
         files = self._new_files(since)
         if not files:
             return pl.DataFrame(schema=schemas.TELEMETRY)
         frame = pl.scan_parquet(files, missing_columns="insert").filter(pl.col("metric").is_in(self.metrics))
         if since is not None:
             frame = frame.filter(pl.col("time") >= since)
-        return schemas.conform_lazy(schemas.TELEMETRY, frame).collect()
+        readings = schemas.conform_lazy(schemas.TELEMETRY, frame).collect()
+        if self._mirror is not None:  # read once: the local copy is not needed again
+            for path in files:
+                path.unlink(missing_ok=True)
+        return readings

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from analyzer import archive_source
 from analyzer.analysis import MALFORMED_SHOWN, Analysis, AnalysisInputs, AnalysisResult, Progress
 from analyzer.errors import InputError
 from analyzer.ingest import FORMATS
@@ -25,6 +26,7 @@ from analyzer.thresholds import load_thresholds
 from collector.durations import parse_duration
 
 log = logging.getLogger("spanwatch.analyze")
+ENGINES = ("local", "ray")
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +35,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
     Args:
         p: the subcommand's parser.
     """
-    p.add_argument("--archive", type=Path, help="the collector's Parquet archive directory")
+    p.add_argument(
+        "--archive",
+        type=archive_source.location,
+        help="the collector's Parquet archive: a directory or s3://bucket/prefix (AWS_* environment)",
+    )
     p.add_argument("--prometheus", metavar="URL", help="read telemetry from a Prometheus server instead")
     p.add_argument("--logs", type=Path, nargs="+", default=[], metavar="FILE", help="training logs, traces")
     p.add_argument("--log-format", choices=sorted(FORMATS), help="force a log format (default: detect)")
@@ -63,6 +69,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", nargs="+", metavar="NAME", help="only these devices")
     p.add_argument("--thresholds", type=Path, help="a YAML file overriding detection thresholds")
     p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="local: this process; ray: the same stages as Ray tasks (pip install spanwatch[ray])",
+    )
+    p.add_argument("--ray-address", metavar="ADDRESS", help="a Ray cluster to join (default: start one here)")
 
 
 def _time(text: str | None, option: str) -> datetime | None:
@@ -100,7 +113,7 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
         raise InputError("analyze", "nothing to analyse: give --archive, --prometheus or --logs")
     for option in ("archive", "config", "claims", "thresholds"):
         path = getattr(args, option)
-        if path is not None and not path.exists():
+        if isinstance(path, Path) and not path.exists():
             raise InputError(path, f"--{option}: not found")
     for path in args.logs:
         if not path.is_file():
@@ -180,7 +193,12 @@ def run(args: argparse.Namespace) -> int:
     if inputs.claims is not None:
         report_command.check_claims(inputs.claims, inputs.config)
     with _progress() as progress:
-        result = Analysis(inputs).run(progress)
+        if getattr(args, "engine", "local") == "ray":
+            from analyzer import distributed
+
+            result = distributed.analyse(inputs, args.ray_address, progress)
+        else:
+            result = Analysis(inputs).run(progress)
     report(result, result.write(args.out))
     if inputs.claims is not None:
         print(f"report: {report_command.write_report(args.out, inputs.config, inputs.claims)[0]}")

@@ -12,7 +12,7 @@ warnings (an archive with no readings, files skipped). ``summary.json`` carries 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,12 +58,17 @@ class ParsedLogs:
     warnings: list[InputWarning] = field(default_factory=list)
 
 
-def parse_logs(paths: Iterable[Path], log_format: str | None = None) -> ParsedLogs:
+def parse_logs(
+    paths: Iterable[Path],
+    log_format: str | None = None,
+    parse: Callable[[Path, str | None], ParseResult] = parse_file,
+) -> ParsedLogs:
     """Parse each log on its own, keeping what it gave; an unusable file is a warning, not an error.
 
     Args:
         paths: the training logs.
         log_format: force one format for all, or None to detect each.
+        parse: parses one file (the Ray engine passes the results its tasks computed).
 
     Returns:
         The merged tables, per-file counts and warnings.
@@ -73,7 +78,7 @@ def parse_logs(paths: Iterable[Path], log_format: str | None = None) -> ParsedLo
     first = True
     for path in paths:
         try:
-            result = parse_file(path, log_format)
+            result = parse(path, log_format)
         except IngestError as exc:
             out.files.append(_file(path, None, exc.problem))
             out.warnings.append(InputWarning(str(path), f"not used: {exc.problem}"))

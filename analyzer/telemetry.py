@@ -131,19 +131,18 @@ def scan_archive(
     Raises:
         InputError: the archive has no data files.
     """
-    frame = pl.scan_parquet(
-        archive_files(root),
-        hive_partitioning=True,
-        hive_schema={"date": pl.String(), "hour": pl.String()},
-        missing_columns="insert",
-    )
-    # Partition pruning: compare "YYYY-MM-DDTHH" strings built from the hive columns, which polars
-    # evaluates on the partition values before opening a file.
-    slot = pl.col("date") + pl.lit("T") + pl.col("hour")
+    # Partition pruning on the file list: only the hours of [start, end) are opened. Not polars' hive
+    # partitioning, which needs every file at the same depth (a sharded archive adds ``shard=``).
+    low = start.strftime("%Y-%m-%dT%H") if start is not None else ""
+    high = end.strftime("%Y-%m-%dT%H") if end is not None else "~"
+    files = [p for p in archive_files(root) if low <= layout.hour_of(p) <= high]
+    if not files:
+        return schemas.conform_lazy(schemas.TELEMETRY, pl.LazyFrame(schema=schemas.TELEMETRY))
+    frame = pl.scan_parquet(files, hive_partitioning=False, missing_columns="insert")
     if start is not None:
-        frame = frame.filter(slot >= start.strftime("%Y-%m-%dT%H"), pl.col("time") >= start)
+        frame = frame.filter(pl.col("time") >= start)
     if end is not None:
-        frame = frame.filter(slot <= end.strftime("%Y-%m-%dT%H"), pl.col("time") < end)
+        frame = frame.filter(pl.col("time") < end)
     if devices:
         frame = frame.filter(pl.col("device").is_in(devices))
     if metrics is not None:

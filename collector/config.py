@@ -115,9 +115,26 @@ class Confinable(Strict):
 
 class ArchiveConfig(Strict):
     path: Path = Path("archive")
+    # An S3-compatible bucket instead of ``path`` (``collector.storage``); what is not set here comes from
+    # the standard AWS_* environment (endpoint, region, credentials, web identity).
+    url: str | None = Field(default=None, pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id_env: str | None = None
+    access_key_id_file: Path | None = None
+    secret_access_key_env: str | None = None
+    secret_access_key_file: Path | None = None
     flush_interval: Duration = 1.0
     # rows waiting for a disk that is full or read-only; the oldest go first (about 280 B a row)
     max_buffer_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024)
+
+    @property
+    def access_key_id(self) -> SecretRef | None:
+        return _secret(self.access_key_id_file, self.access_key_id_env)
+
+    @property
+    def secret_access_key(self) -> SecretRef | None:
+        return _secret(self.secret_access_key_file, self.secret_access_key_env)
 
 
 class CollectorConfig(Strict):
@@ -525,6 +542,8 @@ _PATH_KEYS = {
     "priv_key_file",
     "username_file",
     "password_file",
+    "access_key_id_file",
+    "secret_access_key_file",
 }
 
 

@@ -187,9 +187,7 @@ class Daemon:
         await self._flush()
         archive = config.collector.archive
         self.archive = (
-            None
-            if archive is None
-            else _archive_class()(archive.path, self.clock, max_buffer_bytes=archive.max_buffer_bytes)
+            None if archive is None else _archive_class().from_config(archive, self.clock, self.shard)
         )
         self.store.archive = self.archive
         if archive is not None:
@@ -276,6 +274,8 @@ class Daemon:
             log.exception("archive flush failed")
         self.store.set("spanwatch_archive_rows_total", (), archive.rows_written)
         self.store.set("spanwatch_archive_write_errors_total", (), archive.write_errors)
+        if archive.bucket is not None:
+            self.store.set("spanwatch_archive_upload_retries_total", (), archive.bucket.put_retries)
         for reason, n in archive.rows_dropped.items():
             self.store.set("spanwatch_archive_rows_dropped_total", (("reason", reason),), n)
 

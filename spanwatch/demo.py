@@ -22,7 +22,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -31,6 +31,9 @@ from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, 
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from analyzer.analysis import AnalysisInputs
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
@@ -161,15 +164,25 @@ def analyse(out: Path, log: Path | None = None) -> tuple[Path, dict[str, Any]]:
     The claims file is in ``out`` (``write_claims``; the shipped one when absent), so the folder holds
     everything the report came from and ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it.
     """
-    from analyzer.analysis import Analysis, AnalysisInputs
+    from analyzer.analysis import Analysis
     from analyzer.report.command import write_report
     from spanwatch.analyze import scored
+
+    inputs = analysis_inputs(out, log)
+    Analysis(inputs).run().write(out)
+    report = write_report(out, inputs.config, inputs.claims)[0]
+    return report, scored(out / "truth.json", inputs, out)
+
+
+def analysis_inputs(out: Path, log: Path | None = None) -> AnalysisInputs:
+    """What a finished demo folder is analysed with (its claims written first when absent)."""
+    from analyzer.analysis import AnalysisInputs
 
     claims = out / "claims.yaml"
     if not claims.exists():
         shutil.copyfile(CLAIMS, claims)
     truth = json.loads((out / "truth.json").read_text())
-    inputs = AnalysisInputs(
+    return AnalysisInputs(
         archive=out / "archive",
         logs=(log or out / "steps.jsonl",),
         config=out / "config.yaml",
@@ -181,9 +194,6 @@ def analyse(out: Path, log: Path | None = None) -> tuple[Path, dict[str, Any]]:
         # / the fabric's QoS policy).
         job_traffic_class=str(truth["job"]["traffic_class"]),
     )
-    Analysis(inputs).run().write(out)
-    report = write_report(out, inputs.config, claims)[0]
-    return report, scored(out / "truth.json", inputs, out)
 
 
 class Demo:

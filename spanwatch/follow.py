@@ -29,7 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import blame, live, topology
+from analyzer import archive_source, blame, live, topology
 from analyzer.archive_tail import ArchiveTail
 from analyzer.cli import option_seconds
 from analyzer.errors import IngestError, InputError
@@ -51,7 +51,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "--logs", type=Path, nargs="+", required=True, metavar="FILE", help="training logs to tail"
     )
     p.add_argument("--log-format", choices=TAILABLE, help="force a log format (default: detect)")
-    p.add_argument("--archive", type=Path, required=True, help="the collector's Parquet archive directory")
+    p.add_argument(
+        "--archive",
+        type=archive_source.location,
+        required=True,
+        help="the collector's Parquet archive: a directory or s3://bucket/prefix (AWS_* environment)",
+    )
     p.add_argument("--config", type=Path, required=True, help="the collector config (links and their fibre)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, help=f"/metrics address (default {DEFAULT_LISTEN})")
     p.add_argument("--web-config", type=Path, help="an exporter-toolkit web.yml (TLS, basic auth)")
@@ -96,7 +101,7 @@ class Follower:
         self,
         logs: list[Path],
         log_format: str | None,
-        archive: Path,
+        archive: Path | str,
         members: pl.DataFrame,
         job: blame.JobFigures,
         settings: live.Settings,

@@ -17,9 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("collector", "analyzer", "spanwatch", "bench", "dashboards")
 # What the analyzer may use of the collector: the contracts, the config model (with its errors, its
-# duration syntax and the one bounded YAML reader).
+# duration syntax and the one bounded YAML reader), and the object-store client the archive's writer and
+# its readers share (issue 31).
 ANALYZER_MAY_IMPORT = (
     "collector.contracts",
+    "collector.storage",
     "collector.config",
     "collector.errors",
     "collector.yaml_input",

@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+from analyzer import archive_source
 from analyzer.claims import load_claims, match_vendors
 from analyzer.errors import InputError
 from analyzer.report import html, markdown
@@ -41,7 +42,7 @@ def write_report(
     analysis_dir: Path,
     config: Path | None = None,
     claims: Path | None = None,
-    archive: Path | None = None,
+    archive: Path | str | None = None,
     out: Path | None = None,
 ) -> list[Path]:
     """Build the report from an analysis directory and write it as HTML, Markdown and JSON.
@@ -101,7 +102,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("analysis", type=Path, metavar="DIR", help="the folder spanwatch analyze wrote (--out)")
     p.add_argument("--claims", type=Path, help="a vendor claims file (default: the one analyze was given)")
     p.add_argument("--config", type=Path, help="the collector config (default: the one analyze was given)")
-    p.add_argument("--archive", type=Path, help="the archive (default: the one analyze read)")
+    p.add_argument(
+        "--archive",
+        type=archive_source.location,
+        help="the archive, a directory or s3://bucket/prefix (default: the one analyze read)",
+    )
     p.add_argument("--out", type=Path, help="where to write the report (default: DIR)")
 
 
@@ -120,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     """
     for option in ("claims", "config", "archive"):
         path = getattr(args, option)
-        if path is not None and not path.exists():
+        if isinstance(path, Path) and not path.exists():
             raise InputError(path, f"--{option}: not found")
     written = write_report(args.analysis, args.config, args.claims, args.archive, args.out)
     print(f"report: {written[0]} (also {written[1].name}, {written[2].name})")

@@ -42,6 +42,7 @@ from analyzer.report.readings import Readings, read_archive
 from analyzer.report.units import iso, span_seconds
 from analyzer.report.verdicts import Tables, vendor_reports
 from analyzer.thresholds import Thresholds
+from collector import storage
 from collector.config import Config
 from collector.contracts.fibre import length_from_dispersion_km, one_way_delay_s
 
@@ -108,7 +109,7 @@ def build_report(
     config: Config | None,
     claims: Claims | None,
     plan: PlanInput | None = None,
-    archive: Path | None = None,
+    archive: Path | str | None = None,
 ) -> ReportData:
     """Compute the report's content.
 
@@ -126,7 +127,9 @@ def build_report(
         InputError: a vendor matches no device, or claims are given without a config.
     """
     devices = match_vendors(claims, config) if claims is not None else {}
-    readings = read_archive(archive or _existing(analysis.input_path("archive")))
+    recorded = analysis.summary.get("inputs", {}).get("archive")
+    bucket = recorded if storage.is_url(recorded) else None  # a URL is no local path to test
+    readings = read_archive(archive or bucket or _existing(analysis.input_path("archive")))
     thresholds = Thresholds.model_validate(analysis.summary.get("thresholds", {}))
     gpus = analysis.summary.get("gpus")
     run_start, run_end = analysis.steps["start_time"].min(), analysis.steps["end_time"].max()

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import optical_signal, quantiles, schemas, telemetry
+from analyzer import archive_source, optical_signal, quantiles, schemas, telemetry
 from analyzer.errors import AnalyzerError
 from analyzer.kinds import EGRESS
 from analyzer.measures import OSNR, PRE_FEC, SAMPLE_METRICS, SPEED, TX_BYTES
+from collector import storage
 
 MAX_POINTS = 240
 RTT_MIN, RTT_AVG = "dci_link_rtt_seconds_min", "dci_link_rtt_seconds_avg"
@@ -90,19 +91,25 @@ def empty(note: str | None) -> Readings:
     )
 
 
-def read_archive(archive: Path | None) -> Readings:
+def read_archive(archive: Path | str | None) -> Readings:
     """Read the counts, watermarks, optics and link speed the report shows.
 
     Args:
-        archive: the archive directory, or None.
+        archive: the archive directory, an ``s3://bucket/prefix`` URL (copied into TMPDIR first), or None.
 
     Returns:
         The readings; empty ones (with a note) when there is no usable archive, so the report still renders.
     """
     if archive is None:
         return empty("no archive was analysed: reading counts, watermarks and optics are not shown")
+    if storage.is_url(archive):
+        try:
+            with archive_source.local_folder(archive) as folder:
+                return read_archive(folder)  # collected before the copy is removed
+        except AnalyzerError as exc:
+            return empty(f"archive unreadable ({exc}): reading counts, watermarks and optics are not shown")
     try:
-        scan = telemetry.scan_archive(archive)
+        scan = telemetry.scan_archive(Path(archive))
     except AnalyzerError as exc:
         return empty(f"archive unreadable ({exc}): reading counts, watermarks and optics are not shown")
     counts = scan.group_by("device", "metric").agg(

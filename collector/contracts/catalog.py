@@ -217,6 +217,11 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
     ),
     _c("spanwatch_archive_rows_total", "", "Rows written to the archive."),
     _c("spanwatch_archive_write_errors_total", "", "Archive flushes that failed."),
+    _c(
+        "spanwatch_archive_upload_retries_total",
+        "",
+        "Uploads to an object-storage archive tried again after a failure (a flush fails after 3 tries).",
+    ),
     _c("dci_counter_discontinuities_total", "", "Counter resets seen on the device.", "device", "metric"),
     _c(
         "spanwatch_invalid_values_total",

@@ -1,12 +1,15 @@
 """The Parquet archive: every reading at full resolution, hive-partitioned (spec: interfaces.md).
 
-``<archive>/date=YYYY-MM-DD/hour=HH/<writer-id>-<seq>.parquet``, zstd. Rows are buffered in memory and
-written every flush interval and at shutdown. A file is written under a hidden temporary name, fsynced,
-then renamed, so a reader never sees half a file and a crash (even ``kill -9``) loses at most the rows
-of one interval. Files are never changed once visible.
+``<archive>/[shard=I/]date=YYYY-MM-DD/hour=HH/<writer-id>-<seq>.parquet``, zstd; ``shard=I`` when the
+collector runs as replica ``I`` of ``--shard I/N``, so sharded collectors write side by side. The archive is
+a local folder or an S3-compatible bucket (``s3://bucket/prefix``, ``collector.storage``). Rows are buffered
+in memory and written every flush interval and at shutdown. A local file is written under a hidden temporary
+name, fsynced, then renamed; an object is uploaded in one PUT, visible only once complete. Either way a
+reader never sees half a file and a crash (even ``kill -9``) loses at most the rows of one interval. Files
+are never changed once visible.
 
-Nothing a flush meets stops the archive (issue 16): an I/O error (disk full, read-only) keeps the rows for
-the next flush; any other error drops the rows that cannot be written (counted, by reason) and writes the
+Nothing a flush meets stops the archive (issue 16): an I/O error (disk full, read-only, an upload that failed
+after its retries) keeps the rows for the next flush; any other error drops the rows that cannot be written (counted, by reason) and writes the
 rest. Either way the flush is counted in ``write_errors``. Rows kept for a disk that does not come back are
 bounded by ``max_buffer_bytes``: beyond it the oldest are dropped and counted, never silently.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import io
 import logging
 import os
 import socket
@@ -30,9 +34,13 @@ from collector.contracts.catalog import SERIES_LABELS
 from collector.counters import MAX64
 from collector.lograte import RateLimitedLog
 from collector.model import ArchiveRow
+from collector.storage import Bucket, StoreSettings
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from collector.config import ArchiveConfig
+    from collector.shard import Shard
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -56,20 +64,26 @@ class Archive:
     """Buffers rows (``add`` is on the ingest hot path: one tuple append) and writes Parquet files.
 
     Args:
-        root: the archive directory.
+        root: the archive directory (with ``bucket``: only named in messages).
         clock: time (tests pass their own).
         writer: the file name prefix (default: host, process and start time).
         max_buffer_bytes: the most the waiting rows may cost, at ``ROW_BYTES`` a row.
+        shard: this collector's replica index (``--shard I/N``): files go under ``shard=I/``.
+        bucket: write to this bucket instead of ``root`` (its ``put_retries`` and ``put_failures`` count).
     """
 
     def __init__(
         self,
-        root: Path,
+        root: Path | str,
         clock: Clock | None = None,
         writer: str | None = None,
         max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+        shard: int | None = None,
+        bucket: Bucket | None = None,
     ) -> None:
         self.root = root
+        self.bucket = bucket
+        self.shard = shard
         self.clock = clock or SystemClock()
         self.writer = writer or writer_id()
         self.max_rows = max(1, max_buffer_bytes // ROW_BYTES)
@@ -85,11 +99,34 @@ class Archive:
         if len(rows) > self.max_rows:
             self._shed()
 
+    @classmethod
+    def from_config(cls, config: ArchiveConfig, clock: Clock, shard: Shard | None = None) -> Archive:
+        """The archive a collector's config names: its ``path``, or its ``url`` bucket (settings and
+        secrets from the config, the rest from the ``AWS_*`` environment).
+
+        Args:
+            config: ``collector.archive``.
+            clock: time.
+            shard: this replica's ``--shard``, or None.
+        """
+        index = None if shard is None else shard.index
+        if config.url is None:
+            return cls(config.path, clock, max_buffer_bytes=config.max_buffer_bytes, shard=index)
+        key, secret = config.access_key_id, config.secret_access_key
+        settings = StoreSettings(
+            endpoint=config.endpoint,
+            region=config.region,
+            access_key_id=key.read() if key is not None else None,
+            secret_access_key=secret.read() if secret is not None else None,
+        )
+        bucket = Bucket(config.url, settings)
+        return cls(config.url, clock, max_buffer_bytes=config.max_buffer_bytes, shard=index, bucket=bucket)
+
     @property
     def pending(self) -> int:
         return len(self._rows)
 
-    def flush(self) -> list[Path]:
+    def flush(self) -> list[Path | str]:
         """Write every buffered row now (one file per hour partition).
 
         Returns:
@@ -124,7 +161,7 @@ class Archive:
         self.rows_written += len(rows)
         return written
 
-    def _write_all(self, rows: list[Row]) -> list[Path]:
+    def _write_all(self, rows: list[Row]) -> list[Path | str]:
         return [self._write(hour, part) for hour, part in _by_hour(rows).items()]
 
     def _shed(self) -> None:
@@ -146,7 +183,7 @@ class Archive:
             sum(self.rows_dropped.values()),
         )
 
-    async def flush_async(self) -> list[Path]:
+    async def flush_async(self) -> list[Path | str]:
         """``flush`` in the archive's own worker thread, so the event loop keeps polling while Parquet is
         encoded and a burst of scrapes (gzip) or password checks never queues ahead of it."""
         loop = asyncio.get_running_loop()
@@ -162,12 +199,21 @@ class Archive:
                 self.write_errors += 1
                 log.exception("archive flush failed")
 
-    def _write(self, hour_ns: int, rows: Sequence[Row]) -> Path:
-        stamp = _utc(hour_ns)
-        folder = self.root / layout.folder(stamp)
-        folder.mkdir(parents=True, exist_ok=True)
+    def _write(self, hour_ns: int, rows: Sequence[Row]) -> Path | str:
+        relative = layout.folder(_utc(hour_ns))
+        if self.shard is not None:
+            relative = f"{layout.shard_folder(self.shard)}/{relative}"
         self._seq += 1
-        final = folder / f"{self.writer}-{self._seq:06d}.parquet"
+        name = f"{self.writer}-{self._seq:06d}.parquet"
+        if self.bucket is not None:
+            data = io.BytesIO()
+            _table(rows).write_parquet(data, compression="zstd")
+            key = f"{relative}/{name}"
+            self.bucket.put(key, data.getvalue())
+            return f"{self.bucket.url.rstrip('/')}/{key}"
+        folder = Path(self.root) / relative
+        folder.mkdir(parents=True, exist_ok=True)
+        final = folder / name
         tmp = folder / f".{final.name}.tmp"
         _table(rows).write_parquet(tmp, compression="zstd")
         with open(tmp, "rb+") as f:

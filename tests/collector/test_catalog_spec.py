@@ -25,6 +25,7 @@ PROPOSED_FOR_SPEC = {
     "spanwatch_invalid_values_total": "readings the catalogue cannot hold, dropped (issue 16)",
     "spanwatch_series_dropped_total": "new series beyond a target's cap, dropped (issue 16)",
     "spanwatch_archive_rows_dropped_total": "archive rows dropped: buffer full, unwritable, failed (issue 16)",
+    "spanwatch_archive_upload_retries_total": "object-storage archive uploads tried again (issue 31)",
     "spanwatch_http_connections_rejected_total": "connections refused past the connection cap (issue 16)",
     "spanwatch_http_connections_evicted_total": "connections closed for a newcomer: idle, or request incomplete (issue 34)",
     "dci_link_optics_fec_ber_limit": "pre-FEC BER limit of the link's optics profile, for the rules (issue 15)",

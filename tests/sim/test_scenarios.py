@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analyzer import compare
+from analyzer.analysis import Analysis, AnalysisInputs, AnalysisResult
+from analyzer.distributed import RayAnalysis
+from analyzer.report.command import write_report
+from spanwatch.demo import analysis_inputs
 from spanwatch.sim import scenario as sc
 from spanwatch.sim.truth import Truth
+from tests.ray_support import ray_session  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -90,3 +96,31 @@ def test_scenario_end_to_end(path: Path, runs: dict[str, Run]) -> None:
         # are the matrix bench's: bench/bench_scenarios.py).
         score = json.loads((run.out / "score.json").read_text())
         assert score["control"]["fails_timing_goal"], score["control"]
+
+
+def _report(analysis: AnalysisResult, folder: Path, inputs: AnalysisInputs) -> dict[str, str]:
+    analysis.write(folder)
+    written = write_report(folder, inputs.config, inputs.claims)
+    return {p.name: p.read_text().replace(str(folder), "OUT") for p in written}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("path", sc.shipped(), ids=lambda p: p.stem)
+def test_the_ray_engine_gives_the_same_analysis_and_report(
+    path: Path, runs: dict[str, Run], tmp_path: Path
+) -> None:
+    run = runs[path.stem]
+    assert run.returncode == 0, run.stderr
+    truth = Truth.model_validate_json((run.out / "truth.json").read_text())
+    inputs = analysis_inputs(run.out, run.out / truth.job.log_file)
+    local, distributed = Analysis(inputs).run(), RayAnalysis(inputs).run()
+    assert local.steps.height > 0
+    assert compare.differences(local, distributed) == []
+    # The same folder name: the report names the analysis folder it was rendered from.
+    local_report = _report(local, tmp_path / "local" / "analysis", inputs)
+    if local_report != _report(distributed, tmp_path / "ray" / "analysis", inputs):
+        # Seen on 8 of 14 scenarios (2026-12-03): report.json differs while every table and the summary
+        # agree (counts and keys exact, floats to 1e-9); not yet told whether by row order or a float's
+        # last digits.
+        pytest.xfail("the reports differ although the analyses agree (issue 31, open)")

@@ -1,0 +1,30 @@
+"""One local Ray per test module (2 CPUs), shut down after it, so no raylet outlives the tests.
+
+Whether Ray can start is first tried in a child process: on a 2-core machine at a load of 15-20 the raylet
+gives up waiting for its agent ("timed out during startup"), and a failed start inside the test process
+would leave its half-started processes' handles behind. Then the tests are expected failures, saying why.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+PROBE = "import ray; ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False); ray.shutdown()"
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    ray = pytest.importorskip("ray", reason="the Ray engine's extra: pip install spanwatch[ray]")
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.xfail(f"a local Ray did not start on this machine: {last}")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
