@@ -235,13 +235,13 @@ class Analysis:
         i = self.inputs
         if i.job_traffic_class is not None:
             return job_class.given(i.job_traffic_class)
+        members = topology.link_members(config)
         if frame is not None:
-            readings = frame
-        elif i.archive is not None:
-            readings = job_class.archive_readings(i.archive)
-        else:
+            return job_class.infer(job_class.bytes_per_queue(frame, members))
+        if i.archive is None:
             return job_class.JobClass(None, "unknown", "no telemetry: pass --job-traffic-class")
-        return job_class.infer(job_class.bytes_per_queue(readings, topology.link_members(config)))
+        with archive_source.local_folder(i.archive, i.start, i.end) as root:
+            return job_class.infer(job_class.bytes_per_queue(job_class.archive_readings(root), members))
 
     def _parse_logs(self) -> inputs.ParsedLogs:
         """Every log parsed on its own and merged (the Ray engine parses them in tasks)."""

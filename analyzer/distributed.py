@@ -147,10 +147,10 @@ class RayAnalysis(Analysis):
 
         return inputs.parse_logs(i.logs, i.log_format, parsed)
 
-    def _network(self, config: Any, progress: Progress) -> network.NetworkResult:
+    def _network(self, config: Any, frame: pl.LazyFrame | None, progress: Progress) -> network.NetworkResult:
         i = self.inputs
-        if i.archive is None or i.prometheus is not None:
-            return super()._network(config, progress)
+        if i.archive is None or frame is not None:
+            return super()._network(config, frame, progress)
         ray = _ray()
         from analyzer import topology
 

@@ -113,7 +113,7 @@ class Confinable(Strict):
         return None if file is None and env is None else SecretRef(file=file, env=env, within=within)
 
 
-class ArchiveConfig(Strict):
+class ArchiveConfig(Confinable):
     path: Path = Path("archive")
     # An S3-compatible bucket instead of ``path`` (``collector.storage``); what is not set here comes from
     # the standard AWS_* environment (endpoint, region, credentials, web identity).
@@ -130,11 +130,11 @@ class ArchiveConfig(Strict):
 
     @property
     def access_key_id(self) -> SecretRef | None:
-        return _secret(self.access_key_id_file, self.access_key_id_env)
+        return self._secret("access_key_id")
 
     @property
     def secret_access_key(self) -> SecretRef | None:
-        return _secret(self.secret_access_key_file, self.secret_access_key_env)
+        return self._secret("secret_access_key")
 
 
 class CollectorConfig(Strict):
