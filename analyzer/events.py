@@ -26,7 +26,7 @@ import polars as pl
 
 from analyzer import kinds, optical_signal, schemas
 from analyzer.kinds import ECN, ECN_FRACTION, KINDS, LOW_IS_BAD, QUEUE_DROPPED, QUEUE_SENT, SURGE, Rule
-from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES
+from analyzer.telemetry import COUNTERS, INTERVAL_GAUGES, STATE_GAUGES
 from analyzer.thresholds import Thresholds
 
 EVENT_KEYS = ["kind", "link", "device", "interface"]
@@ -80,13 +80,25 @@ def _state(rule: Rule, thresholds: Thresholds) -> pl.Expr:
 
 
 def _coverage() -> tuple[pl.Expr, pl.Expr]:
-    """The interval each reading describes: (previous, reading] for rates and peaks, else mid-points."""
+    """The interval each reading describes: (previous, reading] for rates and peaks, [reading, next) for a
+    state (sent when it changes), else mid-points."""
     interval = pl.col("metric").is_in(sorted(COUNTERS | INTERVAL_GAUGES | {ECN_FRACTION}))
+    state = pl.col("metric").is_in(sorted(STATE_GAUGES))
     time, prev, nxt = pl.col("time"), pl.col("prev_time"), pl.col("next_time")
     start = (
-        pl.when(interval).then(pl.coalesce(prev, time)).otherwise(pl.coalesce(prev + (time - prev) / 2, time))
+        pl.when(interval)
+        .then(pl.coalesce(prev, time))
+        .when(state)
+        .then(time)
+        .otherwise(pl.coalesce(prev + (time - prev) / 2, time))
     )
-    end = pl.when(interval).then(time).otherwise(pl.coalesce(time + (nxt - time) / 2, time))
+    end = (
+        pl.when(interval)
+        .then(time)
+        .when(state)
+        .then(pl.coalesce(nxt, time))
+        .otherwise(pl.coalesce(time + (nxt - time) / 2, time))
+    )
     return start.alias("start_time"), end.alias("end_time")
 
 

@@ -36,6 +36,10 @@ INTERVAL_GAUGES: frozenset[str] = frozenset(
     | {name for name in CATALOG if name.endswith(("_max", "_min", "_avg"))}
 )
 
+# Gauges of a state (up or down) that a device may send only when it changes (gNMI ON_CHANGE, suppressed
+# redundant samples): a reading holds from its time until the next one, not from half-way to the previous.
+STATE_GAUGES: frozenset[str] = frozenset({"dci_interface_oper_up"})
+
 _SERIES = list(schemas.SERIES_KEYS)
 
 

@@ -20,8 +20,9 @@ def detect(root: Path, thresholds: Thresholds | None = None, bdp: pl.LazyFrame |
     return events.detect_events(sig, thresholds or Thresholds(), labels, bdp).collect()
 
 
-# Counter rates and watermarks describe (t-1, t]: an episode over [start, end) seconds shows exactly there.
-# Instant gauges (oper-status, BER, OSNR) are placed half a sample early at each edge.
+# Counter rates and watermarks describe (t-1, t]: an episode over [start, end) seconds shows exactly there;
+# a state (oper-status) holds from its reading to the next, so it does too. Instant gauges (BER, OSNR) are
+# placed half a sample early at each edge.
 @pytest.mark.parametrize(
     ("kind", "offset"),
     [
@@ -30,7 +31,7 @@ def detect(root: Path, thresholds: Thresholds | None = None, bdp: pl.LazyFrame |
         ("pfc", 0.0),
         ("queue", 0.0),
         ("fcs", 0.0),
-        ("wave_down", -0.5),
+        ("wave_down", 0.0),
         ("ber", -0.5),
         ("osnr", -0.5),
     ],
@@ -289,6 +290,26 @@ def test_queue_depth_samples_read_egress_queues_only() -> None:
     sig, labels = telemetry.signals(readings), telemetry.series_labels(readings)
     counts = network.samples(sig, labels).collect()
     assert counts["count"].sum() == 11  # the ingress queue's readings do not dilute the egress depths
+
+
+def test_a_state_sent_only_when_it_changes_holds_from_its_reading_to_the_next() -> None:
+    # gNMI ON_CHANGE oper-status: up at 0 s, down at 40 s, up at 46 s. The wave was down 40-46 s, not from
+    # half-way between 0 and 40 s (a 26 s outage that also masks the optics of the 20 s before it).
+    times = [T0, T0 + timedelta(seconds=40), T0 + timedelta(seconds=46), T0 + timedelta(seconds=60)]
+    state = pl.DataFrame(
+        {
+            "time": times,
+            "device": "a1",
+            "metric": "dci_interface_oper_up",
+            "interface": "Ethernet1",
+            "link": "l1",
+            "value": [1.0, 0.0, 1.0, 1.0],
+        }
+    )
+    found = _detect(state)
+    assert found.select("kind", "start_time", "end_time").rows() == [
+        ("wave_down", T0 + timedelta(seconds=40), T0 + timedelta(seconds=46))
+    ]
 
 
 def test_errors_while_the_wave_relocks_are_the_outage_not_optics() -> None:
