@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from collector.errors import ConfigError
+
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
 
@@ -98,7 +100,12 @@ class Bucket:
     _store: Any = None
 
     def __post_init__(self) -> None:
-        from obstore.store import S3Store
+        try:
+            from obstore.store import S3Store
+        except ImportError:
+            raise ConfigError(
+                f"{self.url}: a bucket archive needs obstore: pip install 'spanwatch[s3]'"
+            ) from None
 
         bucket, prefix = split_url(self.url)
         endpoint = self.settings.endpoint or os.environ.get("AWS_ENDPOINT_URL")

@@ -43,7 +43,7 @@ def test_dev_demo_sets_up_the_runtime_from_the_lock_then_runs_the_demo() -> None
 
 def test_dev_test_sets_up_the_test_extras_then_runs_pytest() -> None:
     lines = dry_run(*readme_commands()[1].split()[1:])
-    assert any(line.endswith("-c requirements.lock -e .[test,hta,generator,lab,ray]") for line in lines)
+    assert any(line.endswith("-c requirements.lock -e .[test,hta,generator,lab,ray,s3]") for line in lines)
     assert lines[-1] == "/nonexistent/venv/bin/python -m pytest"
     assert dry_run("test", "-q", "tests/x")[-1] == "/nonexistent/venv/bin/python -m pytest -q tests/x"
 

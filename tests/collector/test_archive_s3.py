@@ -82,15 +82,17 @@ def _boto_credentials() -> dict[str, str]:
 def _fill(archive: Archive, n: int) -> None:
     for i in range(n):
         archive.add(
-            T0 + i * 10**6,
-            T0 + i * 10**6,
-            "sw1",
-            "gnmi",
-            "dci_interface_receive_bytes_total",
-            (("interface", f"Eth{i % 4}"),),
-            "l1",
-            float(i),
-            i,
+            (
+                T0 + i * 10**6,
+                T0 + i * 10**6,
+                "sw1",
+                "gnmi",
+                "dci_interface_receive_bytes_total",
+                (("interface", f"Eth{i % 4}"),),
+                "l1",
+                float(i),
+                i,
+            )
         )
 
 
@@ -149,8 +151,8 @@ WRITER = textwrap.dedent("""
         while True:
             now = time.time_ns()
             for _ in range(500):
-                archive.add(now, now, "sw1", "snmp", "dci_interface_receive_bytes_total",
-                            (("interface", "Eth1"),), None, float(n), n)
+                archive.add((now, now, "sw1", "snmp", "dci_interface_receive_bytes_total",
+                             (("interface", "Eth1"),), None, float(n), n))
                 n += 1
             print(n, archive.rows_written, flush=True)
             await asyncio.sleep(0.01)
