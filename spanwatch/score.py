@@ -801,6 +801,17 @@ def is_quiet(truth: Truth) -> bool:
     return worst is None or float(worst) < CLEAN_STEP_SECONDS  # type: ignore[arg-type]
 
 
+def _control_problem(control: dict[str, Any]) -> str | None:
+    """Why a control does not do its job (missing, shifted wrongly, or still passing), or None."""
+    if "missing" in control:
+        return str(control["missing"])
+    if not control["shift_ok"]:
+        return f"its steps are shifted by {control['shift_seconds']} s, not {control['expected_shift_seconds']} s"
+    if not control["fails_timing_goal"]:
+        return "the shifted run still meets every goal the timing link decides"
+    return None
+
+
 def score(truth: Truth, folder: Path) -> dict[str, Any]:
     """Score an analysis folder and its ``control/`` against the truth.
 
@@ -820,25 +831,20 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     control = _control(truth, real, folder / CONTROL)
     out["goals"] = {name: f"{op} {goal}" for name, (op, goal) in GOALS.items()}
     out["control"] = control
-    why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
-    if is_quiet(truth):
+    quiet = is_quiet(truth)
+    if quiet:
         # Nothing costs the job, so there is no timing for the shifted log to break: a control that meets
         # every goal says nothing against the analysis, and the real run's figures decide alone; those
         # relative to the truth's total are shown but not judged (false_blame judges every step instead).
         control["not_applicable"] = (
             f"a quiet run: no episode cost any step {CLEAN_STEP_SECONDS * 1e3:g} ms or more in the truth"
         )
-        out["not_applicable"] = [name for name in RELATIVE_FIGURES]
+        out["not_applicable"] = list(RELATIVE_FIGURES)
         out["failed"] = {k: v for k, v in out["failed"].items() if k not in RELATIVE_FIGURES}
-        why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
-    elif "missing" in control:
-        why.append(f"control: {control['missing']}")
-    elif not control["shift_ok"]:
-        why.append(
-            f"control: its steps are shifted by {control['shift_seconds']} s, not {control['expected_shift_seconds']} s"
-        )
-    elif not control["fails_timing_goal"]:
-        why.append("control: the shifted run still meets every goal the timing link decides")
+    why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
+    problem = None if quiet else _control_problem(control)
+    if problem is not None:
+        why.append(f"control: {problem}")
     out["passed"] = not why
     out["why"] = why
     return out
