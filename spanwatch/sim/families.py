@@ -34,6 +34,10 @@ below the step noise: the analyzer must not invent them):
   (``spanwatch.sim.snmp_mib``), no per-queue MIB, so such a run has no job-class queue, ECN mark or PFC
   pause to measure; the analyzer would be judged on what the simulator does not serve. (A real SNMP-only
   deployment reads its vendor's queue MIBs: ``arista_queue``, ``arista_pfc``.)
+- An incast is in the job's class, on a link the job's traffic uses: the simulator models an incast as the
+  far hosts draining the job's class at 1/fan_in of line rate (``spanwatch.sim.episodes``), so one on a link
+  the job does not use throttles nothing, and one in another class is not modelled (the scenario check
+  refuses it). Either would be an episode in the truth that the network never showed.
 - A burst is shorter than a poll (that is what the kind means in the spec); the telemetry interval stays at
   the collector's default 1 s: the spec does not vary it, and the goals were set for it.
 """
@@ -176,6 +180,7 @@ class _Episodes:
         self.lo, self.hi = WARM_UP_S, duration - max(TAIL_S, 2 * log_interval)
         self.ranks = job["ranks_per_site"] * len({s for link in links for s in link["between"]})
         self.job_class = job["traffic_class"]
+        self.job_links = job.get("links")
         self.other_class = r.choice([c for c in range(8) if c != self.job_class])
         self.drawn: list[dict[str, Any]] = []
 
@@ -197,6 +202,8 @@ class _Episodes:
             link = r.choice(sorted(self.links))
         if kind == "wave_down" and self.links[link]["waves"] < 2:
             kind = "optical_degradation"
+        if kind == "incast" and self.job_links and link not in self.job_links:
+            link = r.choice(self.job_links)  # see the corners avoided
         length = self._length(kind)
         if anchor is not None:
             start = r.uniform(anchor["_start"], anchor["_start"] + anchor["_length"])
@@ -229,7 +236,10 @@ class _Episodes:
                 else sorted(r.sample(range(self.ranks), r.randint(1, 2)))
             }
         out: dict[str, Any] = {"link": link}
-        if kind in ("congestion", "incast", "burst") and r.random() < 0.3:
+        # Drawn for an incast too (which stays in the job's class: see the corners), so that a seed's
+        # later draws stay what they were.
+        in_other_class = kind in ("congestion", "incast", "burst") and r.random() < 0.3
+        if in_other_class and kind != "incast":
             out["traffic_class"] = self.other_class
         if kind == "congestion":
             out["load"] = round(r.uniform(0.3, 2.5), 2)

@@ -293,6 +293,11 @@ def cross_check(s: Scenario) -> list[str]:
             problems.append(
                 f"{where}.wave: wave {e.wave} out of range (link {e.link} has 1..{s.link(e.link).waves})"
             )
+        if isinstance(e, Incast) and s.traffic_class(e) != s.job.traffic_class:
+            problems.append(
+                f"{where}.traffic_class: an incast is modelled in the job's class only (the far switch's"
+                f" receive stage drains the job's class; class {s.traffic_class(e)} has none)"
+            )
         if isinstance(e, TrafficEpisode) and (tc := s.traffic_class(e)) != s.job.traffic_class:
             if background is not None and tc != background:
                 problems.append(

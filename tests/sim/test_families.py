@@ -87,7 +87,7 @@ AXES: dict[str, tuple[Callable[[sc.Scenario], set[Any]], set[Any]]] = {
             for e in s.episodes
             if isinstance(e, sc.TrafficEpisode) and s.traffic_class(e) != s.job.traffic_class
         },
-        {"congestion", "incast", "burst"},
+        {"congestion", "burst"},  # an incast in another class: a corner the sampler avoids
     ),
     "overlap on one link": (
         lambda s: {
@@ -153,6 +153,14 @@ def test_a_wave_down_never_takes_a_links_last_wave(drawn: list[sc.Scenario]) -> 
         for e in downs:
             together = {d.wave for d in downs if d.link == e.link and _overlap(d, e)}
             assert len(together) < s.link(e.link).waves, (s.name, e)
+
+
+def test_an_incast_is_in_the_jobs_class_on_a_link_the_job_uses(drawn: list[sc.Scenario]) -> None:
+    incasts = [(s, e) for s in drawn for e in s.episodes if isinstance(e, sc.Incast)]
+    assert incasts
+    for s, e in incasts:
+        assert s.traffic_class(e) == s.job.traffic_class, (s.name, e)
+        assert s.job.links is None or e.link in s.job.links, (s.name, e)
 
 
 def test_the_same_seed_draws_the_same_file_and_another_seed_another() -> None:

@@ -123,6 +123,12 @@ def test_base_is_valid() -> None:
             ),
             "f.yaml: episodes[2].traffic_class: one background class is modelled (0 already)",
         ),
+        (
+            lambda r: r["episodes"].append(
+                {"kind": "incast", "link": "ab-1", "start": "1s", "duration": "1s", "fan_in": 8, "traffic_class": 0}
+            ),
+            "f.yaml: episodes[1].traffic_class: an incast is modelled in the job's class only",
+        ),
     ],
 )
 def test_each_problem_is_one_located_line(edit: Any, expected: str) -> None:
