@@ -125,7 +125,14 @@ def test_base_is_valid() -> None:
         ),
         (
             lambda r: r["episodes"].append(
-                {"kind": "incast", "link": "ab-1", "start": "1s", "duration": "1s", "fan_in": 8, "traffic_class": 0}
+                {
+                    "kind": "incast",
+                    "link": "ab-1",
+                    "start": "1s",
+                    "duration": "1s",
+                    "fan_in": 8,
+                    "traffic_class": 0,
+                }
             ),
             "f.yaml: episodes[1].traffic_class: an incast is modelled in the job's class only",
         ),
