@@ -15,9 +15,10 @@ import pytest
 from analyzer import measures, network, schemas
 from analyzer.claims import Claim, load_claims
 from analyzer.errors import InputError
-from analyzer.report import readings
-from analyzer.report.verdicts import Tables, evaluate
+from analyzer.report import markdown, readings
+from analyzer.report.verdicts import Tables, evaluate, vendor_reports
 
+GOLDEN = Path(__file__).parents[2] / "golden" / "claims-best-effort-beside-lossless.md"
 T0 = datetime(2026, 12, 1, 10, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 BEST_EFFORT_DROPS = 3.4e7
@@ -79,7 +80,32 @@ def _measured(job_class: str | None, rows: Rows) -> pl.DataFrame:
     return measures.compute_all(inputs, [])
 
 
-def _tables(job_class: str | None, rows: Rows = LOSS) -> Tables:
+def _best_effort_events() -> pl.DataFrame:
+    """The episodes the other tenant's class raised: drops in queue 0, pauses on priority 0."""
+    rows = [(0, "drops", measures.DROPPED), (1, "pfc", measures.PFC_SECONDS)]
+    return pl.DataFrame(
+        [
+            {
+                "event_id": event_id,
+                "kind": kind,
+                "link": "ab",
+                "device": "dci-a",
+                "interface": "e1",
+                "queue": "0",
+                "start_time": T0 + HOUR / 4,
+                "end_time": T0 + HOUR / 2,
+                "duration_seconds": 900.0,
+                "worst": 1.0,
+                "metrics": metric,
+                "samples": 10,
+            }
+            for event_id, kind, metric in rows
+        ],
+        schema=schemas.EVENTS,
+    )
+
+
+def _tables(job_class: str | None, rows: Rows = LOSS, events: pl.DataFrame | None = None) -> Tables:
     seen = readings.empty(None)
     metrics = sorted({metric for metric, _, _ in rows})
     counts = pl.DataFrame(
@@ -95,7 +121,7 @@ def _tables(job_class: str | None, rows: Rows = LOSS) -> Tables:
     )
     return Tables(
         pl.DataFrame(schema=schemas.STEP_ANALYSIS),
-        pl.DataFrame(schema=schemas.EVENTS),
+        pl.DataFrame(schema=schemas.EVENTS) if events is None else events,
         pl.DataFrame(schema=schemas.ATTRIBUTION),
         _measured(job_class, rows),
         dataclasses.replace(seen, counts=counts),
@@ -188,3 +214,41 @@ def test_a_pfc_series_priority_is_its_class_in_the_totals() -> None:
         (measures.PFC_SECONDS, "3"): 0.0,
         (measures.DROPPED, "0"): 5.0,
     }
+
+
+GOLDEN_CLAIMS = """
+vendors:
+  - name: Acme DCI
+    match: {vendor: acme}
+    claims:
+      - {id: lossless, text: Zero loss under full load, measure: dropped_packets_per_terabyte, op: "<=", value: 0}
+      - id: lossless-every-class
+        text: Zero loss, every tenant's traffic
+        measure: dropped_packets_per_terabyte
+        op: "<="
+        value: 0
+        traffic_class: all
+      - {id: pfc-quiet, text: PFC pauses under 1% of the time, measure: pfc_pause_seconds_per_hour, op: "<=", value: 36}
+      - id: pfc-quiet-every-priority
+        text: PFC pauses under 1% of the time, every priority
+        measure: pfc_pause_seconds_per_hour
+        op: "<="
+        value: 36
+        traffic_class: all
+"""
+
+
+def test_the_claim_table_golden(tmp_path: Path, update_golden: bool) -> None:
+    """The report's claim table for best-effort drops and pauses beside a clean lossless queue: the job's
+    claims pass, say which class they read and list none of the other class's episodes; the every-class
+    ones fail on the other tenant's figures and list its episodes.
+    ``pytest --update-golden`` rewrites the file (on purpose only; review its diff)."""
+    path = tmp_path / "claims.yaml"
+    path.write_text(GOLDEN_CLAIMS)
+    (vendor,) = vendor_reports(
+        load_claims(path), {"Acme DCI": ("dci-a",)}, _tables("3", LOSS + PAUSES, _best_effort_events())
+    )
+    text = "\n".join(markdown._vendor(vendor)) + "\n"
+    if update_golden:
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
