@@ -22,29 +22,25 @@ START_UP_S = 40.0  # imports, fabric and collector start, the summary: slow on a
 BOUND_S = DURATION_S + STOP_GRACE_S + CANCEL_GRACE_S + START_UP_S
 DEMO = (sys.executable, "-m", "spanwatch.cli", "demo")
 BUSY = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
-# The demo with every model step holding the event loop for HELD_STEP_S once the run's duration has passed:
-# the fabric then needs 200 times real time and, catching up, holds the loop for a whole chunk (10 s) per turn.
+# The demo with every model step holding the event loop for HELD_STEP_S from HELD_FROM_S of model time on,
+# half-way through the run: the fabric then needs 200 times real time and, catching up, holds the loop for a
+# whole chunk (10 s) per turn, through the rest of the run and whatever follows it.
 HELD_STEP_S = 0.2
 HELD_CHUNK_S = CHUNK_S / STEP_S * HELD_STEP_S
+HELD_FROM_S = DURATION_S / 2
 HELD_DEMO = f"""
 import sys, time
-from spanwatch import cli, demo
+from spanwatch import cli
 from spanwatch.sim.fabric import Fabric
 
-over = []
-step, progress = Fabric.step, demo.Demo._progress
+step = Fabric.step
 
 def held_step(self):
     step(self)
-    if over:
+    if self.t >= {HELD_FROM_S}:
         time.sleep({HELD_STEP_S})  # on the event loop's thread: the loop is held, as by a starved CPU
 
-async def progress_then_fall_behind(self, collector):
-    await progress(self, collector)
-    over.append(True)
-
 Fabric.step = held_step
-demo.Demo._progress = progress_then_fall_behind
 sys.exit(cli.main(["demo", *sys.argv[1:]]))
 """
 
@@ -79,7 +75,9 @@ def test_the_demo_ends_within_its_bound_with_the_cpu_held_busy(tmp_path: Path) -
 
 def test_the_demo_ends_within_its_bound_when_the_fabric_holds_the_event_loop(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    bound = BOUND_S + HELD_CHUNK_S  # the fabric may finish the chunk it is in
+    # The run's end is seen up to two held chunks late: a timer that fell due during a chunk runs after the
+    # fabric's next turn, which was queued first.
+    bound = BOUND_S + 2 * HELD_CHUNK_S
     started = time.monotonic()
     try:
         run = subprocess.run(
