@@ -10,9 +10,9 @@ equal), and lists claims against the analyzer's measures (``analyzer.measures.ME
           - {id: lossless-100km, text: "Zero loss at 100 km", measure: dropped_packets_per_terabyte,
              op: "<=", value: 0}
 
-A claim on a measure read from queue counters of a traffic class (``Measure.by_class``: drops, ECN marks) is
-about the job's traffic class unless it says ``traffic_class: all``: another tenant's best-effort drops do
-not contest a lossless claim on the job's queue.
+A claim on a measure read from counters of a traffic class (``Measure.by_class``: drops, ECN marks, PFC
+pauses) is about the job's traffic class unless it says ``traffic_class: all``: another tenant's best-effort
+drops, or pauses on its priority, do not contest a claim on the job's queue.
 
 Every problem is reported with its location (``vendors[0].claims[1].measure: unknown measure 'x'``), all of
 them in one ``InputError``, never as a traceback: an unknown measure is an error, not a skip, and so is a
@@ -43,7 +43,7 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
 VENDOR_KEYS = frozenset({"name", "match", "claims"})
 CLAIM_KEYS = frozenset({"id", "text", "measure", "op", "value", "traffic_class"})
 # A claim's traffic class: ``job`` (the job's class, as the analysis was given or inferred it; the default
-# of the measures read from a class's queue counters, ``Measure.by_class``) or ``all`` (every class together).
+# of the measures read from a class's counters, ``Measure.by_class``) or ``all`` (every class together).
 TRAFFIC_CLASSES = ("job", "all")
 
 

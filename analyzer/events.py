@@ -436,7 +436,7 @@ def detect_events(
     # Each rule filters its own metrics (an enum: a cheap integer scan) rather than all rules sharing one
     # copy of every relevant row; only the ECN rules read derived rows.
     ecn = ecn_fraction(signals, labels).collect().lazy()
-    queue = pl.coalesce("queue", "priority")
+    queue = schemas.series_class()
     other = queue.is_not_null() & (queue != job_class) if job_class is not None else pl.lit(False)
     where = [pl.col("device"), pl.coalesce("interface", "component"), queue, pl.col("direction")]
     per_series = labels.select(
@@ -478,7 +478,7 @@ def detect_events(
         "link",
         "device",
         interface=pl.coalesce("interface", "component"),
-        queue=pl.coalesce("queue", "priority"),
+        queue=schemas.series_class(),
     )
     placed = raw.join(place, on="series", how="left")
     merged = merge_episodes(placed.drop("series"), thresholds.merge_gap_seconds)

@@ -75,8 +75,9 @@ class Measure:
         kinds: the event kinds behind the value (the report lists them as evidence); empty for all kinds.
         from_steps: the value comes from the training steps (their attributed network time), so a device
             with telemetry but nothing attributed measured zero rather than nothing.
-        by_class: it reads queue counters, so it is also measured on the job's traffic class alone
-            (``JOB_CLASS_SCOPE``): another tenant's best-effort drops are not the job's loss.
+        by_class: it reads counters of a traffic class (queues; PFC priorities), so it is also measured on
+            the job's traffic class alone (``JOB_CLASS_SCOPE``): another tenant's best-effort drops, or pauses
+            on its priority, are not the job's.
     """
 
     unit: str
@@ -236,10 +237,12 @@ MEASURES: dict[str, Measure] = {
     ),
     "pfc_pause_seconds_per_hour": Measure(
         "s/h",
-        "PFC pause time (all priorities and directions summed) per hour of observation.",
+        "PFC pause time (directions summed) per hour of observation, on the job's priority (every priority "
+        "with traffic_class: all).",
         _pfc_per_hour,
         reads=(PFC_SECONDS,),
         kinds=("pfc",),
+        by_class=True,
     ),
     "queue_watermark_p99_bytes": Measure(
         "bytes",

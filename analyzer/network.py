@@ -87,7 +87,8 @@ def batches(counts: pl.DataFrame, max_rows: int) -> Iterator[list[str]]:
 
 
 def totals(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
-    """Per series group (device, interface, link, metric, queue): increase, extremes and observed span.
+    """Per series group (device, interface, link, metric, class: ``schemas.series_class`` as ``queue``):
+    increase, extremes and observed span.
 
     Extremes leave out optical no-signal sentinels (``analyzer.optical_signal``), counted in ``no_signal``:
     a down wave is an outage, not the worst optics reading.
@@ -101,8 +102,9 @@ def totals(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
         last=pl.col("time").max(),
         no_signal=outage.sum().cast(pl.Int64()),
     )
+    # A PFC series' class is its priority: a PFC claim is scoped to the job's class as a loss claim is.
     return (
-        per_series.join(labels, on="series")
+        per_series.join(labels.with_columns(queue=schemas.series_class()), on="series")
         .group_by(_TOTAL_KEYS)
         .agg(
             pl.col("increase").sum(),

@@ -246,6 +246,13 @@ rows costs in proportion to their width.
 SERIES: pl.Schema = pl.Schema({"series": pl.UInt64(), **{name: ARCHIVE[name] for name in SERIES_KEYS}})
 """One row per series: its id and its labels."""
 
+
+def series_class() -> pl.Expr:
+    """The traffic class a series is about: its ``queue``, or for a PFC series (which names no queue) its
+    ``priority``; null for interface- and optics-level series."""
+    return pl.coalesce("queue", "priority")
+
+
 EVENTS: pl.Schema = pl.Schema(
     {
         "event_id": pl.Int64(),

@@ -125,6 +125,11 @@ def rolling_percentiles(
     return middle, p50, p99
 
 
+def held(values: list[float]) -> list[float]:
+    """``values`` with the last repeated: the height a "steps-post" line keeps up to its last step's end."""
+    return [*values, values[-1]] if values else []
+
+
 def timeline(data: Timeline) -> str:
     """Step time over the run, one panel per link with its events shaded by kind.
 
@@ -144,6 +149,8 @@ def timeline(data: Timeline) -> str:
     millis = [s * 1e3 for s in data.step_seconds]
     top = float(np.percentile(millis, 99.5)) * 1.5 if millis else 1.0
     clipped = sum(v > top for v in millis)
+    # Each step's start, then the last step's end: a "steps-post" line ends where its last step does.
+    ends = [*data.t, data.t[-1] + data.step_seconds[-1]] if data.t else []
     with _figure(10.0, 1.2 + 1.9 * len(links)) as fig:
         axes = fig.subplots(len(links), 1, sharex=True, squeeze=False)[:, 0]
         for ax, link in zip(axes, links, strict=True):
@@ -156,11 +163,13 @@ def timeline(data: Timeline) -> str:
                 ax.plot(middle, p50, color="#0072B2", lw=1.0, label="step time p50")
             else:
                 # Each step's time held over its own length from its start (a slow step is a plateau, not
-                # a ramp drawn from the step before).
-                ax.plot(data.t, millis, color="#0072B2", lw=1.0, label="step time", drawstyle="steps-post")
+                # a ramp drawn from the step before), the last one's included.
+                ax.plot(
+                    ends, held(millis), color="#0072B2", lw=1.0, label="step time", drawstyle="steps-post"
+                )
             ax.plot(
-                data.t,
-                [s * 1e3 for s in data.baseline_seconds],
+                ends,
+                held([s * 1e3 for s in data.baseline_seconds]),
                 color=LIMIT,
                 lw=0.8,
                 ls="--",

@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +19,7 @@ from spanwatch.demo import analysis_inputs
 from spanwatch.sim import scenario as sc
 from spanwatch.sim.truth import Truth
 from tests.ray_support import ray_session  # noqa: F401 (a fixture)
+from tests.sim.scenario_runs import Run, run_all, terminal_line
 
 pytestmark = pytest.mark.integration
 
@@ -31,42 +27,10 @@ JOBS = int(os.environ.get("SPANWATCH_SCENARIO_JOBS", "2"))
 ANALYSIS = ("attribution.parquet", "events.parquet", "steps.parquet", "summary.json", "report.html")
 
 
-@dataclass
-class Run:
-    out: Path
-    returncode: int
-    stderr: str
-    seconds: float
-
-
-def _run(path: Path, out: Path) -> Run:
-    start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "spanwatch.cli", "demo", "--scenario", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=sc.load(path).duration + 180,
-    )
-    return Run(out, done.returncode, done.stderr[-4000:], time.monotonic() - start)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> dict[str, Run]:
-    """Every scenario's demo, each announced as it ends (the whole set takes minutes: never silent)."""
-    base = tmp_path_factory.mktemp("scenarios")
-    paths = sc.shipped()
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    done: dict[str, Run] = {}
-    with ThreadPoolExecutor(JOBS) as pool:
-        futures = {pool.submit(_run, p, base / p.stem): p.stem for p in paths}
-        for future in as_completed(futures):
-            name = futures[future]
-            done[name] = run = future.result()
-            if reporter is not None:
-                reporter.write_line(
-                    f"scenario {name}: exit {run.returncode} after {run.seconds:.0f} s ({len(done)}/{len(paths)})"
-                )
-    return done
+    """Every scenario's demo, each announced on the terminal as it ends (the set takes minutes)."""
+    return run_all(sc.shipped(), tmp_path_factory.mktemp("scenarios"), JOBS, terminal_line(pytestconfig))
 
 
 @pytest.mark.timeout(900)
