@@ -97,7 +97,7 @@ class Mirror:
             if owner is None:
                 table[i] = (self._share(worker, metric, full, value), metric, full)
                 continue
-            series = Series(metric + render_labels(full), value, now, math.inf, owner, source)
+            series = Series(render_labels(full), value, now, math.inf, owner, source)
             self.store.families.setdefault(metric, {})[full] = series  # a new worker's series replaces
             table[i] = (series, metric, full)
         for i, value in zip(ids, values, strict=True):
@@ -129,7 +129,7 @@ class Mirror:
     def _share(self, worker: int, metric: str, full: FullLabels, value: object) -> Series:
         shared = self._shared.get((metric, full))
         if shared is None:
-            series = Series(metric + render_labels(full), 0, 0.0, math.inf)
+            series = Series(render_labels(full), 0, 0.0, math.inf)
             shared = self._shared[(metric, full)] = _Shared(series)
         shared.parts[worker] = value  # type: ignore[assignment]
         shared.series.value = _sum(shared.parts)
