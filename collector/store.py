@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -121,6 +121,51 @@ class LabelSet:
         self.series = 0
 
 
+class Tracks(Mapping[Ident, counters.CounterTrack]):
+    """One source's counter state by series (``(device, metric, labels)``), held per label set: the
+    counters of one interface share a small dict keyed by metric, so a series needs no key of its own."""
+
+    __slots__ = ("_by_set", "_count")
+
+    def __init__(self) -> None:
+        self._by_set: dict[tuple[str, Labels], dict[str, counters.CounterTrack]] = {}
+        self._count = 0
+
+    def __getitem__(self, ident: Ident) -> counters.CounterTrack:
+        device, metric, lbls = ident
+        return self._by_set[(device, lbls)][metric]
+
+    def __iter__(self) -> Iterator[Ident]:
+        for (device, lbls), tracks in self._by_set.items():
+            for metric in tracks:
+                yield (device, metric, lbls)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def of(self, key: tuple[str, Labels]) -> dict[str, counters.CounterTrack]:
+        """The tracks of one label set (``LabelSet.key``), by metric; add to them with ``add``."""
+        return self._by_set.get(key) or {}
+
+    def add(self, key: tuple[str, Labels], metric: str, track: counters.CounterTrack) -> None:
+        tracks = self._by_set.get(key)
+        if tracks is None:
+            tracks = self._by_set[key] = {}
+        tracks[metric] = track
+        self._count += 1
+
+    def discard(self, key: tuple[str, Labels], metric: str) -> None:
+        tracks = self._by_set.get(key)
+        if tracks is not None and tracks.pop(metric, None) is not None:
+            self._count -= 1
+            if not tracks:
+                del self._by_set[key]
+
+    def drop_device(self, device: str) -> None:
+        for key in [k for k in self._by_set if k[0] == device]:
+            self._count -= len(self._by_set.pop(key))
+
+
 @dataclass(slots=True, eq=False)
 class Series:
     """One exported series: its rendered labels (shared; "" in a store that is not rendered), latest
@@ -186,7 +231,7 @@ class Store:
         self.families: dict[str, dict[FullLabels, Series]] = {}
         self._targets: dict[str, TargetLabels] = {}
         # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
-        self._tracks: dict[str, dict[Ident, counters.CounterTrack]] = {}
+        self._tracks: dict[str, Tracks] = {}
         # (device, sample labels) -> the label set its series share (one per interface, not per series)
         self._keys: dict[tuple[str, Labels], LabelSet] = {}
         self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
@@ -207,8 +252,8 @@ class Store:
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
                 self._gone(family.pop(key))
-        for source, tracks in self._tracks.items():
-            self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
+        for tracks in self._tracks.values():
+            tracks.drop_device(device)
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
         self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
@@ -228,7 +273,9 @@ class Store:
         now = self.clock.monotonic()
         target = self._targets.get(device) or TargetLabels()
         archive = self.archive
-        tracks = self._tracks.setdefault(source, {})
+        tracks = self._tracks.get(source)
+        if tracks is None:
+            tracks = self._tracks[source] = Tracks()
         families, keys, changes = self.families, self._keys, self.changes
         n = 0
         for s in samples:
@@ -240,12 +287,13 @@ class Store:
             family = families.get(metric)
             if family is None:
                 family = families[metric] = {}
-            ls = keys.get((device, s.labels))
-            series = family.get(ls.full) if ls is not None else None
+            found = keys.get((device, s.labels))
+            series = family.get(found.full) if found is not None else None
             if series is None:
-                ls = self._admit(device, ls, target, s, source)
-                if ls is None:
+                found = self._admit(device, found, target, s, source)
+                if found is None:
                     continue
+            ls: LabelSet = found
             n += 1
             value: int | float
             if s.raw is None:
@@ -254,22 +302,23 @@ class Store:
                 if metric == SPEED_METRIC:
                     self._note_speed(device, s)
             else:
-                ident = (device, metric, s.labels)
-                track = tracks.get(ident)
+                track = tracks.of(ls.key).get(metric)
                 if track is None:
-                    tracks[ident] = track = counters.start(s.raw, s.epoch, now)
+                    track = counters.start(s.raw, s.epoch, now)
+                    tracks.add(ls.key, metric, track)
                 else:
                     elapsed = now - track.seen
                     bound = self._bound(device, s, elapsed)
                     track.seen = now
                     if counters.advance(track, s.raw, s.width, s.epoch, bound, elapsed):
-                        self.inc("dci_counter_discontinuities_total", (("device", device), ("metric", metric)))
+                        self.inc(
+                            "dci_counter_discontinuities_total", (("device", device), ("metric", metric))
+                        )
                 if s.scale == 1.0:
                     value = exact = track.total
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = track.total * s.scale, None
             if series is None:
-                assert ls is not None
                 family[ls.full] = series = Series(ls.text, value, now, target.ttl, device, source, ls)
                 if changes is not None:
                     changes.new.append((series, metric, ls.full))
@@ -282,9 +331,8 @@ class Store:
                     changes.dirty.add(series)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
-                link = ls.link if ls is not None else None
                 archive.add(
-                    (time_ns, received_ns, device, source, metric, s.labels, link, float(value), exact)
+                    (time_ns, received_ns, device, source, metric, s.labels, ls.link, float(value), exact)
                 )
         return n
 
@@ -367,7 +415,7 @@ class Store:
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
         for tracks in self._tracks.values():
-            tracks.pop((device, metric, lbls), None)
+            tracks.discard((device, lbls), metric)
         series = self._held(device, metric, lbls)
         if series is not None and series.labelset is not None:
             del self.families[metric][series.labelset.full]
@@ -378,9 +426,8 @@ class Store:
         """Forget the per-series state of a removed series (counter tracks, the cap's count, its label set
         once no series uses it)."""
         device, lbls = ls.key
-        ident = (device, metric, lbls)
         for tracks in self._tracks.values():
-            tracks.pop(ident, None)
+            tracks.discard(ls.key, metric)
         left = self._count.get(device, 1) - 1
         if left > 0:
             self._count[device] = left
