@@ -100,23 +100,40 @@ class Histogram:
         return out
 
 
+NO_KEY: tuple[str, Labels] = ("", ())
+"""The ``LabelSet.key`` of a series that is not a device's reading."""
+
+
 class LabelSet:
-    """What every series of one device and one set of sample labels shares, across metrics.
+    """What series share: one device's series of one set of sample labels, across metrics (an
+    interface's counters); any other series (health, links, probes) has one of its own.
 
     Attributes:
-        key: ``(device, sample labels)``, its key in the store.
         full: the exported labels (device, target labels, sample labels, link).
         text: ``full`` rendered (``{a="1"}``), or "" in a store that is not rendered.
+        owner: the device the series belong to, so a removed target's series go with it.
+        ttl: seconds without a reading after which the series expire (inf: never).
+        key: device series: ``(device, sample labels)``, its key in the store (``NO_KEY`` for any other).
         link: the link its member belongs to, or None.
-        series: how many series use it (it goes with the last).
+        series: device series: how many series use it (it goes with the last); 0 for any other.
     """
 
-    __slots__ = ("full", "key", "link", "series", "text")
+    __slots__ = ("full", "key", "link", "owner", "series", "text", "ttl")
 
-    def __init__(self, key: tuple[str, Labels], full: FullLabels, text: str, link: str | None) -> None:
-        self.key = key
+    def __init__(
+        self,
+        full: FullLabels,
+        text: str,
+        owner: str | None,
+        ttl: float = math.inf,
+        key: tuple[str, Labels] = NO_KEY,
+        link: str | None = None,
+    ) -> None:
         self.full = full
         self.text = text
+        self.owner = owner
+        self.ttl = ttl
+        self.key = key
         self.link = link
         self.series = 0
 
@@ -168,20 +185,31 @@ class Tracks(Mapping[Ident, counters.CounterTrack]):
 
 @dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its rendered labels (shared; "" in a store that is not rendered), latest
-    value, and when it last moved. The family name is its key in ``Store.families``.
+    """One exported series: its latest value, when it last moved, and its labels (``LabelSet``, shared
+    by a device's series of one label set). The family name is its key in ``Store.families``.
 
     Compared and hashed by identity: the change log (``Changes``) keys on the object.
     """
 
-    labels_text: str
     value: int | float | Histogram
     updated: float
-    ttl: float
-    owner: str | None = None  # the device it belongs to, so a removed target's series go with it
+    labelset: LabelSet
     source: str | None = None  # the protocol feeding it, when a device series
-    labelset: LabelSet | None = None  # device series: its shared labels and per-series state, pruned with it
     relay_id: int = -1  # in a worker: its id towards the supervisor (``relay.Outbox``); -2 once gone
+
+    @property
+    def labels_text(self) -> str:
+        """Its labels rendered, ``{a="1"}`` ("" in a store that is not rendered)."""
+        return self.labelset.text
+
+    @property
+    def owner(self) -> str | None:
+        """The device it belongs to."""
+        return self.labelset.owner
+
+    @property
+    def ttl(self) -> float:
+        return self.labelset.ttl
 
 
 class Changes:
@@ -287,13 +315,12 @@ class Store:
             family = families.get(metric)
             if family is None:
                 family = families[metric] = {}
-            found = keys.get((device, s.labels))
-            series = family.get(found.full) if found is not None else None
-            if series is None:
-                found = self._admit(device, found, target, s, source)
-                if found is None:
+            ls = keys.get((device, s.labels))
+            series = family.get(ls.full) if ls is not None else None
+            if series is None or ls is None:
+                ls = self._admit(device, ls, target, s, source)
+                if ls is None:
                     continue
-            ls: LabelSet = found
             n += 1
             value: int | float
             if s.raw is None:
@@ -319,11 +346,11 @@ class Store:
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = track.total * s.scale, None
             if series is None:
-                family[ls.full] = series = Series(ls.text, value, now, target.ttl, device, source, ls)
+                family[ls.full] = series = Series(value, now, ls, source)
                 if changes is not None:
                     changes.new.append((series, metric, ls.full))
             # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
-            elif series.source == source or now - series.updated > series.ttl:
+            elif series.source == source or now - series.updated > ls.ttl:
                 series.value = value
                 series.updated = now
                 series.source = source
@@ -387,7 +414,7 @@ class Store:
         if ls is None:
             key = (device, s.labels)
             full, link = self._compose(device, target, s)
-            ls = self._keys[key] = LabelSet(key, full, self._text(full), link)
+            ls = self._keys[key] = LabelSet(full, self._text(full), device, target.ttl, key, link)
         ls.series += 1
         self._count[device] = count + 1
         return ls
@@ -417,7 +444,7 @@ class Store:
         for tracks in self._tracks.values():
             tracks.discard((device, lbls), metric)
         series = self._held(device, metric, lbls)
-        if series is not None and series.labelset is not None:
+        if series is not None:
             del self.families[metric][series.labelset.full]
             self._gone(series)
             self._prune(metric, series.labelset)
@@ -461,11 +488,11 @@ class Store:
         now = self.clock.monotonic()
         dropped = 0
         for metric, family in self.families.items():
-            stale = [k for k, s in family.items() if now - s.updated > s.ttl]
+            stale = [k for k, s in family.items() if now - s.updated > s.labelset.ttl]
             for key in stale:
                 series = family.pop(key)
                 self._gone(series)
-                if series.labelset is not None:
+                if series.labelset.series:  # a device series
                     self._prune(metric, series.labelset)
             dropped += len(stale)
         return dropped
@@ -473,13 +500,13 @@ class Store:
     # -- collector health --------------------------------------------------------------------------
     def set(self, metric: str, full: FullLabels, value: float) -> None:
         """Set a health or link gauge."""
-        self._put(metric, full, value, self.clock.monotonic(), _owner(full))
+        self._put(metric, full, value, self.clock.monotonic())
 
     def inc(self, metric: str, full: FullLabels, amount: int = 1) -> None:
         """Add to a health counter, creating it at zero."""
         series = self.families.get(metric, {}).get(full)
         if series is None:
-            self._put(metric, full, amount, self.clock.monotonic(), _owner(full))
+            self._put(metric, full, amount, self.clock.monotonic())
         else:
             series.value += amount  # type: ignore[operator]
             if self.changes is not None:
@@ -491,7 +518,7 @@ class Store:
         series = family.get(full)
         if series is None:
             bounds = HISTOGRAM_BUCKETS[metric]
-            series = Series(self._text(full), Histogram(bounds), math.inf, math.inf, _owner(full))
+            series = Series(Histogram(bounds), math.inf, self._single(full))
             family[full] = series
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
@@ -509,7 +536,7 @@ class Store:
         series = self.families.get(metric, {}).get(full)
         return None if series is None else series.value
 
-    def _put(self, metric: str, full: FullLabels, value: float, now: float, owner: str | None) -> None:
+    def _put(self, metric: str, full: FullLabels, value: float, now: float) -> None:
         """Set a series that is not a device's reading (health, links, probes), creating it."""
         family = self.families.get(metric)
         if family is None:
@@ -518,7 +545,7 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = series = Series(self._text(full), value, now, math.inf, owner)
+            family[full] = series = Series(value, now, self._single(full))
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
         else:
@@ -530,6 +557,10 @@ class Store:
 
     def _text(self, full: FullLabels) -> str:
         return render_labels(full) if self.rendered else ""
+
+    def _single(self, full: FullLabels) -> LabelSet:
+        """The labels of a series that is not a device's reading (health, links, probes)."""
+        return LabelSet(full, self._text(full), _owner(full))
 
     def _gone(self, series: Series) -> None:
         if self.changes is not None:

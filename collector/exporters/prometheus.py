@@ -2,7 +2,7 @@
 
 ``render`` walks a snapshot of the store; it never talks to a device. Everything runs on the daemon's
 event loop, so a synchronous walk sees one consistent state. Each series keeps its rendered labels
-(``Series.labels_text``, shared by the series of one label set) from the moment it was created, so a scrape
+(``Series.labelset``, shared by the series of one label set) from the moment it was created, so a scrape
 is one join over the values: the only per-series work left is formatting the number, and that has a fast path for integers
 (counters, which must stay exact past 2^53) and finite floats.
 """
@@ -65,11 +65,11 @@ def _plain_lines(name: str, series: Iterable[Series]) -> list[str]:
         v = s.value
         t = type(v)
         if t is int:
-            out.append(f"{name}{s.labels_text} {v}")
+            out.append(f"{name}{s.labelset.text} {v}")
         elif t is float and v - v == 0:  # type: ignore[operator]
-            out.append(f"{name}{s.labels_text} {_float_repr(v)}")
+            out.append(f"{name}{s.labelset.text} {_float_repr(v)}")
         else:
-            out.append(f"{name}{s.labels_text} {format_value(cast(float, v))}")
+            out.append(f"{name}{s.labelset.text} {format_value(cast(float, v))}")
     return out
 
 
