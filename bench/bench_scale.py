@@ -4,8 +4,9 @@
 interfaces (ifTable and ifXTable served by ``override`` lines, IF-MIB's own handlers off; Counter32
 columns only, as ``override`` has no Counter64). Then, one after the other against the same agent:
 
-- ``spanwatch collect`` (``--tree``'s code, its ``if_mib`` module, archive off: snmp_exporter keeps none)
-  polling every target each ``--interval``;
+- ``spanwatch collect`` (``--tree``'s code, its ``if_mib`` module, archive off: snmp_exporter keeps none;
+  ``--archive``: on, with its default settings, as a default config has it) polling every target each
+  ``--interval``;
 - Prometheus's ``snmp_exporter`` (Debian ``prometheus-snmp-exporter``) with a module walking the same
   columns plus the ifName lookup, scraped for every target each ``--interval`` by this script, spread
   over the interval as Prometheus spreads its scrapes.
@@ -362,12 +363,19 @@ def run_snmp_exporter(args: argparse.Namespace, ports: list[int], folder: Path) 
         stop(proc)
 
 
-def collector_config(folder: Path, listen: int, targets: list[dict[str, Any]], interval: float) -> Path:
+def collector_config(
+    folder: Path, listen: int, targets: list[dict[str, Any]], interval: float, archive: bool = False
+) -> Path:
+    """The collector's config: archive off (snmp_exporter keeps none), or with ``archive`` the default
+    archive settings, writing under ``folder``."""
     import yaml
 
     (folder / "community").write_text("bench\n")
     config = {
-        "collector": {"listen": f"127.0.0.1:{listen}", "archive": None},
+        "collector": {
+            "listen": f"127.0.0.1:{listen}",
+            "archive": {"path": str(folder / "archive")} if archive else None,
+        },
         "defaults": {"interval": f"{interval}s", "timeout": "5s"},
         "targets": targets,
     }
@@ -436,7 +444,7 @@ def run_spanwatch_snmp(args: argparse.Namespace, ports: list[int], folder: Path)
     if args.reps != 25:
         for t in targets:
             t["snmp"]["max_repetitions"] = args.reps
-    w = measure(args, collector_config(folder, listen, targets, args.interval), listen)
+    w = measure(args, collector_config(folder, listen, targets, args.interval, args.archive), listen)
     before, after, cpu, rss, hwm, pss = w.before, w.after, w.cpu, w.rss, w.hwm, w.pss
     polls = series_sum(after, "spanwatch_polls_total", status="success") - series_sum(
         before, "spanwatch_polls_total", status="success"
@@ -667,6 +675,11 @@ def main() -> None:
         if name == "snmp":
             s.add_argument("--interval", type=float, default=10)
             s.add_argument("--reps", type=int, default=25, help="max_repetitions for both exporters")
+            s.add_argument(
+                "--archive",
+                action="store_true",
+                help="spanwatch with its default archive on (the default config)",
+            )
             s.add_argument(
                 "--sizes",
                 type=int,

@@ -14,12 +14,11 @@ exposes their sum.
 from __future__ import annotations
 
 import asyncio
-import math
 import pickle
 import struct
 from dataclasses import dataclass, field
 
-from collector.store import Changes, FullLabels, Histogram, Series, Store, render_labels
+from collector.store import Changes, FullLabels, Histogram, LabelSet, Series, Store, render_labels
 
 _LENGTH = struct.Struct("!I")
 UNSENT, GONE = -1, -2  # ``Series.relay_id`` before its definition is sent, and after its removal
@@ -97,7 +96,7 @@ class Mirror:
             if owner is None:
                 table[i] = (self._share(worker, metric, full, value), metric, full)
                 continue
-            series = Series(metric + render_labels(full), value, now, math.inf, owner, source)
+            series = Series(value, now, LabelSet(full, render_labels(full), owner), source)
             self.store.families.setdefault(metric, {})[full] = series  # a new worker's series replaces
             table[i] = (series, metric, full)
         for i, value in zip(ids, values, strict=True):
@@ -129,7 +128,7 @@ class Mirror:
     def _share(self, worker: int, metric: str, full: FullLabels, value: object) -> Series:
         shared = self._shared.get((metric, full))
         if shared is None:
-            series = Series(metric + render_labels(full), 0, 0.0, math.inf)
+            series = Series(0, 0.0, LabelSet(full, render_labels(full), None))
             shared = self._shared[(metric, full)] = _Shared(series)
         shared.parts[worker] = value  # type: ignore[assignment]
         shared.series.value = _sum(shared.parts)

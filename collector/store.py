@@ -12,13 +12,17 @@ new series beyond it are dropped and counted in ``spanwatch_series_dropped_total
 the cap drops them before decoding them, ``series_dropped``, so a flood of names costs no memory).
 Per-series state (label cache, counter tracks) goes with its series when it expires, so churn does not
 leak memory.
+
+Memory (issue 33, "a compact store"): a device's series of one label set (an interface's ten counters)
+share one ``LabelSet``, its full labels and its rendered text, so a series holds no strings or tuples
+of its own; the exposition joins the family name, that text and the value at scrape time.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -96,22 +100,116 @@ class Histogram:
         return out
 
 
+NO_KEY: tuple[str, Labels] = ("", ())
+"""The ``LabelSet.key`` of a series that is not a device's reading."""
+
+
+class LabelSet:
+    """What series share: one device's series of one set of sample labels, across metrics (an
+    interface's counters); any other series (health, links, probes) has one of its own.
+
+    Attributes:
+        full: the exported labels (device, target labels, sample labels, link).
+        text: ``full`` rendered (``{a="1"}``), or "" in a store that is not rendered.
+        owner: the device the series belong to, so a removed target's series go with it.
+        ttl: seconds without a reading after which the series expire (inf: never).
+        key: device series: ``(device, sample labels)``, its key in the store (``NO_KEY`` for any other).
+        link: the link its member belongs to, or None.
+        series: device series: how many series use it (it goes with the last); 0 for any other.
+    """
+
+    __slots__ = ("full", "key", "link", "owner", "series", "text", "ttl")
+
+    def __init__(
+        self,
+        full: FullLabels,
+        text: str,
+        owner: str | None,
+        ttl: float = math.inf,
+        key: tuple[str, Labels] = NO_KEY,
+        link: str | None = None,
+    ) -> None:
+        self.full = full
+        self.text = text
+        self.owner = owner
+        self.ttl = ttl
+        self.key = key
+        self.link = link
+        self.series = 0
+
+
+class Tracks(Mapping[Ident, counters.CounterTrack]):
+    """One source's counter state by series (``(device, metric, labels)``), held per label set: the
+    counters of one interface share a small dict keyed by metric, so a series needs no key of its own."""
+
+    __slots__ = ("_by_set", "_count")
+
+    def __init__(self) -> None:
+        self._by_set: dict[tuple[str, Labels], dict[str, counters.CounterTrack]] = {}
+        self._count = 0
+
+    def __getitem__(self, ident: Ident) -> counters.CounterTrack:
+        device, metric, lbls = ident
+        return self._by_set[(device, lbls)][metric]
+
+    def __iter__(self) -> Iterator[Ident]:
+        for (device, lbls), tracks in self._by_set.items():
+            for metric in tracks:
+                yield (device, metric, lbls)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def of(self, key: tuple[str, Labels]) -> dict[str, counters.CounterTrack]:
+        """The tracks of one label set (``LabelSet.key``), by metric; add to them with ``add``."""
+        return self._by_set.get(key) or {}
+
+    def add(self, key: tuple[str, Labels], metric: str, track: counters.CounterTrack) -> None:
+        tracks = self._by_set.get(key)
+        if tracks is None:
+            tracks = self._by_set[key] = {}
+        tracks[metric] = track
+        self._count += 1
+
+    def discard(self, key: tuple[str, Labels], metric: str) -> None:
+        tracks = self._by_set.get(key)
+        if tracks is not None and tracks.pop(metric, None) is not None:
+            self._count -= 1
+            if not tracks:
+                del self._by_set[key]
+
+    def drop_device(self, device: str) -> None:
+        for key in [k for k in self._by_set if k[0] == device]:
+            self._count -= len(self._by_set.pop(key))
+
+
 @dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its rendered name and labels (only the name in a store that is not rendered),
-    latest value, and when it last moved.
+    """One exported series: its latest value, when it last moved, and its labels (``LabelSet``, shared
+    by a device's series of one label set). The family name is its key in ``Store.families``.
 
     Compared and hashed by identity: the change log (``Changes``) keys on the object.
     """
 
-    prefix: str
     value: int | float | Histogram
     updated: float
-    ttl: float
-    owner: str | None = None  # the device it belongs to, so a removed target's series go with it
+    labelset: LabelSet
     source: str | None = None  # the protocol feeding it, when a device series
-    ident: Ident | None = None  # device series: the key of its per-series state, pruned with it
     relay_id: int = -1  # in a worker: its id towards the supervisor (``relay.Outbox``); -2 once gone
+
+    @property
+    def labels_text(self) -> str:
+        """Its labels rendered, ``{a="1"}`` ("" in a store that is not rendered)."""
+        return self.labelset.text
+
+    @property
+    def owner(self) -> str | None:
+        """The device it belongs to."""
+        return self.labelset.owner
+
+    @property
+    def ttl(self) -> float:
+        return self.labelset.ttl
 
 
 class Changes:
@@ -156,18 +254,15 @@ class Store:
     ) -> None:
         self.clock = clock or SystemClock()
         self.archive = archive
-        # A worker process' store is relayed, never rendered: its series need no rendered name and
-        # labels (``Series.prefix``, a hundred bytes a series), only their family's name.
+        # A worker process' store is relayed, never rendered: its series need no rendered labels.
         self.rendered = rendered
         self.families: dict[str, dict[FullLabels, Series]] = {}
         self._targets: dict[str, TargetLabels] = {}
         # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
-        self._tracks: dict[str, dict[Ident, counters.CounterTrack]] = {}
-        # ident -> full labels, composed once per series (a bare tuple: a wrapper costs 64 bytes a series);
-        # the link of the few series that belong to one.
-        self._keys: dict[Ident, FullLabels] = {}
-        self._links: dict[Ident, str] = {}
-        self._count: dict[str, int] = {}  # device -> entries in _keys (its series)
+        self._tracks: dict[str, Tracks] = {}
+        # (device, sample labels) -> the label set its series share (one per interface, not per series)
+        self._keys: dict[tuple[str, Labels], LabelSet] = {}
+        self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
         self._device_pairs: dict[str, tuple[str, str]] = {}
         self.changes: Changes | None = None  # set by a worker process: every change is logged for relay
@@ -185,10 +280,9 @@ class Store:
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
                 self._gone(family.pop(key))
-        for source, tracks in self._tracks.items():
-            self._tracks[source] = {k: v for k, v in tracks.items() if k[0] != device}
+        for tracks in self._tracks.values():
+            tracks.drop_device(device)
         self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
-        self._links = {k: v for k, v in self._links.items() if k[0] != device}
         self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
         self._device_pairs.pop(device, None)
@@ -207,48 +301,65 @@ class Store:
         now = self.clock.monotonic()
         target = self._targets.get(device) or TargetLabels()
         archive = self.archive
-        tracks = self._tracks.setdefault(source, {})
+        tracks = self._tracks.get(source)
+        if tracks is None:
+            tracks = self._tracks[source] = Tracks()
+        families, keys, changes = self.families, self._keys, self.changes
         n = 0
         for s in samples:
-            ident = (device, s.metric, s.labels)
-            problem = _invalid(s, _spec(s.metric).is_counter)
+            metric = s.metric
+            problem = _invalid(s, _spec(metric).is_counter)
             if problem is not None:
-                self.invalid(device, source, problem, s.metric)
+                self.invalid(device, source, problem, metric)
                 continue
-            full = self._keys.get(ident)
-            if full is None:
-                full = self._new_series(ident, target, s, source)
-                if full is None:
+            family = families.get(metric)
+            if family is None:
+                family = families[metric] = {}
+            ls = keys.get((device, s.labels))
+            series = family.get(ls.full) if ls is not None else None
+            if series is None or ls is None:
+                ls = self._admit(device, ls, target, s, source)
+                if ls is None:
                     continue
-            link = self._links.get(ident) if self._links else None
             n += 1
             value: int | float
             if s.raw is None:
                 value = s.value
                 exact = None
-                if s.metric == SPEED_METRIC:
+                if metric == SPEED_METRIC:
                     self._note_speed(device, s)
             else:
-                track = tracks.get(ident)
+                track = tracks.of(ls.key).get(metric)
                 if track is None:
-                    tracks[ident] = track = counters.start(s.raw, s.epoch, now)
+                    track = counters.start(s.raw, s.epoch, now)
+                    tracks.add(ls.key, metric, track)
                 else:
                     elapsed = now - track.seen
                     bound = self._bound(device, s, elapsed)
                     track.seen = now
                     if counters.advance(track, s.raw, s.width, s.epoch, bound, elapsed):
                         self.inc(
-                            "dci_counter_discontinuities_total", (("device", device), ("metric", s.metric))
+                            "dci_counter_discontinuities_total", (("device", device), ("metric", metric))
                         )
                 if s.scale == 1.0:
                     value = exact = track.total
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = track.total * s.scale, None
-            self._export(s.metric, full, value, now, target.ttl, device, source, ident)
+            if series is None:
+                family[ls.full] = series = Series(value, now, ls, source)
+                if changes is not None:
+                    changes.new.append((series, metric, ls.full))
+            # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
+            elif series.source == source or now - series.updated > ls.ttl:
+                series.value = value
+                series.updated = now
+                series.source = source
+                if changes is not None:
+                    changes.dirty.add(series)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
                 archive.add(
-                    (time_ns, received_ns, device, source, s.metric, s.labels, link, float(value), exact)
+                    (time_ns, received_ns, device, source, metric, s.labels, ls.link, float(value), exact)
                 )
         return n
 
@@ -282,21 +393,31 @@ class Store:
 
     def holds(self, device: str, metric: str, lbls: Labels) -> bool:
         """Whether the store still keeps state for this device series (sources prune their caches by it)."""
-        return (device, metric, lbls) in self._keys
+        return self._held(device, metric, lbls) is not None
 
-    def _new_series(self, ident: Ident, target: TargetLabels, s: Sample, source: str) -> FullLabels | None:
-        """Compose a new series' labels, or None when the target's series cap is reached (counted)."""
-        device = ident[0]
+    def _held(self, device: str, metric: str, lbls: Labels) -> Series | None:
+        """The device series of ``device``, ``metric`` and sample labels ``lbls``, or None."""
+        ls = self._keys.get((device, lbls))
+        if ls is None:
+            return None
+        series = self.families.get(metric, {}).get(ls.full)
+        return series if series is not None and series.labelset is ls else None
+
+    def _admit(
+        self, device: str, ls: LabelSet | None, target: TargetLabels, s: Sample, source: str
+    ) -> LabelSet | None:
+        """Make room for a new series: its (possibly new) label set, or None at the target's cap (counted)."""
         count = self._count.get(device, 0)
         if target.max_series is not None and count >= target.max_series:
             self.series_dropped(device, source)
             return None
-        full, link = self._compose(device, target, s)
-        self._keys[ident] = full
-        if link is not None:
-            self._links[ident] = link
+        if ls is None:
+            key = (device, s.labels)
+            full, link = self._compose(device, target, s)
+            ls = self._keys[key] = LabelSet(full, self._text(full), device, target.ttl, key, link)
+        ls.series += 1
         self._count[device] = count + 1
-        return full
+        return ls
 
     def _note_speed(self, device: str, s: Sample) -> None:
         interface = next((v for k, v in s.labels if k == "interface"), None)
@@ -320,30 +441,31 @@ class Store:
 
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
-        ident = (device, metric, lbls)
-        full = self._prune(ident)
-        if full is not None:
-            series = self.families.get(metric, {}).pop(full, None)
-            if series is not None:
-                self._gone(series)
-
-    def _prune(self, ident: Ident) -> FullLabels | None:
-        """Forget the per-series state of ``ident`` (label cache, counter tracks, the cap's count)."""
-        full = self._keys.pop(ident, None)
-        self._links.pop(ident, None)
         for tracks in self._tracks.values():
-            tracks.pop(ident, None)
-        if full is not None:
-            device = ident[0]
-            left = self._count.get(device, 1) - 1
-            if left > 0:
-                self._count[device] = left
-            else:
-                self._count.pop(device, None)
-            if ident[1] == SPEED_METRIC:
-                interface = next((v for k, v in ident[2] if k == "interface"), None)
-                self._speed.pop((device, interface or ""), None)
-        return full
+            tracks.discard((device, lbls), metric)
+        series = self._held(device, metric, lbls)
+        if series is not None:
+            del self.families[metric][series.labelset.full]
+            self._gone(series)
+            self._prune(metric, series.labelset)
+
+    def _prune(self, metric: str, ls: LabelSet) -> None:
+        """Forget the per-series state of a removed series (counter tracks, the cap's count, its label set
+        once no series uses it)."""
+        device, lbls = ls.key
+        for tracks in self._tracks.values():
+            tracks.discard(ls.key, metric)
+        left = self._count.get(device, 1) - 1
+        if left > 0:
+            self._count[device] = left
+        else:
+            self._count.pop(device, None)
+        ls.series -= 1
+        if ls.series <= 0 and self._keys.get(ls.key) is ls:
+            del self._keys[ls.key]
+        if metric == SPEED_METRIC:
+            interface = next((v for k, v in lbls if k == "interface"), None)
+            self._speed.pop((device, interface or ""), None)
 
     def _compose(self, device: str, target: TargetLabels, s: Sample) -> tuple[FullLabels, str | None]:
         link = None
@@ -365,26 +487,26 @@ class Store:
         """
         now = self.clock.monotonic()
         dropped = 0
-        for family in self.families.values():
-            stale = [k for k, s in family.items() if now - s.updated > s.ttl]
+        for metric, family in self.families.items():
+            stale = [k for k, s in family.items() if now - s.updated > s.labelset.ttl]
             for key in stale:
                 series = family.pop(key)
                 self._gone(series)
-                if series.ident is not None:
-                    self._prune(series.ident)
+                if series.labelset.series:  # a device series
+                    self._prune(metric, series.labelset)
             dropped += len(stale)
         return dropped
 
     # -- collector health --------------------------------------------------------------------------
     def set(self, metric: str, full: FullLabels, value: float) -> None:
         """Set a health or link gauge."""
-        self._put(metric, full, value, self.clock.monotonic(), math.inf, _owner(full))
+        self._put(metric, full, value, self.clock.monotonic())
 
     def inc(self, metric: str, full: FullLabels, amount: int = 1) -> None:
         """Add to a health counter, creating it at zero."""
         series = self.families.get(metric, {}).get(full)
         if series is None:
-            self._put(metric, full, amount, self.clock.monotonic(), math.inf, _owner(full))
+            self._put(metric, full, amount, self.clock.monotonic())
         else:
             series.value += amount  # type: ignore[operator]
             if self.changes is not None:
@@ -396,7 +518,7 @@ class Store:
         series = family.get(full)
         if series is None:
             bounds = HISTOGRAM_BUCKETS[metric]
-            series = Series(self._prefix(metric, full), Histogram(bounds), math.inf, math.inf, _owner(full))
+            series = Series(Histogram(bounds), math.inf, self._single(full))
             family[full] = series
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
@@ -414,34 +536,8 @@ class Store:
         series = self.families.get(metric, {}).get(full)
         return None if series is None else series.value
 
-    def _export(
-        self,
-        metric: str,
-        full: FullLabels,
-        value: float,
-        now: float,
-        ttl: float,
-        device: str,
-        source: str,
-        ident: Ident,
-    ) -> None:
-        family = self.families.get(metric)
-        series = family.get(full) if family is not None else None
-        # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
-        if series is None or series.source == source or now - series.updated > series.ttl:
-            self._put(metric, full, value, now, ttl, device, source, ident)
-
-    def _put(
-        self,
-        metric: str,
-        full: FullLabels,
-        value: float,
-        now: float,
-        ttl: float,
-        owner: str | None,
-        source: str | None = None,
-        ident: Ident | None = None,
-    ) -> None:
+    def _put(self, metric: str, full: FullLabels, value: float, now: float) -> None:
+        """Set a series that is not a device's reading (health, links, probes), creating it."""
         family = self.families.get(metric)
         if family is None:
             if CATALOG.get(metric) is None:
@@ -449,18 +545,22 @@ class Store:
             family = self.families[metric] = {}
         series = family.get(full)
         if series is None:
-            family[full] = series = Series(self._prefix(metric, full), value, now, ttl, owner, source, ident)
+            family[full] = series = Series(value, now, self._single(full))
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
         else:
             series.value = value
             series.updated = now
-            series.source = source
+            series.source = None
             if self.changes is not None:
                 self.changes.dirty.add(series)
 
-    def _prefix(self, metric: str, full: FullLabels) -> str:
-        return metric + render_labels(full) if self.rendered else metric
+    def _text(self, full: FullLabels) -> str:
+        return render_labels(full) if self.rendered else ""
+
+    def _single(self, full: FullLabels) -> LabelSet:
+        """The labels of a series that is not a device's reading (health, links, probes)."""
+        return LabelSet(full, self._text(full), _owner(full))
 
     def _gone(self, series: Series) -> None:
         if self.changes is not None:

@@ -1,9 +1,9 @@
 """Rendering the store as Prometheus text exposition (format 0.0.4).
 
 ``render`` walks a snapshot of the store; it never talks to a device. Everything runs on the daemon's
-event loop, so a synchronous walk sees one consistent state. Each series keeps its rendered name and
-labels (``Series.prefix``) from the moment it was created, so a scrape is one join over the values:
-the only per-series work left is formatting the number, and that has a fast path for integers
+event loop, so a synchronous walk sees one consistent state. Each series keeps its rendered labels
+(``Series.labelset``, shared by the series of one label set) from the moment it was created, so a scrape
+is one join over the values: the only per-series work left is formatting the number, and that has a fast path for integers
 (counters, which must stay exact past 2^53) and finite floats.
 """
 
@@ -57,7 +57,7 @@ def _header(name: str) -> str:
     return f"# HELP {name} {escape_help(spec.help)}\n# TYPE {name} {spec.kind.value}"
 
 
-def _plain_lines(series: Iterable[Series]) -> list[str]:
+def _plain_lines(name: str, series: Iterable[Series]) -> list[str]:
     # The hot loop of a scrape: an int or an ordinary float is formatted inline; only NaN, infinities
     # and oddities (bool) take the function call. ``v - v == 0`` is False exactly for NaN and +-Inf.
     out = []
@@ -65,11 +65,11 @@ def _plain_lines(series: Iterable[Series]) -> list[str]:
         v = s.value
         t = type(v)
         if t is int:
-            out.append(f"{s.prefix} {v}")
+            out.append(f"{name}{s.labelset.text} {v}")
         elif t is float and v - v == 0:  # type: ignore[operator]
-            out.append(f"{s.prefix} {_float_repr(v)}")
+            out.append(f"{name}{s.labelset.text} {_float_repr(v)}")
         else:
-            out.append(f"{s.prefix} {format_value(cast(float, v))}")
+            out.append(f"{name}{s.labelset.text} {format_value(cast(float, v))}")
     return out
 
 
@@ -114,7 +114,7 @@ def render(store: Store) -> str:
                 if isinstance(series.value, Histogram):
                     out.extend(histogram_lines(name, full, series.value))
         else:
-            out.extend(_plain_lines(family.values()))
+            out.extend(_plain_lines(name, family.values()))
     if not out:
         return ""
     out.append("")
