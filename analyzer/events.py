@@ -31,6 +31,10 @@ from analyzer.thresholds import Thresholds
 
 EVENT_KEYS = ["kind", "link", "device", "interface"]
 RELOCK_SECONDS = 2.0  # after a wave is seen up again, its errors are still the outage's (``outages``)
+ONE_READING_SHARE = 0.5
+"""Another class's episode seen in one reading stands when that reading covers at least this share of the
+telemetry's usual interval: a rate over a whole poll is as good as any, while a counter read again within a
+fraction of a second (two subscriptions of one leaf) gives any rate. Half a poll tells the two apart."""
 EVENT_KEYS_QUEUE = [*EVENT_KEYS, "queue", "start_time"]  # one merged event
 RULES: tuple[tuple[str, Rule], ...] = tuple(
     (kind.name, rule) for kind in KINDS.values() for rule in kind.rules
@@ -189,6 +193,7 @@ def raw_episodes(
             pl.col("end_time").max(),
             score=(pl.col("value") * sign).max(),
             samples=pl.len().cast(pl.Int64),
+            covered=pl.col("seconds").sum(),
         )
         .select(pl.lit(kind).alias("kind"), pl.exclude("run"))
     )
@@ -218,6 +223,7 @@ def merge_episodes(raw: pl.LazyFrame, gap_seconds: float) -> pl.LazyFrame:
         pl.col("end_time").max(),
         pl.col("score").max(),
         pl.col("samples").sum(),
+        pl.col("covered").max(),
         metrics=pl.col("metric").cast(pl.String).unique().sort().str.join(","),
     )
 
@@ -344,6 +350,7 @@ def background(
     job_class: str,
     offered: pl.LazyFrame | None = None,
     offered_level: float = 1.5,
+    usual_seconds: float | None = None,
 ) -> pl.LazyFrame:
     """Events of other traffic classes that are episodes of their own, and the job's class's bursts.
 
@@ -355,8 +362,9 @@ def background(
     sees; another tenant's episode is more load. A surge that squeezed another class while the job's class
     shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
     the link explains it (the job resends what a failing wave lost). A single reading is evidence of
-    neither: a counter read twice within a fraction of a second gives any rate, and another tenant's load
-    lasts. (A state another class holds all run is its normal: the rules' ``background`` levels.)
+    another class's episode only when it covers ``ONE_READING_SHARE`` of the usual interval (a burst
+    shorter than a poll shows in one reading), of a burst never. (A state another class holds all run is
+    its normal: the rules' ``background`` levels.)
 
     Args:
         events: merged events with ``queue``.
@@ -364,10 +372,13 @@ def background(
         job_class: the job's traffic class.
         offered: ``offered_rise`` output; without it every other-class episode of its own stays.
         offered_level: the least mean ``rise`` over an episode of its own.
+        usual_seconds: the telemetry's usual interval between readings; without it one reading of another
+            class is never an episode.
     """
     place = ["device", "interface"]
     is_other = pl.col("queue").is_not_null() & (pl.col("queue") != job_class)
-    other = events.filter(is_other & (pl.col("samples") > 1))
+    whole = pl.col("covered") >= ONE_READING_SHARE * usual_seconds if usual_seconds else pl.lit(False)
+    other = events.filter(is_other & ((pl.col("samples") > 1) | whole.fill_null(False)))
     own = events.filter(pl.col("queue") == job_class)
     job_spans = pl.concat(
         [own.select(*place, "start_time", "end_time"), surge.select(*place, "start_time", "end_time")]
@@ -495,6 +506,7 @@ def detect_events(
             job_class,
             offered_rise(signals, labels, job_class).collect().lazy(),
             thresholds.background_offered_rise,
+            signals.select(pl.col("seconds").median()).collect().item(),
         )
     events = (
         merged.filter(pl.col("duration_seconds") >= thresholds.min_duration_seconds)

@@ -64,7 +64,9 @@ CONTROL_SHIFT_FACTOR = 10.0
 CONTROL = "control"
 # Event time rules beyond "overlapping": an episode's edges are seen up to a poll interval late and bursts
 # shorter than a poll show as one poll, so the episode is widened by EVENT_SLACK_SECONDS; an event must lie
-# mostly (EVENT_INSIDE_SHARE of its length) inside it, so a warning spanning the whole run matches nothing.
+# mostly (EVENT_INSIDE_SHARE of its length) inside the episodes it may match (their union: a burst that
+# runs into a congestion of the same queue fills one queue, which no reading can tell apart), so a warning
+# spanning the whole run matches nothing.
 EVENT_SLACK_SECONDS = 2.0
 EVENT_INSIDE_SHARE = 0.5
 SHIFT_TOLERANCE_SECONDS = 1e-3  # the control's measured shift against the one the truth calls for
@@ -555,7 +557,8 @@ def run_seconds(truth: Truth, steps: pl.DataFrame) -> float:
 
 def event_matches(episodes: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """The (episode, event) pairs that match: same link, same family, the episode's wave and queue where it
-    names them, and the event lying mostly inside the episode's time (widened by the slack).
+    names them, overlapping time, and the event lying mostly inside the time of the episodes it overlaps
+    so (their union, each widened by the slack).
 
     Args:
         episodes: ``Truth.episodes`` with an ``episode`` index.
@@ -593,8 +596,6 @@ def event_matches(episodes: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     overlap = (
         pl.min_horizontal("e_end", "hi") - pl.max_horizontal("e_start", "lo")
     ).dt.total_microseconds() / 1e6
-    length = (pl.col("e_end") - pl.col("e_start")).dt.total_microseconds() / 1e6
-    timed = (overlap >= 0) & (overlap >= EVENT_INSIDE_SHARE * length)
     named = pl.col("places").list.contains(pl.col("interface")) | pl.col("places").list.contains(
         pl.col("place")
     )
@@ -602,7 +603,28 @@ def event_matches(episodes: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     queue = (pl.col("queues").list.len() == 0) | (
         pl.col("event_queues").list.set_intersection("queues").list.len() > 0
     )
-    return pairs.filter(timed & wave & queue).select("episode", "event")
+    candidates = pairs.filter((overlap >= 0) & wave & queue)
+    length = (pl.col("e_end") - pl.col("e_start")).dt.total_microseconds() / 1e6
+    inside = _inside_union(candidates).filter(pl.col("inside") >= EVENT_INSIDE_SHARE * length)
+    return candidates.join(inside.select("event"), on="event", how="semi").select("episode", "event")
+
+
+def _inside_union(candidates: pl.DataFrame) -> pl.DataFrame:
+    """Per event of the candidate pairs: ``e_start``, ``e_end`` and ``inside``, the seconds of it within
+    the union of its candidate episodes' widened windows (``lo``, ``hi``)."""
+    reach = pl.col("hi").cum_max().shift(1).over("event")
+    blocks = (
+        candidates.sort("event", "lo")
+        .with_columns(block=(pl.col("lo") > reach).fill_null(True).cast(pl.Int64).cum_sum().over("event"))
+        .group_by("event", "block")
+        .agg(pl.col("lo").min(), pl.col("hi").max(), pl.col("e_start").first(), pl.col("e_end").first())
+    )
+    shared = pl.min_horizontal("e_end", "hi") - pl.max_horizontal("e_start", "lo")
+    return blocks.group_by("event").agg(
+        pl.col("e_start").first(),
+        pl.col("e_end").first(),
+        inside=(shared.dt.total_microseconds() / 1e6).clip(lower_bound=0.0).sum(),
+    )
 
 
 def event_scores(truth: Truth, events: pl.DataFrame) -> dict[str, Any]:

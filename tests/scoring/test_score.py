@@ -166,6 +166,26 @@ def test_a_short_burst_seen_as_one_poll_still_matches(tmp_path: Path) -> None:
     assert result["event_precision"] == 1.0
 
 
+def test_a_burst_that_runs_into_a_congestion_of_its_queue_is_found_by_their_one_event(tmp_path: Path) -> None:
+    # One queue, one event: no reading can tell where the burst ends and the congestion begins.
+    burst = {"kind": "burst", "link": "L2", "start": "24.9s", "duration": "100ms", "affects_job": False}
+    congestion = {"kind": "congestion", "link": "L2", "start": "25s", "duration": "12s", "affects_job": False}
+    seen = {
+        "kind": "queue",
+        "link": "L2",
+        "interface": "Ethernet1/2",
+        "queue": "3",
+        "start": 24.0,
+        "end": 38.0,
+    }
+    episodes = [*EPISODES, burst, congestion]
+    result = scored(tmp_path, truth_doc(episodes=episodes), events=[*EVENTS, seen])
+    assert result["event_recall"] == 1.0 and result["event_precision"] == 1.0
+    # The same event beside the burst alone lies mostly outside it: it matches nothing.
+    alone = scored(tmp_path / "alone", truth_doc(episodes=[*EPISODES, burst]), events=[*EVENTS, seen])
+    assert alone["event_recall"] < 1.0 and alone["event_precision"] < 1.0
+
+
 def test_over_and_under_attribution_that_cancel_are_caught_per_step(tmp_path: Path) -> None:
     # Steps 10-14 get 1.5 x their cost, steps 15-19 0.5 x: the link's total is exact.
     wrong = {
