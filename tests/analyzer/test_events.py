@@ -248,6 +248,20 @@ def test_another_class_squeezed_without_more_load_is_not_its_own_episode() -> No
     assert found.select("kind", "queue", "duration_seconds").rows() == [("drops", "0", 10.0)]
 
 
+def test_another_classs_burst_shorter_than_a_poll_is_seen_in_its_one_reading() -> None:
+    # Class 0 drops 30 000 packets in the poll that ends at 30 s (a 200 ms burst) and nothing else.
+    burst = _series("dci_queue_dropped_packets_total", _total(_window(29, 30, 30_000, 0)), queue="0")
+    found = _detect(burst, job_class="3")
+    assert found.select("kind", "queue", "duration_seconds").rows() == [("drops", "0", 1.0)]
+    # A counter read again a tenth of a second after a reading (a second subscription of the leaf) gives
+    # a rate over that tenth alone: one such reading is no episode.
+    flat = _series("dci_queue_dropped_packets_total", _total(_window(29, 30, 3_000, 0)), queue="0")
+    extra = flat.filter(pl.col("time") == T0 + timedelta(seconds=30)).with_columns(
+        time=pl.lit(T0 + timedelta(seconds=29.1))
+    )
+    assert _detect(flat.vstack(extra).sort("time"), job_class="3").height == 0
+
+
 def test_a_standing_ingress_queue_of_the_job_class_is_a_queue_event() -> None:
     # A far switch holding the job's bytes (an incast on its hosts) shows in its ingress queue only.
     held = _series("dci_queue_watermark_bytes", _window(20, 30, 5e6, 0.0), queue="3", direction="rx")
