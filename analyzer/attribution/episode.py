@@ -301,6 +301,7 @@ def read_grid(readings: pl.DataFrame, median_step: float) -> tuple[pl.DataFrame,
 def with_job_rates(amounts: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
     """``read_grid``'s amounts with each end's job-class rate and its noise (``steady.job_rates``; 0 where
     the end has none)."""
+    rates = rates.select("link", "device", "base_rate", "rate_noise")
     return amounts.join(rates, on=["link", "device"], how="left").with_columns(
         pl.col("base_rate", "rate_noise").fill_null(0.0)
     )

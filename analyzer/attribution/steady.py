@@ -75,16 +75,22 @@ def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     """Per link end the job class's typical transmit rate (median over the steps' windows): the job's own
     traffic, since other traffic in its class comes in episodes; and how much that rate varies from window
     to window (``rate_noise``: the MAD as a standard deviation), as step times drift and windows cut steps
-    unevenly."""
+    unevenly. Also its mean rate over the run (``mean_rate``), for a job that sends in fewer than half of
+    the windows (``link_bytes``)."""
     rate = pl.col("sent") / pl.col("seconds")
     noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
-    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise)
+    mean = pl.col("sent").sum() / pl.col("seconds").sum()
+    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise, mean_rate=mean)
 
 
 def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
     """The job's bytes per step and direction per link: its total spread as the job class's typical rates
-    spread (ECMP by flow), or, without a declared total, the rate times the median step."""
-    per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean())
+    spread (ECMP by flow), or, without a declared total, the rate times the median step. A job that sends
+    in fewer than half of the windows (DiLoCo syncing every N steps) has no typical rate anywhere: its mean
+    rates over the run spread it then (its bytes per sync where the total is declared per sync)."""
+    per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean(), mean=pl.col("mean_rate").mean())
+    if not float(per_link["rate"].sum()) > 0:
+        per_link = per_link.with_columns(rate=pl.col("mean").fill_nan(None).fill_null(0.0))
     if not float(per_link["rate"].sum()) > 0:  # no job-class counters: the spread is unknown
         return per_link.clear().select("link", bytes=pl.col("rate"))
     share = pl.col("rate") / pl.col("rate").sum()

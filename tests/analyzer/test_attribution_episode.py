@@ -285,3 +285,24 @@ def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -
     cells = episode.step_physics(windows, amounts, ends, links)
     assert cells.select("window", "cause").rows() == [(1, "queueing")]
     assert cells["physics"].item() == pytest.approx(0.02)
+
+
+def test_a_job_that_sends_in_few_windows_is_spread_by_its_mean_rate() -> None:
+    # DiLoCo syncing every 20 steps: the job sends in one window of twenty, 3 parts on l1 for 1 on l2.
+    # No window is typical of its traffic (both medians are 0); the mean rates still spread its bytes.
+    n = 40
+    sent = {
+        "l1": [3e9 if i % 20 == 19 else 0.0 for i in range(n)],
+        "l2": [1e9 if i % 20 == 19 else 0.0 for i in range(n)],
+    }
+    amounts = pl.DataFrame(
+        [
+            {"window": i, "link": link, "device": "a", "seconds": 1.0, "sent": values[i]}
+            for link, values in sent.items()
+            for i in range(n)
+        ]
+    )
+    rates = steady.job_rates(amounts)
+    assert rates["base_rate"].to_list() == [0.0, 0.0]
+    spread = steady.link_bytes(rates, steady.JobFigures(bytes_per_step=8e9), 1.0).sort("link")
+    assert spread["bytes"].to_list() == pytest.approx([6e9, 2e9])
