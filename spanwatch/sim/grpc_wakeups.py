@@ -43,7 +43,8 @@ def grpc_wakeup_socket(loop: asyncio.AbstractEventLoop) -> tuple[socket.socket, 
         callback = getattr(handle, "_callback", None)
         target = callback.func if isinstance(callback, functools.partial) else callback
         ours = getattr(target, "drains", False)
-        if (ours or getattr(target, "__name__", "") == GRPC_READER) and isinstance(key.fileobj, socket.socket):
+        grpc_reader = ours or getattr(target, "__name__", "") == GRPC_READER
+        if grpc_reader and callable(callback) and isinstance(key.fileobj, socket.socket):
             return key.fileobj, callback
     return None
 
