@@ -1,6 +1,6 @@
 """gNMI streams keep flowing while the event loop turns slowly (a fabric catching up holds it for a model
 chunk per turn): grpc.aio's wake-ups must not pile up until its poller thread blocks and every stream of
-the process stops (``spanwatch.sim.grpc_wakeups``; seen live as gNMI samples missing for 2-10 s)."""
+the process stops (``collector.sources.gnmi.wakeups``; seen live as gNMI samples missing for 2-10 s)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
-from spanwatch.sim import grpc_wakeups
+from collector.config import GnmiConfig
+from collector.sources.gnmi import wakeups as grpc_wakeups
+from collector.sources.gnmi.client import open_channel
 from spanwatch.sim.gnmi_server import GnmiServer, serve
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.scenario import builtin
@@ -87,3 +89,14 @@ async def test_the_fabric_drains_grpc_wakeups_once_its_targets_serve() -> None:
         assert grpc_wakeups.drain_wakeups(asyncio.get_running_loop())  # idempotent
     finally:
         await sim.stop()
+
+
+async def test_the_collectors_channels_drain_grpc_wakeups() -> None:
+    # The standalone collector shares the poller with nothing but its own streams: a busy loop with many
+    # targets would stall them the same way.
+    channel = open_channel(GnmiConfig(address="127.0.0.1:1", insecure=True))
+    try:
+        found = grpc_wakeups.grpc_wakeup_socket(asyncio.get_running_loop())
+        assert found is not None and getattr(found[1], "drains", False)
+    finally:
+        await channel.close()

@@ -9,6 +9,8 @@ call, and a stalled stream is caught by the supervisor's own no-update timer ins
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, Literal
@@ -17,6 +19,7 @@ import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from collector.config import GnmiConfig
+from collector.sources.gnmi import wakeups
 from collector.sources.gnmi.paths import SubscriptionSpec, split_path
 
 log = logging.getLogger(__name__)
@@ -135,10 +138,15 @@ def open_channel(cfg: GnmiConfig, extra: Iterable[tuple[str, Any]] = ()) -> grpc
     limit = ("grpc.max_receive_message_length", cfg.max_message_bytes)
     options: list[tuple[str, Any]] = [*KEEPALIVE_OPTIONS, limit, *extra]
     if cfg.insecure:
-        return grpc.aio.insecure_channel(cfg.address, options=options)
-    if cfg.tls is not None and cfg.tls.server_name:
-        options.append(("grpc.ssl_target_name_override", cfg.tls.server_name))
-    return grpc.aio.secure_channel(cfg.address, credentials(cfg), options=options)
+        channel = grpc.aio.insecure_channel(cfg.address, options=options)
+    else:
+        if cfg.tls is not None and cfg.tls.server_name:
+            options.append(("grpc.ssl_target_name_override", cfg.tls.server_name))
+        channel = grpc.aio.secure_channel(cfg.address, credentials(cfg), options=options)
+    with contextlib.suppress(RuntimeError):  # no running loop: nothing to drain on
+        # A busy loop otherwise lets grpc's wake-ups pile up until every stream stops (``wakeups``).
+        wakeups.drain_wakeups(asyncio.get_running_loop())
+    return channel
 
 
 def call_metadata(cfg: GnmiConfig) -> tuple[tuple[str, str], ...]:
