@@ -119,8 +119,12 @@ def compare(ref: Path, new: Path) -> list[str]:
         _close(json.loads((ref / name).read_text()), json.loads((new / name).read_text()), name, problems)
     logs = sorted(p.name for p in ref.glob("*.jsonl")) + sorted(p.name for p in ref.glob("*.log"))
     for name in logs:
-        _close(_jsonl(ref / name) if name.endswith(".jsonl") else (ref / name).read_text(),
-               _jsonl(new / name) if name.endswith(".jsonl") else (new / name).read_text(), name, problems)
+        _close(
+            _jsonl(ref / name) if name.endswith(".jsonl") else (ref / name).read_text(),
+            _jsonl(new / name) if name.endswith(".jsonl") else (new / name).read_text(),
+            name,
+            problems,
+        )
     a, b = _archive(ref), _archive(new)
     if a.columns != b.columns or a.height != b.height:
         problems.append(f"archive: {a.shape} {a.columns} vs {b.shape} {b.columns}")
@@ -128,7 +132,9 @@ def compare(ref: Path, new: Path) -> list[str]:
     for column in a.columns:
         x, y = a[column], b[column]
         if x.dtype.is_float():
-            bad = ~(((x - y).abs() <= RELATIVE * x.abs().clip(lower_bound=1e-300)) | (x.is_nan() & y.is_nan()))
+            bad = ~(
+                ((x - y).abs() <= RELATIVE * x.abs().clip(lower_bound=1e-300)) | (x.is_nan() & y.is_nan())
+            )
             bad = bad.fill_null(x.is_null() != y.is_null())
             if bad.any():
                 problems.append(f"archive.{column}: {int(bad.sum())} of {a.height} rows differ")
@@ -160,9 +166,13 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
         for k in range(args.runs):
             for name, checkout in checkouts.items():  # alternate, so load drifts hit both alike
-                results[name].append(run_checkout(checkout, args.scenario.resolve(), args.duration, root / f"{name}-{k}"))
-        print(f"demo --fast, {args.scenario.name} for {args.duration:g} s, {args.runs} run(s) each, "
-              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (medians, seconds)")
+                results[name].append(
+                    run_checkout(checkout, args.scenario.resolve(), args.duration, root / f"{name}-{k}")
+                )
+        print(
+            f"demo --fast, {args.scenario.name} for {args.duration:g} s, {args.runs} run(s) each, "
+            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (medians, seconds)"
+        )
         print("| checkout | wall | CPU | " + " | ".join(f"{p} CPU" for p in PHASES) + " |")
         print("|---|---|---|" + "---|" * len(PHASES))
         med: dict[str, dict[str, float]] = {}
@@ -173,11 +183,18 @@ def main() -> None:
                 **{p: statistics.median(r["phases"][p]["cpu"] for r in runs) for p in PHASES},
             }
             m = med[name]
-            print(f"| {name} | {m['wall']:.1f} | {m['cpu']:.1f} | " + " | ".join(f"{m[p]:.1f}" for p in PHASES) + " |")
+            print(
+                f"| {name} | {m['wall']:.1f} | {m['cpu']:.1f} | "
+                + " | ".join(f"{m[p]:.1f}" for p in PHASES)
+                + " |"
+            )
         if args.baseline:
             b, t = med["baseline"], med["this"]
-            print(f"| **ratio** (baseline / this) | x{b['wall'] / t['wall']:.2f} | x{b['cpu'] / t['cpu']:.2f} | "
-                  + " | ".join(f"x{b[p] / max(t[p], 1e-9):.2f}" for p in PHASES) + " |")
+            print(
+                f"| **ratio** (baseline / this) | x{b['wall'] / t['wall']:.2f} | x{b['cpu'] / t['cpu']:.2f} | "
+                + " | ".join(f"x{b[p] / max(t[p], 1e-9):.2f}" for p in PHASES)
+                + " |"
+            )
             problems = compare(root / "baseline-0", root / "this-0")
             print("outputs: " + ("the same (truth, step log, archive, score)" if not problems else "DIFFER"))
             for line in problems[:20]:

@@ -103,7 +103,9 @@ class Fabric:
         self.lossy = ~lay.lossless
         self.lossless_peer = lay.lossless[lay.peer]
         self.any_lossy, self.all_lossy = bool(self.lossy.any()), bool(self.lossy.all())
-        self.recover_step = RATE_RECOVER * dt / lay.rtt  # the additive recovery of one step without notification
+        self.recover_step = (
+            RATE_RECOVER * dt / lay.rtt
+        )  # the additive recovery of one step without notification
         self.pause_refresh_s = 65535 * 512 / (lay.cap * 8) / 2  # half the maximal pause quantum
         z = np.zeros
         self.q_t, self.q_x, self.q_o = z(size), z(size), z(size)
@@ -125,11 +127,8 @@ class Fabric:
         self.retx = z((ring, size))
         self.retx_total = z(size)
         self.signal = z((ring, size))  # congestion notifications on their way back to the sender
-        # Flat views and offsets of those rings: a step reads and writes one slot per queue with take/put,
-        # far cheaper than 2-d fancy indexing on arrays this small.
-        self._line_flat = self.line.reshape(-1)
-        self._retx_flat = self.retx.reshape(-1)
-        self._signal_flat = self.signal.reshape(-1)
+        # Flat offsets into those rings: a step reads and writes one slot per queue with take/put on a flat
+        # view, far cheaper than 2-d fancy indexing on arrays this small.
         self._ring_size = ring * size
         self._delay_at = self.delay_steps * size + self.ar  # + steps x size, modulo the ring: the slot
         self._rtt_at = self.rtt_steps * size + self.ar
@@ -199,7 +198,9 @@ class Fabric:
             adm_j = a_j
         else:
             room = np.maximum(self.xoff + cap_j - qj, 0.0)
-            adm_j = np.where(self.lossy, a_j, np.minimum(a_j, room)) if self.any_lossy else np.minimum(a_j, room)
+            adm_j = (
+                np.where(self.lossy, a_j, np.minimum(a_j, room)) if self.any_lossy else np.minimum(a_j, room)
+            )
         ratio = (adm_j + EPS) / (a_j + EPS)
         a_t, a_x = inj * ratio, self.x_step * ratio
         acc[PAUSE_HOST] += 1.0 - ratio
@@ -248,7 +249,7 @@ class Fabric:
 
     def _notify(self, sig: F) -> None:
         """Congestion notifications reach the sender one round trip later; cut or recover its rate."""
-        flat, s = self._signal_flat, self.steps
+        flat, s = self.signal.reshape(-1), self.steps
         if np.count_nonzero(sig):  # a notification no larger than what the slot holds changes nothing
             at = (s * self.lay.size + self._rtt_at) % self._ring_size
             flat.put(at, np.maximum(flat.take(at), sig))
@@ -276,7 +277,7 @@ class Fabric:
         arrived = self.line[:, slot_now, :].copy()  # by sender
         self.line[:, slot_now, :] = 0.0
         at = (self.steps * size + self._delay_at) % self._ring_size + self._classes_at
-        line = self._line_flat
+        line = self.line.reshape(-1)
         line.put(at, line.take(at) + served)
         self.in_flight_t += srv_t - arrived[0]
         arr = arrived.take(lay.peer, axis=1)  # by receiver: the job's, other traffic in its class, background
@@ -350,7 +351,8 @@ class Fabric:
         if not np.count_nonzero(lost_t):
             return
         at = (self.steps * self.lay.size + self._rtt_at) % self._ring_size
-        self._retx_flat.put(at, self._retx_flat.take(at) + lost_t)
+        retx = self.retx.reshape(-1)
+        retx.put(at, retx.take(at) + lost_t)
         self.retx_total += lost_t
 
     def _resend_due(self) -> None:
