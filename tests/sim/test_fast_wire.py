@@ -1,0 +1,39 @@
+"""The fast path's SNMP rows (``fast_feeds.WIRE``) against the agent's pysnmp rows, read as the wire would."""
+
+from __future__ import annotations
+
+import pytest
+from pyasn1.error import PyAsn1Error
+
+from spanwatch.fast_feeds import WIRE, varbind_value
+from spanwatch.sim import scenario as scenarios
+from spanwatch.sim import snapshot, snmp_mib
+from spanwatch.sim.fabric import Fabric
+
+
+@pytest.mark.parametrize("name, seconds", [("wave-down-reroute", 9.0), ("optical-per-wave", 12.0)])
+def test_wire_rows_are_the_pysnmp_rows_decoded(name: str, seconds: float) -> None:
+    path = scenarios.shipped_named(name)
+    assert path is not None
+    f = Fabric(scenarios.load(path))
+    f.advance(seconds)  # a wave down (no optics rows) or degraded, counters well past zero
+    snap = snapshot.take(f, 1_790_000_000 * 10**9, f.t)
+    rows = 0
+    for d, device in enumerate(f.lay.devices):
+        oids, values = snmp_mib.build(snap, d, device.name)
+        wire_oids, wire_values = snmp_mib.build(snap, d, device.name, WIRE)
+        assert wire_oids == oids
+        assert wire_values == [varbind_value(v) for v in values]
+        rows += len(oids)
+    assert rows > 100 * len(f.lay.devices)
+
+
+@pytest.mark.parametrize(
+    "kind, value",
+    [("Counter32", 2**32), ("Counter64", -1), ("Integer", 2**31), ("Gauge32", -1), ("TimeTicks", -1)],
+)
+def test_wire_refuses_what_pysnmp_refuses(kind: str, value: int) -> None:
+    with pytest.raises(PyAsn1Error):
+        getattr(snmp_mib.PYSNMP, kind)(value)
+    with pytest.raises(ValueError, match="out of range"):
+        getattr(WIRE, kind)(value)
