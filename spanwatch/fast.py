@@ -39,11 +39,11 @@ from collector.sources.gnmi.source import GnmiSource
 from collector.sources.snmp.source import SnmpSource
 from collector.store import Store, TargetLabels
 from spanwatch.fast_feeds import (
+    WIRE,
     SimClock,
     SimStream,
     SnapshotHolder,
     SnapshotWalker,
-    WIRE,
     Timing,
     streams_of,
 )
