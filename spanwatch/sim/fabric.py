@@ -179,6 +179,7 @@ class Fabric:
             self._links(fx.down)
         step = self.cap * self.dt * self.up
         self.x_step = fx.job_load * step
+        self.x_idle = not np.count_nonzero(self.x_step)  # no other traffic in the job's class
         self.bg_step = BACKGROUND_LOAD * step
         self.o_step = fx.other_load * step
         # The background arrivals of every noise row, until the next episode change (a row a step).
@@ -188,6 +189,8 @@ class Fabric:
 
     def _queues(self, host_frac: float) -> F:
         """One fluid step of every queue; returns the job's bytes each queue transmitted."""
+        if self._job_class_idle():
+            return self._background_only()
         acc, q_t, q_x, q_o = self.acc, self.q_t, self.q_x, self.q_o
         paused = self.rx_paused[self.lay.peer]  # the far end pauses this sender's job class
         cap_j = self.cap_step * ~paused
@@ -247,13 +250,53 @@ class Fabric:
             self._causes(srv_t, paused | (ratio < 0.999), srv_x)
         return srv_t
 
+    def _job_class_idle(self) -> bool:
+        """Nothing in the job's class at any sender: no bytes at its hosts, in its queues, none arriving."""
+        return self.x_idle and not (
+            np.count_nonzero(self.src)
+            or np.count_nonzero(self.q_t)
+            or np.count_nonzero(self.q_x)
+            or np.count_nonzero(self.tail)
+        )
+
+    def _background_only(self) -> F:
+        """``_queues`` while the job's class is idle (``_job_class_idle``): the same arithmetic, less the terms
+        that are exact zeros then (nothing admitted, served, dropped or marked in that class; x + 0.0 == x)."""
+        acc, q_o = self.acc, self.q_o
+        paused = self.rx_paused[self.lay.peer]
+        acc[PAUSE_RX] += paused
+        served = np.zeros((3, self.lay.size))
+        srv_o = served[2]
+        a_o = self.bg_arrivals[self.steps % NOISE_ROWS]
+        np.minimum(q_o + a_o, self.cap_step, out=srv_o)
+        q_o += a_o - srv_o
+        drop_o = np.maximum(q_o - self.lay.buffer, 0.0)
+        q_o -= drop_o
+        acc[DROP_O] += drop_o
+        acc[ADMITTED] += a_o
+        acc[TX_O] += srv_o
+        acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
+        self._rate()
+        np.maximum(self.peak, 0.0, out=self.peak)
+        np.maximum(self.peak_o, q_o, out=self.peak_o)
+        rq = self._deliver(served)
+        held = np.maximum(q_o, 0.0) + np.maximum(rq, 0.0)
+        np.maximum(self.pool_peak, np.add.reduceat(held, self.lay.device_starts), out=self.pool_peak)
+        if self.job.syncing:
+            self._causes(served[0], paused, served[1])
+        return served[0]
+
     def _notify(self, sig: F) -> None:
         """Congestion notifications reach the sender one round trip later; cut or recover its rate."""
-        flat, s = self.signal.reshape(-1), self.steps
         if np.count_nonzero(sig):  # a notification no larger than what the slot holds changes nothing
-            at = (s * self.lay.size + self._rtt_at) % self._ring_size
+            flat = self.signal.reshape(-1)
+            at = (self.steps * self.lay.size + self._rtt_at) % self._ring_size
             flat.put(at, np.maximum(flat.take(at), sig))
-        now = self.signal[s % self.ring]
+        self._rate()
+
+    def _rate(self) -> None:
+        """The notifications arriving now cut the senders' rate (at most once a round trip), or it recovers."""
+        now = self.signal[self.steps % self.ring]
         if not np.count_nonzero(now):  # nothing arrives: every sender recovers
             np.minimum(self.rate + self.recover_step, 1.0, out=self.rate)
             self.cut_timer -= self.dt
@@ -280,6 +323,8 @@ class Fabric:
         line = self.line.reshape(-1)
         line.put(at, line.take(at) + served)
         self.in_flight_t += srv_t - arrived[0]
+        if not (np.count_nonzero(arrived[:2]) or np.count_nonzero(self.rq_t) or np.count_nonzero(self.rq_x)):
+            return self._background_arrives(srv_t, arrived[2])
         arr = arrived.take(lay.peer, axis=1)  # by receiver: the job's, other traffic in its class, background
         if self.optics.lossy:
             loss = self.optics.frame_loss_rx
@@ -309,6 +354,21 @@ class Fabric:
         np.maximum(self.rq_peak, rq, out=self.rq_peak)
         self.rx_paused = self.lossless_peer & ((rq > self.xoff) | ((rq >= self.xon) & self.rx_paused))
         return rq
+
+    def _background_arrives(self, srv_t: F, arrived_o: F) -> F:
+        """``_deliver``'s receive side when nothing of the job's class arrives or waits in any receive stage:
+        only background bytes are counted; the stages stay empty (exact zeros), so none pauses its peer."""
+        lay, acc = self.lay, self.acc
+        arr_o = arrived_o.take(lay.peer)
+        if self.optics.lossy:
+            loss = self.optics.frame_loss_rx
+            acc[LOST_O] += arr_o * loss
+            arr_o = arr_o * (1 - loss)
+            self.resend(srv_t * loss[lay.peer])
+        acc[RX_O] += arr_o
+        np.maximum(self.rq_peak, 0.0, out=self.rq_peak)
+        self.rx_paused = np.zeros(lay.size, dtype=bool)
+        return np.zeros(lay.size)
 
     def _causes(self, srv_t: F, paused: np.ndarray, srv_x: F) -> None:
         """While the job syncs: the service each of its waves did not get this step, by cause (seconds)."""
