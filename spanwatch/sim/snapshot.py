@@ -12,7 +12,8 @@ down (no signal): the servers leave it out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -78,10 +79,13 @@ class Snapshot:
     speed_gbps: list[float]
     queue: int = 3
     other_queue: int = 0
+    # ``counters`` as flat arrays (the fabric's order): the next snapshot's floor, without rebuilding them.
+    floors: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
 
-def _split(x: np.ndarray, starts: list[int], sizes: list[int]) -> list[list[float]]:
-    return [x[a : a + n].tolist() for a, n in zip(starts, sizes, strict=True)]
+def _split(x: np.ndarray, starts: list[int], sizes: list[int]) -> list[list[Any]]:
+    values = x.tolist()  # once, then sliced: the same Python numbers as each slice's ``tolist``
+    return [values[a : a + n] for a, n in zip(starts, sizes, strict=True)]
 
 
 def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None) -> Snapshot:
@@ -136,13 +140,16 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
         "bg_ecn_pkts": a[fab.ECN_O] * ibg,
     }
     counters: dict[str, list[list[int]]] = {}
+    floors: dict[str, np.ndarray] = {}
     for name, x in raw.items():
         ints = np.floor(np.maximum(x, 0.0)).astype(np.int64)
         if prev is not None:
-            ints = np.maximum(
-                ints, np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]])
-            )
-        counters[name] = [ints[s : s + n].tolist() for s, n in zip(starts, sizes, strict=True)]
+            floor = prev.floors.get(name)
+            if floor is None:
+                floor = np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]])
+            ints = np.maximum(ints, floor)
+        floors[name] = ints
+        counters[name] = _split(ints, starts, sizes)
     o = f.optics
     gauges = {name: _split(o.values[i], starts, sizes) for name, i in INDEX.items()}
     gauges["temperature"] = _split(o.temperature, starts, sizes)
@@ -171,4 +178,5 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
         [d.spec.wave_gbps for d in lay.devices],
         f.s.job.traffic_class,
         f.s.background_class,
+        floors,
     )
