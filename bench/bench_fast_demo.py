@@ -33,6 +33,7 @@ import polars as pl
 
 HERE = Path(__file__).resolve().parent.parent
 SCENARIO = HERE / "examples" / "scenarios" / "diloco-four-sites.yaml"
+BUILTIN = "builtin"  # ``--scenario builtin``: the demo's default (no file)
 DURATION_S = 120.0
 EPOCH_S = 1_790_000_000.25  # a fixed start: the analysis bins on absolute time, so both runs share it
 RELATIVE = 1e-9  # float round-off allowed between two checkouts (sums in another order)
@@ -49,7 +50,10 @@ def run_once(scenario_path: Path, duration: float, out: Path) -> dict[str, dict[
     from spanwatch.fast import record
     from spanwatch.sim import scenario as scenarios
 
-    s = scenarios.with_duration(scenarios.load(scenario_path), duration, str(scenario_path))
+    if str(scenario_path) == BUILTIN:  # what ``spanwatch demo --fast --duration D`` runs
+        s = scenarios.builtin(duration)
+    else:
+        s = scenarios.with_duration(scenarios.load(scenario_path), duration, str(scenario_path))
     times: dict[str, dict[str, float]] = {}
 
     def timed(name: str, start: tuple[float, float]) -> tuple[float, float]:
@@ -155,7 +159,7 @@ def main() -> None:
         sys.exit(1 if problems else 0)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--baseline", type=Path, help="a checkout to compare with (e.g. main's)")
-    p.add_argument("--scenario", type=Path, default=SCENARIO)
+    p.add_argument("--scenario", type=Path, default=SCENARIO, help=f"a scenario file, or {BUILTIN!r}")
     p.add_argument("--duration", type=float, default=DURATION_S)
     p.add_argument("--runs", type=int, default=1, help="runs per checkout (the median is shown)")
     p.add_argument("--keep", type=Path, help="keep the outputs here (default: a temporary folder)")
@@ -166,9 +170,8 @@ def main() -> None:
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
         for k in range(args.runs):
             for name, checkout in checkouts.items():  # alternate, so load drifts hit both alike
-                results[name].append(
-                    run_checkout(checkout, args.scenario.resolve(), args.duration, root / f"{name}-{k}")
-                )
+                scenario = args.scenario if str(args.scenario) == BUILTIN else args.scenario.resolve()
+                results[name].append(run_checkout(checkout, scenario, args.duration, root / f"{name}-{k}"))
         print(
             f"demo --fast, {args.scenario.name} for {args.duration:g} s, {args.runs} run(s) each, "
             f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (medians, seconds)"
