@@ -184,6 +184,7 @@ class Fabric:
         self.o_step = fx.other_load * step
         # The background arrivals of every noise row, until the next episode change (a row a step).
         self.bg_arrivals = self.noise * self.bg_step + self.o_step
+        self.bg_fits = bool((self.bg_arrivals <= self.cap_step).all())  # every step's arrivals fit the port
         self.drain_step = fx.drain * self.cap * self.dt  # the far switch drains to hosts, wave up or not
         self.fx = fx
 
@@ -268,14 +269,21 @@ class Fabric:
         served = np.zeros((3, self.lay.size))
         srv_o = served[2]
         a_o = self.bg_arrivals[self.steps % NOISE_ROWS]
-        np.minimum(q_o + a_o, self.cap_step, out=srv_o)
-        q_o += a_o - srv_o
-        drop_o = np.maximum(q_o - self.lay.buffer, 0.0)
-        q_o -= drop_o
-        acc[DROP_O] += drop_o
-        acc[ADMITTED] += a_o
-        acc[TX_O] += srv_o
-        acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
+        if self.bg_fits and not np.count_nonzero(q_o):
+            # No background queue and every arrival fits: all of it leaves now, the queue stays empty and
+            # unmarked (the general lines below give exactly this).
+            srv_o[:] = a_o
+            acc[ADMITTED] += a_o
+            acc[TX_O] += srv_o
+        else:
+            np.minimum(q_o + a_o, self.cap_step, out=srv_o)
+            q_o += a_o - srv_o
+            drop_o = np.maximum(q_o - self.lay.buffer, 0.0)
+            q_o -= drop_o
+            acc[DROP_O] += drop_o
+            acc[ADMITTED] += a_o
+            acc[TX_O] += srv_o
+            acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
         self._rate()
         np.maximum(self.peak, 0.0, out=self.peak)
         np.maximum(self.peak_o, q_o, out=self.peak_o)
