@@ -146,6 +146,7 @@ class Fabric:
         self.optics = Optics(lay, self.rng, dt)
         self.job = TrainingJob(scenario, self)
         self._fx_version = -1
+        self.cap_step: F = np.zeros(size)  # bytes a wave moves in a step (zero when down): ``_links`` sets it
         self._links(np.zeros(size, dtype=bool))
         self._apply(self.schedule.effects(0.0))
 
@@ -290,9 +291,10 @@ class Fabric:
         rq = self._deliver(served)
         held = np.maximum(q_o, 0.0) + np.maximum(rq, 0.0)
         np.maximum(self.pool_peak, np.add.reduceat(held, self.lay.device_starts), out=self.pool_peak)
+        srv_t: F = served[0]  # zeros
         if self.job.syncing:
-            self._causes(served[0], paused, served[1])
-        return served[0]
+            self._causes(srv_t, paused, served[1])
+        return srv_t
 
     def _notify(self, sig: F) -> None:
         """Congestion notifications reach the sender one round trip later; cut or recover its rate."""
