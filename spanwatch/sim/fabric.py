@@ -195,7 +195,8 @@ class Fabric:
             return self._background_only()
         acc, q_t, q_x, q_o = self.acc, self.q_t, self.q_x, self.q_o
         paused = self.rx_paused[self.lay.peer]  # the far end pauses this sender's job class
-        cap_j = self.cap_step * ~paused
+        some_paused = np.count_nonzero(paused)
+        cap_j = self.cap_step * ~paused if some_paused else self.cap_step  # (x 1.0 where none is)
         inj = np.minimum(self.src, self.cap_step * self.rate * host_frac)
         a_j = inj + self.x_step
         qj = q_t + q_x
@@ -209,7 +210,8 @@ class Fabric:
         ratio = (adm_j + EPS) / (a_j + EPS)
         a_t, a_x = inj * ratio, self.x_step * ratio
         acc[PAUSE_HOST] += 1.0 - ratio
-        acc[PAUSE_RX] += paused
+        if some_paused:
+            acc[PAUSE_RX] += paused
         self.src -= a_t
         serve_j = np.minimum(qj + adm_j, cap_j)
         from_q = np.minimum(qj, serve_j)
@@ -236,11 +238,18 @@ class Fabric:
         acc[ADMITTED] += adm_j + a_o
         acc[TX_T : TX_O + 1] += served
         qj = q_t + q_x
-        mark = _unit((qj - self.ecn_min) * self.ecn_slope)
-        acc[ECN_T : ECN_X + 1] += served[:2] * mark
-        acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
-        self.resend(drop_t)
-        self._notify(np.maximum(mark * (srv_t > 1.0), (drop_t > 0) * 1.0))
+        # ECN marks only above ecn_min; below it every mark is an exact 0 and adds nothing.
+        lost = (drop_t > 0) * 1.0
+        if np.count_nonzero(qj > self.ecn_min):
+            mark = _unit((qj - self.ecn_min) * self.ecn_slope)
+            acc[ECN_T : ECN_X + 1] += served[:2] * mark
+            self.resend(drop_t)
+            self._notify(np.maximum(mark * (srv_t > 1.0), lost))
+        else:
+            self.resend(drop_t)
+            self._notify(lost)
+        if np.count_nonzero(q_o > self.ecn_min):
+            acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
         self.tail = np.where(a_t > 1.0, qj, np.maximum(self.tail - serve_j, 0.0))
         np.maximum(self.peak, qj, out=self.peak)
         np.maximum(self.peak_o, q_o, out=self.peak_o)
