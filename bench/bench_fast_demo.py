@@ -41,7 +41,7 @@ PHASES = ("record", "analysis", "report", "score")
 
 
 # -- one run (in a subprocess, on whichever checkout PYTHONPATH names) ----------------------------------
-def run_once(scenario_path: Path, duration: float, out: Path) -> dict[str, dict[str, float]]:
+def run_once(scenario_path: Path, length: str, out: Path) -> dict[str, dict[str, float]]:
     """Record, analyse, report and score ``scenario_path`` into ``out``; wall and CPU seconds per phase."""
     from analyzer.analysis import Analysis
     from analyzer.report.command import write_report
@@ -51,9 +51,11 @@ def run_once(scenario_path: Path, duration: float, out: Path) -> dict[str, dict[
     from spanwatch.sim import scenario as scenarios
 
     if str(scenario_path) == BUILTIN:  # what ``spanwatch demo --fast --duration D`` runs
-        s = scenarios.builtin(duration)
+        s = scenarios.builtin(float(length))
+    elif length.startswith("x"):  # ``--time-scale K``
+        s = scenarios.scaled(scenarios.load(scenario_path), float(length[1:]))
     else:
-        s = scenarios.with_duration(scenarios.load(scenario_path), duration, str(scenario_path))
+        s = scenarios.with_duration(scenarios.load(scenario_path), float(length), str(scenario_path))
     times: dict[str, dict[str, float]] = {}
 
     def timed(name: str, start: tuple[float, float]) -> tuple[float, float]:
@@ -75,12 +77,12 @@ def run_once(scenario_path: Path, duration: float, out: Path) -> dict[str, dict[
     return times
 
 
-def run_checkout(checkout: Path, scenario_path: Path, duration: float, out: Path) -> dict[str, Any]:
+def run_checkout(checkout: Path, scenario_path: Path, length: str, out: Path) -> dict[str, Any]:
     """One run on ``checkout``'s code: its phases, and the process's wall and CPU seconds (start-up too)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    cmd = [sys.executable, str(Path(__file__).resolve()), "once", str(scenario_path), str(duration), str(out)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "once", str(scenario_path), length, str(out)]
     done = subprocess.run(cmd, env=env, cwd=checkout, check=True, capture_output=True, text=True)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -150,8 +152,7 @@ def compare(ref: Path, new: Path) -> list[str]:
 # -- the bench ---------------------------------------------------------------------------------------------
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "once":
-        scenario_path, duration, out = Path(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
-        print(json.dumps(run_once(scenario_path, duration, out)))
+        print(json.dumps(run_once(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         problems = compare(Path(sys.argv[2]), Path(sys.argv[3]))
@@ -161,6 +162,9 @@ def main() -> None:
     p.add_argument("--baseline", type=Path, help="a checkout to compare with (e.g. main's)")
     p.add_argument("--scenario", type=Path, default=SCENARIO, help=f"a scenario file, or {BUILTIN!r}")
     p.add_argument("--duration", type=float, default=DURATION_S)
+    p.add_argument(
+        "--time-scale", type=float, help="stretch the scenario file by this (instead of --duration)"
+    )
     p.add_argument("--runs", type=int, default=1, help="runs per checkout (the median is shown)")
     p.add_argument("--keep", type=Path, help="keep the outputs here (default: a temporary folder)")
     args = p.parse_args()
@@ -168,13 +172,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
+        length = f"x{args.time_scale:g}" if args.time_scale else f"{args.duration:g}"
+        what = f"time scale {args.time_scale:g}" if args.time_scale else f"{args.duration:g} s"
+        load_before = os.getloadavg()[0]
         for k in range(args.runs):
             for name, checkout in checkouts.items():  # alternate, so load drifts hit both alike
                 scenario = args.scenario if str(args.scenario) == BUILTIN else args.scenario.resolve()
-                results[name].append(run_checkout(checkout, scenario, args.duration, root / f"{name}-{k}"))
+                results[name].append(run_checkout(checkout, scenario, length, root / f"{name}-{k}"))
         print(
-            f"demo --fast, {args.scenario.name} for {args.duration:g} s, {args.runs} run(s) each, "
-            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (medians, seconds)"
+            f"demo --fast, {args.scenario.name} ({what}), {args.runs} run(s) each, load average "
+            f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} cores (medians, seconds)"
         )
         print("| checkout | wall | CPU | " + " | ".join(f"{p} CPU" for p in PHASES) + " |")
         print("|---|---|---|" + "---|" * len(PHASES))
