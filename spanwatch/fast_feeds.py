@@ -17,6 +17,7 @@ Each piece hands the collector's own code what a socket would have delivered, at
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from collector.sources.gnmi.paths import SubscriptionSet, SubscriptionSpec
 from collector.sources.snmp.ber import (
     TAG_COUNTER32,
     TAG_COUNTER64,
+    TAG_END_OF_MIB,
     TAG_GAUGE32,
     TAG_INTEGER,
     TAG_OCTETS,
@@ -141,8 +143,23 @@ class SnapshotWalker(MapWalker):
         return await super().get(oids)
 
     async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
+        """``MapWalker.bulk``'s answer, finding each cursor's place once: the next OID after a key is the
+        next key (``MapWalker`` searches for it again at every repetition)."""
         self._spend()
-        return await super().bulk(oids, max_repetitions)
+        self.requests += 1
+        keys, data, end = self.keys, self.data, len(self.keys)
+        cursors = list(oids)
+        places = [bisect.bisect_right(keys, cur) for cur in cursors]
+        out: list[VarBind] = []
+        for _ in range(max_repetitions):
+            for i, pos in enumerate(places):
+                if pos >= end:
+                    out.append((cursors[i], TAG_END_OF_MIB, None))
+                    continue
+                nxt = cursors[i] = keys[pos]
+                places[i] = pos + 1
+                out.append((nxt, *data[nxt]))
+        return out
 
 
 class SimStream:
