@@ -1,9 +1,9 @@
 """``spanwatch demo --fast`` end to end on a 120 s scenario, this checkout beside a baseline one (issue 29).
 
 Issue 29's target: a 120 s scenario recorded, analysed and scored in <= 10 s on this 2-core machine. Each
-run is one subprocess doing what ``demo --fast`` does (record, claims, analysis, report, score) on a fixed
-epoch, so that two checkouts given the same scenario must write the same files; it reports wall and CPU
-seconds per phase. After timing, the outputs of the two checkouts are compared (``compare``): the same
+run is one subprocess (``spanwatch/fast_phases.py``, run by path on the checkout PYTHONPATH names) doing
+what ``demo --fast`` does (record, claims, analysis, report, score) on a fixed epoch, so that two checkouts
+given the same scenario must write the same files; it reports wall and CPU seconds per phase. After timing, the outputs of the two checkouts are compared (``compare``): the same
 truth, step log, archive rows and score, or the speed-up changed the model.
 
 Run (the baseline: a checkout of main, e.g. ``git worktree add /tmp/base main``)::
@@ -34,47 +34,13 @@ import polars as pl
 HERE = Path(__file__).resolve().parent.parent
 SCENARIO = HERE / "examples" / "scenarios" / "diloco-four-sites.yaml"
 BUILTIN = "builtin"  # ``--scenario builtin``: the demo's default (no file)
+DRIVER = (
+    HERE / "spanwatch" / "fast_phases.py"
+)  # one run, its phases timed (it drives the shell: not imported)
 DURATION_S = 120.0
 EPOCH_S = 1_790_000_000.25  # a fixed start: the analysis bins on absolute time, so both runs share it
 RELATIVE = 1e-9  # float round-off allowed between two checkouts (sums in another order)
 PHASES = ("record", "analysis", "report", "score")
-
-
-# -- one run (in a subprocess, on whichever checkout PYTHONPATH names) ----------------------------------
-def run_once(scenario_path: Path, length: str, out: Path) -> dict[str, dict[str, float]]:
-    """Record, analyse, report and score ``scenario_path`` into ``out``; wall and CPU seconds per phase."""
-    from analyzer.analysis import Analysis
-    from analyzer.report.command import write_report
-    from spanwatch.analyze import scored
-    from spanwatch.demo import analysis_inputs, write_claims
-    from spanwatch.fast import record
-    from spanwatch.sim import scenario as scenarios
-
-    if str(scenario_path) == BUILTIN:  # what ``spanwatch demo --fast --duration D`` runs
-        s = scenarios.builtin(float(length))
-    elif length.startswith("x"):  # ``--time-scale K``
-        s = scenarios.scaled(scenarios.load(scenario_path), float(length[1:]))
-    else:
-        s = scenarios.with_duration(scenarios.load(scenario_path), float(length), str(scenario_path))
-    times: dict[str, dict[str, float]] = {}
-
-    def timed(name: str, start: tuple[float, float]) -> tuple[float, float]:
-        now = (time.monotonic(), time.process_time())
-        times[name] = {"wall": now[0] - start[0], "cpu": now[1] - start[1]}
-        return now
-
-    mark = (time.monotonic(), time.process_time())
-    recording = record(s, out, epoch_s=EPOCH_S)
-    mark = timed("record", mark)
-    write_claims(out, recording.sim.scenario)
-    inputs = analysis_inputs(out, recording.log)
-    Analysis(inputs).run().write(out)
-    mark = timed("analysis", mark)
-    write_report(out, inputs.config, inputs.claims)
-    mark = timed("report", mark)
-    scored(out / "truth.json", inputs, out)
-    timed("score", mark)
-    return times
 
 
 def run_checkout(checkout: Path, scenario_path: Path, length: str, out: Path) -> dict[str, Any]:
@@ -82,7 +48,8 @@ def run_checkout(checkout: Path, scenario_path: Path, length: str, out: Path) ->
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    cmd = [sys.executable, str(Path(__file__).resolve()), "once", str(scenario_path), length, str(out)]
+    # By path, so that ``checkout``'s spanwatch (PYTHONPATH) is what it runs, this checkout's driver or not.
+    cmd = [sys.executable, str(DRIVER), str(scenario_path), length, str(out), str(EPOCH_S)]
     done = subprocess.run(cmd, env=env, cwd=checkout, check=True, capture_output=True, text=True)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -151,9 +118,6 @@ def compare(ref: Path, new: Path) -> list[str]:
 
 # -- the bench ---------------------------------------------------------------------------------------------
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "once":
-        print(json.dumps(run_once(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))))
-        return
     if len(sys.argv) > 1 and sys.argv[1] == "compare":
         problems = compare(Path(sys.argv[2]), Path(sys.argv[3]))
         print("\n".join(problems) if problems else "the same")

@@ -239,7 +239,7 @@ class Fabric:
         acc[TX_T : TX_O + 1] += served
         qj = q_t + q_x
         # ECN marks only above ecn_min; below it every mark is an exact 0 and adds nothing.
-        lost = (drop_t > 0) * 1.0
+        lost = np.asarray((drop_t > 0) * 1.0, dtype=np.float64)  # a drop notifies in full
         if np.count_nonzero(qj > self.ecn_min):
             mark = _unit((qj - self.ecn_min) * self.ecn_slope)
             acc[ECN_T : ECN_X + 1] += served[:2] * mark
