@@ -30,6 +30,11 @@ truth's causes (``lost``): a wave down (lost_capacity), paused (pause), retransm
 Counters accumulate as float64 totals per class (T the job, X other traffic in its class, O background);
 egress-side rows are indexed by the sending queue, receive-side rows (RX, LOST, DROP_RX, FEC) by the
 receiver. ``conservation`` gives the totals of admitted = transmitted + queued + tail-dropped + flushed.
+
+Speed: the arrays are tiny, so a step costs its number of numpy calls. Terms that are exact zeros are not
+computed (the job's class idle at every sender: ``_background_only``; nothing of it arriving:
+``_background_arrives``; no queue above ecn_min; nothing paused): the state stays the same bit for bit, and
+``tests/sim/test_fast_step.py`` holds the step to the straightforward one (change the arithmetic in both).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 ``np.clip``, ``np.stack``) with cheaper ones doing the same arithmetic. ``ReferenceFabric`` below is the
 step as first written (every operation every step); both run from the same random states (queues, hosts,
 rates, receive stages, notifications in flight, pauses drawn at random, so the rarely taken branches are
-taken) and must end in exactly the same state.
+taken) and must end in exactly the same state. A change to the model's arithmetic is made in both.
 """
 
 from __future__ import annotations
