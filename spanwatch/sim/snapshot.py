@@ -79,8 +79,9 @@ class Snapshot:
     speed_gbps: list[float]
     queue: int = 3
     other_queue: int = 0
-    # ``counters`` as flat arrays (the fabric's order): the next snapshot's floor, without rebuilding them.
-    floors: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    # ``counters`` as one array (rows in ``counters``' order, the fabric's flat order): the next snapshot's
+    # floor, without rebuilding it from the lists.
+    floors: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 def _split(x: np.ndarray, starts: list[int], sizes: list[int]) -> list[list[Any]]:
@@ -139,17 +140,20 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
         "bg_drop_bytes": a[fab.DROP_O],
         "bg_ecn_pkts": a[fab.ECN_O] * ibg,
     }
-    counters: dict[str, list[list[int]]] = {}
-    floors: dict[str, np.ndarray] = {}
-    for name, x in raw.items():
-        ints = np.floor(np.maximum(x, 0.0)).astype(np.int64)
-        if prev is not None:
-            floor = prev.floors.get(name)
-            if floor is None:
-                floor = np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]])
-            ints = np.maximum(ints, floor)
-        floors[name] = ints
-        counters[name] = _split(ints, starts, sizes)
+    # Every counter at once (the same elementwise floor and maximum as one at a time).
+    names = list(raw)
+    floors = np.floor(np.maximum(np.stack([raw[name] for name in names]), 0.0)).astype(np.int64)
+    if prev is not None:
+        before = prev.floors
+        if before is None or list(prev.counters) != names:
+            before = np.stack(
+                [np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[n]]) for n in names]
+            )
+        floors = np.maximum(floors, before)
+    counters = {
+        name: [row[a : a + n] for a, n in zip(starts, sizes, strict=True)]
+        for name, row in zip(names, floors.tolist(), strict=True)
+    }
     o = f.optics
     gauges = {name: _split(o.values[i], starts, sizes) for name, i in INDEX.items()}
     gauges["temperature"] = _split(o.temperature, starts, sizes)
