@@ -39,6 +39,7 @@ from collector.sources.gnmi.source import GnmiSource
 from collector.sources.snmp.source import SnmpSource
 from collector.store import Store, TargetLabels
 from spanwatch.fast_feeds import (
+    WIRE,
     SimClock,
     SimStream,
     SnapshotHolder,
@@ -233,7 +234,7 @@ class _Recorder:
 
         async def poll(now: float) -> None:
             self.clock.set(now)
-            walker.load(snmp_mib.build(self.holder.snap, d, name), self.timing.poll(self.rng))
+            walker.load(snmp_mib.build(self.holder.snap, d, name, WIRE), self.timing.poll(self.rng))
             await poller.poll_once()
             nxt = now + interval
             while nxt < self.clock.now:  # an overrun skips intervals, as ``Poller.run`` does

@@ -17,7 +17,8 @@ Each piece hands the collector's own code what a socket would have delivered, at
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from collector.sources.gnmi.paths import SubscriptionSet, SubscriptionSpec
 from collector.sources.snmp.ber import (
     TAG_COUNTER32,
     TAG_COUNTER64,
+    TAG_END_OF_MIB,
     TAG_GAUGE32,
     TAG_INTEGER,
     TAG_OCTETS,
@@ -41,6 +43,7 @@ from spanwatch.sim import gnmi_tree as tree
 from spanwatch.sim.gnmi_target import MIN_INTERVAL_S, SimTarget, Subscription
 from spanwatch.sim.snapshot import Snapshot
 from spanwatch.sim.snmp_agent import Table
+from spanwatch.sim.snmp_mib import Kinds
 
 # pysnmp's types as the SNMP wire tags the collector's decoder yields (``collector.sources.snmp.ber``).
 _TAGS = (
@@ -78,11 +81,40 @@ class SimClock:
 
 
 def varbind_value(value: object) -> tuple[int, object]:
-    """A pysnmp value as ``(tag, value)``, the way the collector's BER decoder returns it."""
+    """A pysnmp value as ``(tag, value)``, the way the collector's BER decoder returns it (what ``WIRE``
+    makes directly; tests hold the two to each other)."""
     for kind, tag in _TAGS:
         if isinstance(value, kind):
             return tag, bytes(value.asOctets()) if tag == TAG_OCTETS else int(value)
     raise TypeError(f"no SNMP tag for {type(value).__name__}")
+
+
+def _wire(tag: int, low: int, high: int) -> Callable[[int], tuple[int, int]]:
+    """A constructor of ``(tag, value)`` that refuses what pysnmp's type would (its value range)."""
+
+    def make(value: int) -> tuple[int, int]:
+        v = int(value)
+        if not low <= v <= high:
+            raise ValueError(f"SNMP value {v} out of range for tag {tag:#x} [{low}, {high}]")
+        return tag, v
+
+    return make
+
+
+def _octets(text: str) -> tuple[int, bytes]:
+    return TAG_OCTETS, text.encode("iso-8859-1")  # pysnmp's OctetString encoding
+
+
+# ``snmp_mib.build``'s rows as the collector's BER decoder yields them, without building pysnmp objects
+# (``varbind_value`` of each of those is the same pair; this skips making and reading them).
+WIRE = Kinds(
+    Counter32=_wire(TAG_COUNTER32, 0, 2**32 - 1),
+    Counter64=_wire(TAG_COUNTER64, 0, 2**64 - 1),
+    Gauge32=_wire(TAG_GAUGE32, 0, 2**32 - 1),
+    Integer=_wire(TAG_INTEGER, -(2**31), 2**31 - 1),
+    OctetString=_octets,
+    TimeTicks=_wire(TAG_TIMETICKS, 0, 2**32 - 1),
+)
 
 
 class SnapshotWalker(MapWalker):
@@ -94,10 +126,11 @@ class SnapshotWalker(MapWalker):
         self._delay = 0.0
 
     def load(self, table: Table, poll_seconds: float) -> None:
-        """Answer from ``table`` (sorted, as ``snmp_mib.build`` returns it) during the next poll."""
+        """Answer from ``table`` (sorted, as ``snmp_mib.build`` returns it, values made with ``WIRE``) during
+        the next poll."""
         oids, values = table
         self.keys = list(oids)
-        self.data = dict(zip(oids, map(varbind_value, values), strict=True))
+        self.data = dict(zip(oids, values, strict=True))
         self._delay = poll_seconds
 
     def _spend(self) -> None:
@@ -110,8 +143,23 @@ class SnapshotWalker(MapWalker):
         return await super().get(oids)
 
     async def bulk(self, oids: Sequence[Oid], max_repetitions: int) -> list[VarBind]:
+        """``MapWalker.bulk``'s answer, finding each cursor's place once: the next OID after a key is the
+        next key (``MapWalker`` searches for it again at every repetition)."""
         self._spend()
-        return await super().bulk(oids, max_repetitions)
+        self.requests += 1
+        keys, data, end = self.keys, self.data, len(self.keys)
+        cursors = list(oids)
+        places = [bisect.bisect_right(keys, cur) for cur in cursors]
+        out: list[VarBind] = []
+        for _ in range(max_repetitions):
+            for i, pos in enumerate(places):
+                if pos >= end:
+                    out.append((cursors[i], TAG_END_OF_MIB, None))
+                    continue
+                nxt = cursors[i] = keys[pos]
+                places[i] = pos + 1
+                out.append((nxt, *data[nxt]))
+        return out
 
 
 class SimStream:

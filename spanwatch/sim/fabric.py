@@ -30,6 +30,11 @@ truth's causes (``lost``): a wave down (lost_capacity), paused (pause), retransm
 Counters accumulate as float64 totals per class (T the job, X other traffic in its class, O background);
 egress-side rows are indexed by the sending queue, receive-side rows (RX, LOST, DROP_RX, FEC) by the
 receiver. ``conservation`` gives the totals of admitted = transmitted + queued + tail-dropped + flushed.
+
+Speed: the arrays are tiny, so a step costs its number of numpy calls. Terms that are exact zeros are not
+computed (the job's class idle at every sender: ``_background_only``; nothing of it arriving:
+``_background_arrives``; no queue above ecn_min; nothing paused): the state stays the same bit for bit, and
+``tests/sim/test_fast_step.py`` holds the step to the straightforward one (change the arithmetic in both).
 """
 
 from __future__ import annotations
@@ -77,6 +82,11 @@ class Conservation:
     flushed: float
 
 
+def _unit(x: F) -> F:
+    """``x`` clipped to [0, 1] (``np.clip``'s result, without its overhead on tiny arrays)."""
+    return np.minimum(np.maximum(x, 0.0), 1.0)
+
+
 class Fabric:
     """Every link, its switches and the job, advanced by ``step()``."""
 
@@ -96,6 +106,11 @@ class Fabric:
         self.ecn_min = ECN_MIN * lay.buffer
         self.ecn_slope = 1.0 / ((ECN_MAX - ECN_MIN) * lay.buffer)
         self.lossy = ~lay.lossless
+        self.lossless_peer = lay.lossless[lay.peer]
+        self.any_lossy, self.all_lossy = bool(self.lossy.any()), bool(self.lossy.all())
+        self.recover_step = (
+            RATE_RECOVER * dt / lay.rtt
+        )  # the additive recovery of one step without notification
         self.pause_refresh_s = 65535 * 512 / (lay.cap * 8) / 2  # half the maximal pause quantum
         z = np.zeros
         self.q_t, self.q_x, self.q_o = z(size), z(size), z(size)
@@ -117,6 +132,12 @@ class Fabric:
         self.retx = z((ring, size))
         self.retx_total = z(size)
         self.signal = z((ring, size))  # congestion notifications on their way back to the sender
+        # Flat offsets into those rings: a step reads and writes one slot per queue with take/put on a flat
+        # view, far cheaper than 2-d fancy indexing on arrays this small.
+        self._ring_size = ring * size
+        self._delay_at = self.delay_steps * size + self.ar  # + steps x size, modulo the ring: the slot
+        self._rtt_at = self.rtt_steps * size + self.ar
+        self._classes_at = (np.arange(3) * ring * size)[:, None]
         self.noise = 1 + 0.25 * self.rng.standard_normal((NOISE_ROWS, size)).clip(-3, 3)
         self.win_steps = max(1, round(WINDOW_S / dt))
         self.peak, self.peak_o = z(size), z(size)
@@ -130,6 +151,7 @@ class Fabric:
         self.optics = Optics(lay, self.rng, dt)
         self.job = TrainingJob(scenario, self)
         self._fx_version = -1
+        self.cap_step: F = np.zeros(size)  # bytes a wave moves in a step (zero when down): ``_links`` sets it
         self._links(np.zeros(size, dtype=bool))
         self._apply(self.schedule.effects(0.0))
 
@@ -163,104 +185,180 @@ class Fabric:
             self._links(fx.down)
         step = self.cap * self.dt * self.up
         self.x_step = fx.job_load * step
+        self.x_idle = not np.count_nonzero(self.x_step)  # no other traffic in the job's class
         self.bg_step = BACKGROUND_LOAD * step
         self.o_step = fx.other_load * step
+        # The background arrivals of every noise row, until the next episode change (a row a step).
+        self.bg_arrivals = self.noise * self.bg_step + self.o_step
+        self.bg_fits = bool((self.bg_arrivals <= self.cap_step).all())  # every step's arrivals fit the port
         self.drain_step = fx.drain * self.cap * self.dt  # the far switch drains to hosts, wave up or not
         self.fx = fx
 
     def _queues(self, host_frac: float) -> F:
         """One fluid step of every queue; returns the job's bytes each queue transmitted."""
+        if self._job_class_idle():
+            return self._background_only()
         acc, q_t, q_x, q_o = self.acc, self.q_t, self.q_x, self.q_o
         paused = self.rx_paused[self.lay.peer]  # the far end pauses this sender's job class
-        cap_j = self.cap_step * ~paused
+        some_paused = np.count_nonzero(paused)
+        cap_j = self.cap_step * ~paused if some_paused else self.cap_step  # (x 1.0 where none is)
         inj = np.minimum(self.src, self.cap_step * self.rate * host_frac)
         a_j = inj + self.x_step
         qj = q_t + q_x
-        room = np.maximum(self.xoff + cap_j - qj, 0.0)
-        adm_j = np.where(self.lossy, a_j, np.minimum(a_j, room))
+        if self.all_lossy:  # what ``np.where(self.lossy, ...)`` gives, without the unused half
+            adm_j = a_j
+        else:
+            room = np.maximum(self.xoff + cap_j - qj, 0.0)
+            adm_j = (
+                np.where(self.lossy, a_j, np.minimum(a_j, room)) if self.any_lossy else np.minimum(a_j, room)
+            )
         ratio = (adm_j + EPS) / (a_j + EPS)
         a_t, a_x = inj * ratio, self.x_step * ratio
         acc[PAUSE_HOST] += 1.0 - ratio
-        acc[PAUSE_RX] += paused
+        if some_paused:
+            acc[PAUSE_RX] += paused
         self.src -= a_t
         serve_j = np.minimum(qj + adm_j, cap_j)
         from_q = np.minimum(qj, serve_j)
-        srv_t = from_q * (q_t / (qj + EPS)) + (serve_j - from_q) * (a_t / (adm_j + EPS))
-        srv_x = serve_j - srv_t
+        share_t = a_t / (adm_j + EPS)  # the job's share of what was admitted this step
+        # Rows by class (T, X, O), as the accumulators' TX_* and DROP_* rows are: one update each.
+        served, dropped = np.empty((3, self.lay.size)), np.empty((3, self.lay.size))
+        srv_t, srv_x, srv_o = served
+        np.add(from_q * (q_t / (qj + EPS)), (serve_j - from_q) * share_t, out=srv_t)
+        np.subtract(serve_j, srv_t, out=srv_x)
         q_t += a_t - srv_t
         q_x += a_x - srv_x
-        a_o = self.noise[self.steps % NOISE_ROWS] * self.bg_step + self.o_step
-        srv_o = np.minimum(q_o + a_o, self.cap_step - serve_j)
+        a_o = self.bg_arrivals[self.steps % NOISE_ROWS]
+        np.minimum(q_o + a_o, self.cap_step - serve_j, out=srv_o)
         q_o += a_o - srv_o
+        drop_t, drop_x, drop_o = dropped
         over = np.maximum(q_t + q_x - self.lay.buffer, 0.0) * self.lossy
-        drop_t = np.minimum(over * (a_t / (adm_j + EPS)), q_t)
-        drop_x = np.minimum(over - drop_t, q_x)
+        np.minimum(over * share_t, q_t, out=drop_t)
+        np.minimum(over - drop_t, q_x, out=drop_x)
         q_t -= drop_t
         q_x -= drop_x
-        drop_o = np.maximum(q_o - self.lay.buffer, 0.0)
+        np.maximum(q_o - self.lay.buffer, 0.0, out=drop_o)
         q_o -= drop_o
-        acc[DROP_T] += drop_t
-        acc[DROP_X] += drop_x
-        acc[DROP_O] += drop_o
+        acc[DROP_T : DROP_O + 1] += dropped
         acc[ADMITTED] += adm_j + a_o
-        acc[TX_T] += srv_t
-        acc[TX_X] += srv_x
-        acc[TX_O] += srv_o
+        acc[TX_T : TX_O + 1] += served
         qj = q_t + q_x
-        mark = np.clip((qj - self.ecn_min) * self.ecn_slope, 0.0, 1.0)
-        acc[ECN_T] += srv_t * mark
-        acc[ECN_X] += srv_x * mark
-        acc[ECN_O] += srv_o * np.clip((q_o - self.ecn_min) * self.ecn_slope, 0.0, 1.0)
-        self.resend(drop_t)
-        self._notify(np.maximum(mark * (srv_t > 1.0), (drop_t > 0) * 1.0))
+        # ECN marks only above ecn_min; below it every mark is an exact 0 and adds nothing.
+        lost = np.asarray((drop_t > 0) * 1.0, dtype=np.float64)  # a drop notifies in full
+        if np.count_nonzero(qj > self.ecn_min):
+            mark = _unit((qj - self.ecn_min) * self.ecn_slope)
+            acc[ECN_T : ECN_X + 1] += served[:2] * mark
+            self.resend(drop_t)
+            self._notify(np.maximum(mark * (srv_t > 1.0), lost))
+        else:
+            self.resend(drop_t)
+            self._notify(lost)
+        if np.count_nonzero(q_o > self.ecn_min):
+            acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
         self.tail = np.where(a_t > 1.0, qj, np.maximum(self.tail - serve_j, 0.0))
         np.maximum(self.peak, qj, out=self.peak)
         np.maximum(self.peak_o, q_o, out=self.peak_o)
-        self._deliver(srv_t, srv_x, srv_o)
-        np.maximum(self.pool_peak, self._pool(), out=self.pool_peak)
+        rq = self._deliver(served)
+        # The devices' buffers (``_pool``) from what this step already has: the same sums, in the same order.
+        held = np.maximum(qj, 0.0) + np.maximum(q_o, 0.0) + np.maximum(rq, 0.0)
+        np.maximum(self.pool_peak, np.add.reduceat(held, self.lay.device_starts), out=self.pool_peak)
         if self.job.syncing:
             self._causes(srv_t, paused | (ratio < 0.999), srv_x)
         return srv_t
 
+    def _job_class_idle(self) -> bool:
+        """Nothing in the job's class at any sender: no bytes at its hosts, in its queues, none arriving."""
+        return self.x_idle and not (
+            np.count_nonzero(self.src)
+            or np.count_nonzero(self.q_t)
+            or np.count_nonzero(self.q_x)
+            or np.count_nonzero(self.tail)
+        )
+
+    def _background_only(self) -> F:
+        """``_queues`` while the job's class is idle (``_job_class_idle``): the same arithmetic, less the terms
+        that are exact zeros then (nothing admitted, served, dropped or marked in that class; x + 0.0 == x)."""
+        acc, q_o = self.acc, self.q_o
+        paused = self.rx_paused[self.lay.peer]
+        acc[PAUSE_RX] += paused
+        served = np.zeros((3, self.lay.size))
+        srv_o = served[2]
+        a_o = self.bg_arrivals[self.steps % NOISE_ROWS]
+        if self.bg_fits and not np.count_nonzero(q_o):
+            # No background queue and every arrival fits: all of it leaves now, the queue stays empty and
+            # unmarked (the general lines below give exactly this).
+            srv_o[:] = a_o
+            acc[ADMITTED] += a_o
+            acc[TX_O] += srv_o
+        else:
+            np.minimum(q_o + a_o, self.cap_step, out=srv_o)
+            q_o += a_o - srv_o
+            drop_o = np.maximum(q_o - self.lay.buffer, 0.0)
+            q_o -= drop_o
+            acc[DROP_O] += drop_o
+            acc[ADMITTED] += a_o
+            acc[TX_O] += srv_o
+            acc[ECN_O] += srv_o * _unit((q_o - self.ecn_min) * self.ecn_slope)
+        self._rate()
+        np.maximum(self.peak, 0.0, out=self.peak)
+        np.maximum(self.peak_o, q_o, out=self.peak_o)
+        rq = self._deliver(served)
+        held = np.maximum(q_o, 0.0) + np.maximum(rq, 0.0)
+        np.maximum(self.pool_peak, np.add.reduceat(held, self.lay.device_starts), out=self.pool_peak)
+        srv_t: F = served[0]  # zeros
+        if self.job.syncing:
+            self._causes(srv_t, paused, served[1])
+        return srv_t
+
     def _notify(self, sig: F) -> None:
         """Congestion notifications reach the sender one round trip later; cut or recover its rate."""
-        s, ring = self.steps, self.ring
-        slot = (s + self.rtt_steps) % ring
-        self.signal[slot, self.ar] = np.maximum(self.signal[slot, self.ar], sig)
-        now = self.signal[s % ring]
+        if np.count_nonzero(sig):  # a notification no larger than what the slot holds changes nothing
+            flat = self.signal.reshape(-1)
+            at = (self.steps * self.lay.size + self._rtt_at) % self._ring_size
+            flat.put(at, np.maximum(flat.take(at), sig))
+        self._rate()
+
+    def _rate(self) -> None:
+        """The notifications arriving now cut the senders' rate (at most once a round trip), or it recovers."""
+        now = self.signal[self.steps % self.ring]
+        if not np.count_nonzero(now):  # nothing arrives: every sender recovers
+            np.minimum(self.rate + self.recover_step, 1.0, out=self.rate)
+            self.cut_timer -= self.dt
+            return
         cut = (now > 0) & (self.cut_timer <= 0)
         self.rate = np.where(
             cut,
             np.maximum(self.rate * (1 - RATE_CUT * now), RATE_MIN),
-            np.where(now > 0, self.rate, np.minimum(self.rate + RATE_RECOVER * self.dt / self.lay.rtt, 1.0)),
+            np.where(now > 0, self.rate, np.minimum(self.rate + self.recover_step, 1.0)),
         )
         self.cut_timer = np.where(cut, self.lay.rtt, self.cut_timer - self.dt)
         now[:] = 0.0
 
-    def _deliver(self, srv_t: F, srv_x: F, srv_o: F) -> None:
-        """Put departures on the fibre; what arrives now goes through FCS and the receive stage."""
-        lay, acc, ring = self.lay, self.acc, self.ring
-        slot_now = self.steps % ring
+    def _deliver(self, served: F) -> F:
+        """Put departures (rows T, X, O) on the fibre; what arrives now goes through FCS and the receive
+        stage. Returns the bytes of the job's class in each receive stage after the step.
+        """
+        srv_t = served[0]
+        lay, acc, size = self.lay, self.acc, self.lay.size
+        slot_now = self.steps % self.ring
         arrived = self.line[:, slot_now, :].copy()  # by sender
         self.line[:, slot_now, :] = 0.0
-        slot = (self.steps + self.delay_steps) % ring
-        for k, x in enumerate((srv_t, srv_x, srv_o)):
-            self.line[k, slot, self.ar] += x
+        at = (self.steps * size + self._delay_at) % self._ring_size + self._classes_at
+        line = self.line.reshape(-1)
+        line.put(at, line.take(at) + served)
         self.in_flight_t += srv_t - arrived[0]
-        arr_t, arr_x, arr_o = arrived[0][lay.peer], arrived[1][lay.peer], arrived[2][lay.peer]  # by receiver
+        if not (np.count_nonzero(arrived[:2]) or np.count_nonzero(self.rq_t) or np.count_nonzero(self.rq_x)):
+            return self._background_arrives(srv_t, arrived[2])
+        arr = arrived.take(lay.peer, axis=1)  # by receiver: the job's, other traffic in its class, background
         if self.optics.lossy:
             loss = self.optics.frame_loss_rx
-            acc[LOST_T] += arr_t * loss
-            acc[LOST_X] += arr_x * loss
-            acc[LOST_O] += arr_o * loss
-            arr_t, arr_x, arr_o = arr_t * (1 - loss), arr_x * (1 - loss), arr_o * (1 - loss)
+            acc[LOST_T : LOST_O + 1] += arr * loss
+            arr = arr * (1 - loss)
             self.resend(srv_t * loss[lay.peer])  # the peer will lose them: sent again after a NACK
-        acc[RX_T] += arr_t
-        acc[RX_X] += arr_x
-        acc[RX_O] += arr_o
+        acc[RX_T : RX_O + 1] += arr
         rq_t, rq_x = self.rq_t, self.rq_x
-        rq_t += arr_t
-        rq_x += arr_x
+        rq_t += arr[0]
+        rq_x += arr[1]
         rq = rq_t + rq_x
         drained = np.minimum(rq, self.drain_step)
         keep = 1.0 - drained / (rq + EPS)
@@ -268,7 +366,7 @@ class Fabric:
         rq_x *= keep
         rq = rq_t + rq_x
         over = np.maximum(rq - lay.buffer, 0.0)
-        if over.any():
+        if np.count_nonzero(over):
             share = rq_t / (rq + EPS)
             d_t, d_x = over * share, over * (1 - share)
             rq_t -= d_t
@@ -278,9 +376,23 @@ class Fabric:
             self.resend(d_t[lay.peer])
             rq = rq_t + rq_x
         np.maximum(self.rq_peak, rq, out=self.rq_peak)
-        self.rx_paused = lay.lossless[lay.peer] & np.where(
-            rq > self.xoff, True, (rq >= self.xon) & self.rx_paused
-        )
+        self.rx_paused = self.lossless_peer & ((rq > self.xoff) | ((rq >= self.xon) & self.rx_paused))
+        return rq
+
+    def _background_arrives(self, srv_t: F, arrived_o: F) -> F:
+        """``_deliver``'s receive side when nothing of the job's class arrives or waits in any receive stage:
+        only background bytes are counted; the stages stay empty (exact zeros), so none pauses its peer."""
+        lay, acc = self.lay, self.acc
+        arr_o = arrived_o.take(lay.peer)
+        if self.optics.lossy:
+            loss = self.optics.frame_loss_rx
+            acc[LOST_O] += arr_o * loss
+            arr_o = arr_o * (1 - loss)
+            self.resend(srv_t * loss[lay.peer])
+        acc[RX_O] += arr_o
+        np.maximum(self.rq_peak, 0.0, out=self.rq_peak)
+        self.rx_paused = np.zeros(lay.size, dtype=bool)
+        return np.zeros(lay.size)
 
     def _causes(self, srv_t: F, paused: np.ndarray, srv_x: F) -> None:
         """While the job syncs: the service each of its waves did not get this step, by cause (seconds)."""
@@ -289,7 +401,7 @@ class Fabric:
         pending = np.maximum.reduceat(own, lay.offsets)[lay.link_of]
         down = ~self.up
         short = pending * (down | own) * np.maximum(self.dt - srv_t * self.inv_cap, 0.0)
-        if not short.any():
+        if not np.count_nonzero(short):
             return
         lost = self.lost
         lost[LOST_CAPACITY] += short * down
@@ -320,16 +432,17 @@ class Fabric:
 
     def resend(self, lost_t: F) -> None:
         """Schedule the job's lost bytes for retransmission one round trip from now."""
-        if not lost_t.any():
+        if not np.count_nonzero(lost_t):
             return
-        slot = (self.steps + self.rtt_steps) % self.ring
-        self.retx[slot, self.ar] += lost_t
+        at = (self.steps * self.lay.size + self._rtt_at) % self._ring_size
+        retx = self.retx.reshape(-1)
+        retx.put(at, retx.take(at) + lost_t)
         self.retx_total += lost_t
 
     def _resend_due(self) -> None:
         slot = self.steps % self.ring
         due = self.retx[slot]
-        if due.any():
+        if np.count_nonzero(due):
             self.src += due
             self.retx_total = np.maximum(self.retx_total - due, 0.0)
             due[:] = 0.0

@@ -42,7 +42,26 @@ class Group:
     leaves: list[Leaf]
 
 
+# Parsed paths and their protobuf form, by text and by the parsed list's id: a switch serves the same few
+# hundred paths on every sample, and parsing and building them again was most of a notification's cost.
+# The parsed lists are shared, so nothing may modify them; the id cache holds each list, so an id is never
+# reused while it is a key.
+_PARSED: dict[str, list[Elem]] = {}
+_PROTO: dict[int, tuple[list[Elem], Any]] = {}
+CACHE_LIMIT = 100_000
+
+
 def _p(text: str) -> list[Elem]:
+    """Elements of a path ``a/b[k=v]/c`` (parsed once; do not modify the list)."""
+    parsed = _PARSED.get(text)
+    if parsed is None:
+        if len(_PARSED) >= CACHE_LIMIT:
+            _PARSED.clear()
+        parsed = _PARSED[text] = _parse(text)
+    return parsed
+
+
+def _parse(text: str) -> list[Elem]:
     """Elements of a path ``a/b[k=v]/c``; a key value may hold ``/`` (``name=Ethernet1/1``)."""
     parts, depth, cur = [], 0, ""
     for ch in text.strip("/"):
@@ -273,7 +292,12 @@ def select(all_groups: list[Group], want: list[Elem]) -> list[Group]:
 
 
 def _path(e: list[Elem]) -> Any:
-    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n, key=k) for n, k in e])
+    cached = _PROTO.get(id(e))
+    if cached is None or cached[0] is not e:
+        if len(_PROTO) >= CACHE_LIMIT:
+            _PROTO.clear()
+        cached = _PROTO[id(e)] = (e, gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n, key=k) for n, k in e]))
+    return cached[1]
 
 
 def notification(g: Group, time_ns: int) -> Any:

@@ -12,7 +12,8 @@ down (no signal): the servers leave it out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -78,10 +79,14 @@ class Snapshot:
     speed_gbps: list[float]
     queue: int = 3
     other_queue: int = 0
+    # ``counters`` as one array (rows in ``counters``' order, the fabric's flat order): the next snapshot's
+    # floor, without rebuilding it from the lists.
+    floors: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
-def _split(x: np.ndarray, starts: list[int], sizes: list[int]) -> list[list[float]]:
-    return [x[a : a + n].tolist() for a, n in zip(starts, sizes, strict=True)]
+def _split(x: np.ndarray, starts: list[int], sizes: list[int]) -> list[list[Any]]:
+    values = x.tolist()  # once, then sliced: the same Python numbers as each slice's ``tolist``
+    return [values[a : a + n] for a, n in zip(starts, sizes, strict=True)]
 
 
 def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None) -> Snapshot:
@@ -135,14 +140,20 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
         "bg_drop_bytes": a[fab.DROP_O],
         "bg_ecn_pkts": a[fab.ECN_O] * ibg,
     }
-    counters: dict[str, list[list[int]]] = {}
-    for name, x in raw.items():
-        ints = np.floor(np.maximum(x, 0.0)).astype(np.int64)
-        if prev is not None:
-            ints = np.maximum(
-                ints, np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[name]])
+    # Every counter at once (the same elementwise floor and maximum as one at a time).
+    names = list(raw)
+    floors = np.floor(np.maximum(np.stack([raw[name] for name in names]), 0.0)).astype(np.int64)
+    if prev is not None:
+        before = prev.floors
+        if before is None or list(prev.counters) != names:
+            before = np.stack(
+                [np.concatenate([np.asarray(r, dtype=np.int64) for r in prev.counters[n]]) for n in names]
             )
-        counters[name] = [ints[s : s + n].tolist() for s, n in zip(starts, sizes, strict=True)]
+        floors = np.maximum(floors, before)
+    counters = {
+        name: [row[a : a + n] for a, n in zip(starts, sizes, strict=True)]
+        for name, row in zip(names, floors.tolist(), strict=True)
+    }
     o = f.optics
     gauges = {name: _split(o.values[i], starts, sizes) for name, i in INDEX.items()}
     gauges["temperature"] = _split(o.temperature, starts, sizes)
@@ -171,4 +182,5 @@ def take(f: Fabric, time_ns: int, uptime_s: float, prev: Snapshot | None = None)
         [d.spec.wave_gbps for d in lay.devices],
         f.s.job.traffic_class,
         f.s.background_class,
+        floors,
     )

@@ -16,7 +16,8 @@ wire units, so the collector maps it with no special case:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from pysnmp.proto.rfc1902 import Counter32, Counter64, Gauge32, Integer, OctetString, TimeTicks
 
@@ -37,13 +38,29 @@ ARISTA_PFC_WD = (1, 3, 6, 1, 4, 1, 30065, 3, 11, 1, 2, 1)
 Row = tuple[Oid, Value]
 
 
+@dataclass(frozen=True)
+class Kinds:
+    """What a row's value is made with: pysnmp's types for the agent (``PYSNMP``); the fast recording path
+    passes constructors of the wire's ``(tag, value)`` pairs instead (``spanwatch.fast_feeds.WIRE``)."""
+
+    Counter32: Callable[[int], Value]
+    Counter64: Callable[[int], Value]
+    Gauge32: Callable[[int], Value]
+    Integer: Callable[[int], Value]
+    OctetString: Callable[[str], Value]
+    TimeTicks: Callable[[int], Value]
+
+
+PYSNMP = Kinds(Counter32, Counter64, Gauge32, Integer, OctetString, TimeTicks)
+
+
 def interface_name(wave: int) -> str:
     """The name a simulated switch gives the port of ``wave`` (0-based)."""
     return f"Ethernet1/{wave + 1}"
 
 
-def _int(value: float) -> Value:
-    return Integer(round(value))
+def _int(k: Kinds, value: float) -> Value:
+    return k.Integer(round(value))
 
 
 def _mantissa(ber_value: float) -> tuple[int, int]:
@@ -54,64 +71,69 @@ def _mantissa(ber_value: float) -> tuple[int, int]:
     return round(ber_value * 10**exponent), exponent
 
 
-def build(s: Snapshot, d: int, device: str) -> Table:
-    """The sorted table of device ``d`` (the fabric layout's index) named ``device``."""
-    rows = sorted(_rows(s, d, device))
+def build(s: Snapshot, d: int, device: str, kinds: Kinds = PYSNMP) -> Table:
+    """The sorted table of device ``d`` (the fabric layout's index) named ``device``, its values made by
+    ``kinds``."""
+    rows = sorted(_rows(s, d, device, kinds), key=_oid)
     return [oid for oid, _ in rows], [value for _, value in rows]
 
 
-def _rows(s: Snapshot, d: int, device: str) -> Iterator[Row]:
+def _oid(row: Row) -> Oid:
+    return row[0]
+
+
+def _rows(s: Snapshot, d: int, device: str, k: Kinds) -> Iterator[Row]:
     n = len(s.frequency_hz[d])
-    yield (1, 3, 6, 1, 2, 1, 1, 1, 0), OctetString(f"spanwatch simulated DCI switch {device}")
-    yield (1, 3, 6, 1, 2, 1, 1, 3, 0), TimeTicks(s.uptime_ticks % 2**32)
-    yield (1, 3, 6, 1, 2, 1, 1, 5, 0), OctetString(device)
-    yield (1, 3, 6, 1, 2, 1, 2, 1, 0), Integer(n)
+    yield (1, 3, 6, 1, 2, 1, 1, 1, 0), k.OctetString(f"spanwatch simulated DCI switch {device}")
+    yield (1, 3, 6, 1, 2, 1, 1, 3, 0), k.TimeTicks(s.uptime_ticks % 2**32)
+    yield (1, 3, 6, 1, 2, 1, 1, 5, 0), k.OctetString(device)
+    yield (1, 3, 6, 1, 2, 1, 2, 1, 0), k.Integer(n)
     for w in range(n):
-        yield from _interface(s, d, w)
-        yield from _optics(s, d, w)
-        yield from _queues(s, d, w)
+        yield from _interface(s, d, w, k)
+        yield from _optics(s, d, w, k)
+        yield from _queues(s, d, w, k)
 
 
-def _interface(s: Snapshot, d: int, w: int) -> Iterator[Row]:
+def _interface(s: Snapshot, d: int, w: int, k: Kinds) -> Iterator[Row]:
     c, i, name = s.counters, w + 1, interface_name(w)
     up = s.gauges["oper_up"][d][w] > 0
     for col, value in (
-        (1, Integer(i)),
-        (2, OctetString(name)),
-        (3, Integer(6)),
-        (5, Gauge32(2**32 - 1)),
-        (7, Integer(1)),
-        (8, Integer(1 if up else 2)),
-        (10, Counter32(c["in_octets"][d][w] % 2**32)),
-        (11, Counter32(c["in_pkts"][d][w] % 2**32)),
-        (13, Counter32(c["in_discards"][d][w] % 2**32)),
-        (14, Counter32(c["in_errors"][d][w] % 2**32)),
-        (16, Counter32(c["out_octets"][d][w] % 2**32)),
-        (17, Counter32(c["out_pkts"][d][w] % 2**32)),
-        (19, Counter32(c["out_discards"][d][w] % 2**32)),
-        (20, Counter32(0)),
+        (1, k.Integer(i)),
+        (2, k.OctetString(name)),
+        (3, k.Integer(6)),
+        (5, k.Gauge32(2**32 - 1)),
+        (7, k.Integer(1)),
+        (8, k.Integer(1 if up else 2)),
+        (10, k.Counter32(c["in_octets"][d][w] % 2**32)),
+        (11, k.Counter32(c["in_pkts"][d][w] % 2**32)),
+        (13, k.Counter32(c["in_discards"][d][w] % 2**32)),
+        (14, k.Counter32(c["in_errors"][d][w] % 2**32)),
+        (16, k.Counter32(c["out_octets"][d][w] % 2**32)),
+        (17, k.Counter32(c["out_pkts"][d][w] % 2**32)),
+        (19, k.Counter32(c["out_discards"][d][w] % 2**32)),
+        (20, k.Counter32(0)),
     ):
         yield (*IF_TABLE, col, i), value
     for col, value in (
-        (1, OctetString(name)),
-        (6, Counter64(c["in_octets"][d][w])),
-        (7, Counter64(c["in_pkts"][d][w])),
-        (8, Counter64(0)),
-        (9, Counter64(0)),
-        (10, Counter64(c["out_octets"][d][w])),
-        (11, Counter64(c["out_pkts"][d][w])),
-        (12, Counter64(0)),
-        (13, Counter64(0)),
-        (15, Gauge32(round(s.speed_gbps[d] * 1000))),
-        (18, OctetString(f"dci wave {w + 1}")),
-        (19, TimeTicks(0)),
+        (1, k.OctetString(name)),
+        (6, k.Counter64(c["in_octets"][d][w])),
+        (7, k.Counter64(c["in_pkts"][d][w])),
+        (8, k.Counter64(0)),
+        (9, k.Counter64(0)),
+        (10, k.Counter64(c["out_octets"][d][w])),
+        (11, k.Counter64(c["out_pkts"][d][w])),
+        (12, k.Counter64(0)),
+        (13, k.Counter64(0)),
+        (15, k.Gauge32(round(s.speed_gbps[d] * 1000))),
+        (18, k.OctetString(f"dci wave {w + 1}")),
+        (19, k.TimeTicks(0)),
     ):
         yield (*IF_X, col, i), value
-    yield (*DOT3_STATS, 3, i), Counter32(c["in_fcs_errors"][d][w] % 2**32)
+    yield (*DOT3_STATS, 3, i), k.Counter32(c["in_fcs_errors"][d][w] % 2**32)
     for col, key in ((3, "pause_rx"), (4, "pause_tx")):
-        yield (*DOT3_PAUSE, col, i), Counter32(c[key][d][w] % 2**32)
+        yield (*DOT3_PAUSE, col, i), k.Counter32(c[key][d][w] % 2**32)
     for col, key in ((5, "pause_rx"), (6, "pause_tx")):
-        yield (*DOT3_PAUSE, col, i), Counter64(c[key][d][w])
+        yield (*DOT3_PAUSE, col, i), k.Counter64(c[key][d][w])
 
 
 # jnxOpticsPMCurrentTable columns: (instant, min, max, avg) column numbers, quantity, wire scale.
@@ -127,28 +149,28 @@ _PM = (
 )
 
 
-def _optics(s: Snapshot, d: int, w: int) -> Iterator[Row]:
+def _optics(s: Snapshot, d: int, w: int, k: Kinds) -> Iterator[Row]:
     i, g = w + 1, s.gauges
     for cols, name, scale in _PM:
         lo, hi, avg = s.stats[name]
         for col, value in zip(cols, (g[name][d][w], lo[d][w], hi[d][w], avg[d][w]), strict=True):
             if not math.isnan(value):  # a wave down has no signal to measure: no row
-                yield (*JNX_OPTICS, col, i), _int(value * scale)
-    yield (*JNX_OPTICS, 35, i), _int(g["bias"][d][w] * 1e4)  # 0.1 mA
-    yield (*JNX_OPTICS, 39, i), _int(g["temperature"][d][w] * 10)
+                yield (*JNX_OPTICS, col, i), _int(k, value * scale)
+    yield (*JNX_OPTICS, 35, i), _int(k, g["bias"][d][w] * 1e4)  # 0.1 mA
+    yield (*JNX_OPTICS, 39, i), _int(k, g["temperature"][d][w] * 10)
     c = s.counters
-    yield (*JNX_FEC, 3, i, 1), Counter64(c["fec_corrected"][d][w])
-    yield (*JNX_FEC, 4, i, 1), Counter64(c["fec_uncorrectable"][d][w])
+    yield (*JNX_FEC, 3, i, 1), k.Counter64(c["fec_corrected"][d][w])
+    yield (*JNX_FEC, 4, i, 1), k.Counter64(c["fec_uncorrectable"][d][w])
     lo, hi, avg = s.stats["pre_fec_ber"]
     for col, value in ((5, g["pre_fec_ber"][d][w]), (7, lo[d][w]), (9, hi[d][w]), (11, avg[d][w])):
         if math.isnan(value):
             continue
         mantissa, exponent = _mantissa(value)
-        yield (*JNX_FEC, col, i, 1), Integer(mantissa)
-        yield (*JNX_FEC, col + 1, i, 1), Integer(exponent)
+        yield (*JNX_FEC, col, i, 1), k.Integer(mantissa)
+        yield (*JNX_FEC, col + 1, i, 1), k.Integer(exponent)
 
 
-def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
+def _queues(s: Snapshot, d: int, w: int, k: Kinds) -> Iterator[Row]:
     i, c, q = w + 1, s.counters, s.queue
     for col, key in (
         (4, "queue_tx_pkts"),
@@ -156,19 +178,19 @@ def _queues(s: Snapshot, d: int, w: int) -> Iterator[Row]:
         (6, "queue_drop_pkts"),
         (7, "queue_drop_bytes"),
     ):
-        yield (*ARISTA_QUEUE, col, i, q, 1), Counter64(c[key][d][w])
-    yield (*ARISTA_ECN, 4, i, q), Counter64(c["queue_ecn_pkts"][d][w])
+        yield (*ARISTA_QUEUE, col, i, q, 1), k.Counter64(c[key][d][w])
+    yield (*ARISTA_ECN, 4, i, q), k.Counter64(c["queue_ecn_pkts"][d][w])
     for prio in range(8):
         ours = prio == s.queue
         for col, key in ((3, "pfc_tx_frames"), (4, "pfc_rx_frames")):
-            yield (*ARISTA_PFC, col, i, prio), Counter64(c[key][d][w] if ours else 0)
-        yield (*ARISTA_PFC_WD, 4, i, prio), Counter64(c["pfc_storms"][d][w] if ours else 0)
+            yield (*ARISTA_PFC, col, i, prio), k.Counter64(c[key][d][w] if ours else 0)
+        yield (*ARISTA_PFC_WD, 4, i, prio), k.Counter64(c["pfc_storms"][d][w] if ours else 0)
     for col, key in (
         (7, "queue_tx_pkts"),
         (9, "queue_tx_bytes"),
         (53, "queue_drop_pkts"),
         (55, "queue_drop_bytes"),
     ):
-        yield (*JNX_COS, col, i, q), Counter64(c[key][d][w])
-    yield (*JNX_COS, 58, i, q), Counter64(int(s.gauges["occupancy"][d][w]))
-    yield (*JNX_COS, 59, i, q), Counter64(int(s.gauges["watermark"][d][w]))
+        yield (*JNX_COS, col, i, q), k.Counter64(c[key][d][w])
+    yield (*JNX_COS, 58, i, q), k.Counter64(int(s.gauges["occupancy"][d][w]))
+    yield (*JNX_COS, 59, i, q), k.Counter64(int(s.gauges["watermark"][d][w]))

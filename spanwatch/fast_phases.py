@@ -1,0 +1,59 @@
+"""``demo --fast``'s work with each phase timed, on a fixed epoch (``bench/bench_fast_demo.py`` runs it).
+
+Run: ``PYTHONPATH=CHECKOUT python spanwatch/fast_phases.py SCENARIO LENGTH OUT EPOCH``: ``SCENARIO`` a file or
+``builtin``, ``LENGTH`` seconds (``--duration``) or ``xK`` (stretched K times), ``EPOCH`` the fabric's start in
+epoch seconds. Prints wall and CPU seconds of record, analysis, report and score as JSON. It is run by path,
+so a baseline checkout without this file can be timed with it: its imports resolve on PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+BUILTIN = "builtin"
+
+
+def run_once(scenario_path: Path, length: str, out: Path, epoch_s: float) -> dict[str, dict[str, float]]:
+    """Record, analyse, report and score ``scenario_path`` into ``out``; wall and CPU seconds per phase."""
+    from analyzer.analysis import Analysis
+    from analyzer.report.command import write_report
+    from spanwatch.analyze import scored
+    from spanwatch.demo import analysis_inputs, write_claims
+    from spanwatch.fast import record
+    from spanwatch.sim import scenario as scenarios
+
+    if str(scenario_path) == BUILTIN:  # what ``spanwatch demo --fast --duration D`` runs
+        s = scenarios.builtin(float(length))
+    elif length.startswith("x"):  # ``--time-scale K``
+        s = scenarios.scaled(scenarios.load(scenario_path), float(length[1:]))
+    else:
+        s = scenarios.with_duration(scenarios.load(scenario_path), float(length), str(scenario_path))
+    times: dict[str, dict[str, float]] = {}
+
+    def timed(name: str, start: tuple[float, float]) -> tuple[float, float]:
+        now = (time.monotonic(), time.process_time())
+        times[name] = {"wall": now[0] - start[0], "cpu": now[1] - start[1]}
+        return now
+
+    mark = (time.monotonic(), time.process_time())
+    recording = record(s, out, epoch_s=epoch_s)
+    mark = timed("record", mark)
+    write_claims(out, recording.sim.scenario)
+    inputs = analysis_inputs(out, recording.log)
+    Analysis(inputs).run().write(out)
+    mark = timed("analysis", mark)
+    write_report(out, inputs.config, inputs.claims)
+    mark = timed("report", mark)
+    scored(out / "truth.json", inputs, out)
+    timed("score", mark)
+    return times
+
+
+if __name__ == "__main__":
+    # Run by path, this folder is first on sys.path: its modules must not pass for top-level ones.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    print(json.dumps(run_once(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), float(sys.argv[4]))))
