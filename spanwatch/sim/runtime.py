@@ -17,8 +17,8 @@ from typing import Any
 
 import grpc
 
+from collector import grpc_wakeups
 from collector.contracts.fibre import one_way_delay_s
-from collector.sources.gnmi import wakeups as grpc_wakeups
 from spanwatch.sim import physics, snapshot, snmp_agent, snmp_mib
 from spanwatch.sim.fabric import Fabric
 from spanwatch.sim.gnmi_server import serve as serve_gnmi
@@ -101,7 +101,7 @@ class SimulatedFabric:
                 self.gnmi_ports.append(gport)
         if self._servers:
             # Catching up, the model holds the loop for a chunk per turn: without this, grpc's wake-ups
-            # pile up and stall every gNMI stream of the process for seconds (collector.sources.gnmi.wakeups).
+            # pile up and stall every gNMI stream of the process for seconds (collector.grpc_wakeups).
             grpc_wakeups.drain_wakeups(asyncio.get_running_loop())
         for reflectors in self.reflectors.values():
             reflectors.start()

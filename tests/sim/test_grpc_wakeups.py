@@ -1,6 +1,6 @@
 """gNMI streams keep flowing while the event loop turns slowly (a fabric catching up holds it for a model
 chunk per turn): grpc.aio's wake-ups must not pile up until its poller thread blocks and every stream of
-the process stops (``collector.sources.gnmi.wakeups``; seen live as gNMI samples missing for 2-10 s)."""
+the process stops (``collector.grpc_wakeups``; seen live as gNMI samples missing for 2-10 s)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
+from collector import grpc_wakeups
 from collector.config import GnmiConfig
-from collector.sources.gnmi import wakeups as grpc_wakeups
 from collector.sources.gnmi.client import open_channel
 from spanwatch.sim.gnmi_server import GnmiServer, serve
 from spanwatch.sim.runtime import SimulatedFabric

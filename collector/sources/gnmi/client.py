@@ -18,8 +18,8 @@ from typing import Any, Literal
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
+from collector import grpc_wakeups
 from collector.config import GnmiConfig
-from collector.sources.gnmi import wakeups
 from collector.sources.gnmi.paths import SubscriptionSpec, split_path
 
 log = logging.getLogger(__name__)
@@ -144,8 +144,8 @@ def open_channel(cfg: GnmiConfig, extra: Iterable[tuple[str, Any]] = ()) -> grpc
             options.append(("grpc.ssl_target_name_override", cfg.tls.server_name))
         channel = grpc.aio.secure_channel(cfg.address, credentials(cfg), options=options)
     with contextlib.suppress(RuntimeError):  # no running loop: nothing to drain on
-        # A busy loop otherwise lets grpc's wake-ups pile up until every stream stops (``wakeups``).
-        wakeups.drain_wakeups(asyncio.get_running_loop())
+        # A busy loop otherwise lets grpc's wake-ups pile up until every stream stops (``collector.grpc_wakeups``).
+        grpc_wakeups.drain_wakeups(asyncio.get_running_loop())
     return channel
 
 
