@@ -156,7 +156,8 @@ def raw_episodes(
 
     Returns:
         Columns ``kind``, ``series``, ``metric``, ``start_time``, ``end_time``,
-        ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``.
+        ``score`` (the worst value, negated for low-is-bad kinds so that larger is always worse), ``samples``,
+        ``covered`` (the seconds its readings' intervals span).
     """
     keyed = signals.filter(pl.col("metric").is_in(list(rule.metrics)))  # keeps the order
     fec, osnr = thresholds.optical_limits()
