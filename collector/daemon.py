@@ -29,6 +29,7 @@ from collector.probes.twamp import Reflector
 from collector.process import HeapFreezer, raise_descriptor_limit
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
+from collector.shedding import Shedder
 from collector.sources import PolledSource, StreamingSource
 from collector.store import Store, TargetLabels
 
@@ -72,6 +73,7 @@ class Daemon:
         self.reflector: Reflector | None = None
         self._heap = HeapFreezer()
         self._phases: dict[str, float] = {}  # target -> where in its interval it is polled (``_phases``)
+        self.shedder = Shedder()  # this process's gNMI streams share its loop, hence one per process
 
     async def run(self) -> None:
         """Run until stopped by a signal or ``stop()``.
@@ -210,7 +212,7 @@ class Daemon:
                 tasks.append(asyncio.create_task(poller.run(), name=f"{target.name}/{kind}"))
         for kind, make_stream in STREAMING.items():
             if getattr(target, kind) is not None:
-                stream = make_stream(target, config, mappings, self.clock)
+                stream = make_stream(target, config, mappings, self.clock, self.shedder)
                 tasks.append(asyncio.create_task(stream.run(self.store), name=f"{target.name}/{kind}"))
         for task in tasks:
             task.add_done_callback(self._source_ended)
@@ -359,16 +361,26 @@ def _snmp(target: Target, config: Config, mappings: Mappings, clock: Clock) -> P
     return SnmpSource(target.name, target.snmp, config.defaults, clock, modules=modules)
 
 
-def _gnmi(target: Target, config: Config, mappings: Mappings, clock: Clock) -> StreamingSource:
+def _gnmi(
+    target: Target, config: Config, mappings: Mappings, clock: Clock, shedder: Shedder
+) -> StreamingSource:
     assert target.gnmi is not None
     from collector.sources.gnmi.source import GnmiSource
 
     sets = mappings.gnmi_sets(target)
+    # A shed target still sends twice within its series' expiry time, so no series of it expires.
+    expiry = config.defaults.expiry_intervals * _interval(target, config)
     return GnmiSource(
-        target.name, target.gnmi, sets=sets, clock=clock, max_series=config.defaults.max_series_per_target
+        target.name,
+        target.gnmi,
+        sets=sets,
+        clock=clock,
+        max_series=config.defaults.max_series_per_target,
+        shedder=shedder,
+        max_sample_interval=expiry / 2,
     )
 
 
 # The source registries, one per kind: a target's config section of that name turns the source on.
 POLLED: dict[str, Callable[[Target, Config, Mappings, Clock], PolledSource]] = {"snmp": _snmp}
-STREAMING: dict[str, Callable[[Target, Config, Mappings, Clock], StreamingSource]] = {"gnmi": _gnmi}
+STREAMING: dict[str, Callable[[Target, Config, Mappings, Clock, Shedder], StreamingSource]] = {"gnmi": _gnmi}

@@ -202,6 +202,20 @@ HEALTH_METRICS: tuple[MetricSpec, ...] = (
     _c("spanwatch_gnmi_updates_total", "", "gNMI updates received.", "device"),
     _c("spanwatch_gnmi_reconnects_total", "", "gNMI stream redials.", "device"),
     _g(
+        "spanwatch_gnmi_sample_interval_seconds",
+        "seconds",
+        "gNMI SAMPLE interval in effect: the configured one, or longer while the collector sheds load "
+        "because it cannot ingest the target at its configured interval.",
+        "device",
+    ),
+    _c(
+        "spanwatch_gnmi_shed_updates_total",
+        "",
+        "gNMI updates the target would have sent at its configured interval and did not because it was "
+        "shed (estimated from the updates it sent at the longer interval).",
+        "device",
+    ),
+    _g(
         "spanwatch_gnmi_clock_offset_seconds",
         "seconds",
         "Device clock minus collector clock, estimated from notification timestamps.",

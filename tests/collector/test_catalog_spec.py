@@ -39,6 +39,8 @@ PROPOSED_FOR_SPEC = {
     "spanwatch_ingest_backlog_seconds": "age of the oldest reading waiting to be ingested (issue 18)",
     "spanwatch_coalesced_samples_total": "readings folded into newer ones when a target fell behind (issue 18)",
     "spanwatch_worker_restarts_total": "worker processes restarted after dying (issue 18)",
+    "spanwatch_gnmi_sample_interval_seconds": "gNMI sample interval in effect, longer while shed (issue 33)",
+    "spanwatch_gnmi_shed_updates_total": "gNMI updates not sent because the target was shed (issue 33)",
     "spanwatch_training_step_seconds": "spanwatch follow: mean seconds per recent step (issue 15)",
     "spanwatch_training_step_baseline_seconds": "spanwatch follow: clean step baseline (issue 15)",
     "spanwatch_training_communication_seconds": "spanwatch follow: network time per step (issue 15)",

@@ -34,6 +34,14 @@ counted in ``spanwatch_coalesced_samples_total``; while behind, the drain gather
 per batch so there is something to fold. The exposition then catches up instead of replaying a stale
 backlog.
 
+Never stale past capacity (issue 33): folding cannot skip what grpc has already queued, so a process that
+stays behind asks its targets for less. ``collector.shedding`` decides, per process, which targets to
+resubscribe at a longer sample interval (``shed_to``) and when to give it back; the new Subscribe goes out
+on the same channel, without a redial or backoff. ``spanwatch_gnmi_sample_interval_seconds`` is the
+interval in effect, ``spanwatch_gnmi_shed_updates_total`` the updates the target would have sent at its
+configured interval and did not (estimated from what it sent), and each change is logged with its reason.
+The lag, backlog, folding and stall timeout are judged against the interval in effect.
+
 Health: ``spanwatch_target_up`` is 1 only while every stream of the target delivers (a target whose sets
 use two prefix targets has two streams; one failing stream makes the target down),
 ``spanwatch_gnmi_updates_total`` (gNMI Update messages received),
@@ -49,9 +57,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -73,6 +82,9 @@ from collector.sources.gnmi.decode import Decoder
 from collector.sources.gnmi.paths import SubscriptionSet, SubscriptionSpec, combined_table, load_set
 from collector.sources.gnmi.timing import Backoff, ClockOffset
 from collector.store import Store
+
+if TYPE_CHECKING:
+    from collector.shedding import Shedder, StreamLoad
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +148,9 @@ class GnmiSource:
         permanent_retry: seconds to wait after a permanent failure before one more try (None: stop).
         skew_warning: log a warning when the clock offset exceeds this many seconds.
         channel_factory: builds the channel (tests); default ``open_channel``.
+        shedder: the process's ``collector.shedding.Shedder`` (None: the interval never changes).
+        max_sample_interval: the longest interval shedding may ask for, seconds (the series' expiry
+            should leave room for two samples).
     """
 
     source = SOURCE
@@ -154,13 +169,16 @@ class GnmiSource:
         skew_warning: float = 1.0,
         channel_factory: Callable[[GnmiConfig], grpc.aio.Channel] | None = None,
         max_series: int | None = None,
+        shedder: Shedder | None = None,
+        max_sample_interval: float | None = None,
     ) -> None:
         self.device = device
         self.cfg = cfg
         self.sets = tuple(sets) if sets is not None else tuple(load_set(n) for n in cfg.subscriptions)
         self.clock = clock or SystemClock()
         self.backoff = backoff or Backoff(rng=random.Random())
-        self.stall_timeout = max(stall_factor * cfg.sample_interval, stall_floor)
+        self.stall_floor = stall_floor
+        self.stall_factor = stall_factor
         self.permanent_retry = permanent_retry
         self.skew_warning = skew_warning
         self.channel_factory = channel_factory or open_channel
@@ -174,11 +192,67 @@ class GnmiSource:
         self._up: dict[str | None, bool] = {}  # prefix target -> its stream is delivering
         self._dev = (("device", device),)
         self._ds = (("device", device), ("source", SOURCE))
+        self.shedder = shedder
+        longest = max_sample_interval if max_sample_interval is not None else math.inf
+        # (the policy has its own bound, ``ShedSettings.max_factor``)
+        self.max_factor = _largest_power_of_two(min(longest / cfg.sample_interval, 2.0**16))
+        self.factor = 1  # the interval in effect over the configured one (``shed_to``)
+        self.generation = 0  # bumped by ``shed_to``: a stream subscribed at an older one resubscribes
+        self._store: Store | None = None
+        self._worst_backlog = 0.0  # seconds, since the last ``shed_load``
+        self._updates = 0  # received since the last ``shed_load``
+        self._period_start = self.clock.monotonic()
+
+    @property
+    def sample_interval(self) -> float:
+        """The SAMPLE interval in effect, seconds (the configured one unless shed)."""
+        return self.cfg.sample_interval * self.factor
+
+    @property
+    def stall_timeout(self) -> float:
+        return max(self.stall_factor * self.sample_interval, self.stall_floor)
+
+    # -- shedding (``collector.shedding``) -------------------------------------------------------------
+    def shed_load(self) -> StreamLoad:
+        """What the stream showed since the last call; starts a new period."""
+        from collector.shedding import StreamLoad
+
+        now = self.clock.monotonic()
+        load = StreamLoad(
+            lag=self._worst_backlog,
+            interval=self.sample_interval,
+            updates_per_second=self._updates / max(now - self._period_start, 1e-9),
+            factor=self.factor,
+            max_factor=self.max_factor,
+        )
+        self._worst_backlog, self._updates, self._period_start = 0.0, 0, now
+        return load
+
+    def shed_to(self, factor: int, reason: str) -> None:
+        """Resubscribe every stream of the target at ``factor`` times the configured interval."""
+        factor = min(max(factor, 1), self.max_factor)
+        if factor == self.factor:
+            return
+        before = self.sample_interval
+        self.factor = factor
+        self.generation += 1
+        log.warning(
+            "gnmi %s: %s: sample interval %gs -> %gs (%s)",
+            self.device,
+            "shedding load" if self.sample_interval > before else "load fell",
+            before,
+            self.sample_interval,
+            reason,
+        )
+        if self._store is not None:
+            self._store.set("spanwatch_gnmi_sample_interval_seconds", self._dev, self.sample_interval)
 
     # -- the supervisor ----------------------------------------------------------------------------
     async def run(self, store: Store) -> None:
         """Subscribe and feed ``store`` until cancelled (or a permanent failure with no retry)."""
         store.set("spanwatch_target_up", self._ds, 0)
+        store.set("spanwatch_gnmi_sample_interval_seconds", self._dev, self.sample_interval)
+        store.inc("spanwatch_gnmi_shed_updates_total", self._dev, 0)
         store.inc("spanwatch_gnmi_reconnects_total", self._dev, 0)
         store.inc("spanwatch_gnmi_updates_total", self._dev, 0)
         store.inc("spanwatch_coalesced_samples_total", self._ds, 0)  # exported from the start, as 0
@@ -186,6 +260,9 @@ class GnmiSource:
         for s in self.sets:
             groups.setdefault(s.target, []).extend(s.subscriptions)
         self._up = dict.fromkeys(groups, False)
+        self._store = store
+        if self.shedder is not None:
+            self.shedder.register(self)
         try:
             async with asyncio.TaskGroup() as tg:
                 for target, subs in groups.items():
@@ -196,6 +273,9 @@ class GnmiSource:
             store.set("spanwatch_target_up", self._ds, 0)
             log.error("gnmi %s (%s): the stream task died: %r", self.device, self.cfg.address, e)
             raise
+        finally:
+            if self.shedder is not None:
+                self.shedder.unregister(self)
 
     def _stream_up(self, store: Store, target: str | None, up: bool) -> None:
         """Record one stream's state; the target is up only while all of its streams are."""
@@ -266,18 +346,24 @@ class GnmiSource:
         watchdog = None
         try:
             client = GnmiClient(channel, metadata)
-            request = subscribe_request(
-                subs,
-                mode="stream",
-                sample_interval_s=self.cfg.sample_interval,
-                heartbeat_s=self.stall_timeout / 2,
-                encoding=await self._encoding(client),
-                target=target,
-            )
-            call = await client.subscribe(request, raw=True)
-            last_rx = [self.clock.monotonic()]  # per stream: a target may have two (prefix targets)
-            watchdog = asyncio.create_task(self._watchdog(call, last_rx))
-            await self._read(store, target, call, last_rx)
+            encoding = await self._encoding(client)
+            while True:  # once, and again on the same channel each time shedding changes the interval
+                request = subscribe_request(
+                    subs,
+                    mode="stream",
+                    sample_interval_s=self.sample_interval,
+                    heartbeat_s=self.stall_timeout / 2,
+                    encoding=encoding,
+                    target=target,
+                )
+                generation = self.generation
+                call = await client.subscribe(request, raw=True)
+                last_rx = [self.clock.monotonic()]  # per stream: a target may have two (prefix targets)
+                watchdog = asyncio.create_task(self._watchdog(call, last_rx))
+                if not await self._read(store, target, call, last_rx, generation):
+                    return
+                watchdog.cancel()
+                call.cancel()
         except grpc.aio.AioRpcError as e:
             if e.code() in PERMANENT:
                 raise PermanentFailure(f"{e.code().name}: {e.details()}") from None
@@ -302,8 +388,14 @@ class GnmiSource:
                 call.cancel()
                 return
 
-    async def _read(self, store: Store, target: str | None, call: Any, last_rx: list[float]) -> None:
+    async def _read(
+        self, store: Store, target: str | None, call: Any, last_rx: list[float], generation: int = 0
+    ) -> bool:
         """Queue every response of ``call`` (serialised bytes) until it ends; ``_drain`` ingests them.
+
+        Returns:
+            True when it stopped because the interval changed (``shed_to``): the caller resubscribes.
+            A stream is asked at its next response, which a shed target (a busy one) sends soon.
 
         Reading and ingesting are separate tasks so that a stream the collector cannot keep up with shows
         as a backlog here (measured, exported, folded) rather than as bytes waiting unseen in grpc.
@@ -313,6 +405,7 @@ class GnmiSource:
         started = self.clock.monotonic()
         backlog = Backlog()
         drain = asyncio.create_task(self._drain(store, backlog))
+        resubscribe = False
         try:
             async for raw in call:
                 now = self.clock.monotonic()
@@ -326,17 +419,21 @@ class GnmiSource:
                 backlog.push(raw, now, self.clock.time_ns())
                 if drain.done():  # the drain never ends on its own: surface its failure
                     drain.result()
+                if self.generation != generation:
+                    resubscribe = True
+                    break
         finally:
             drain.cancel()
             await asyncio.gather(drain, return_exceptions=True)
         self.ingest_batch(store, backlog.take())  # the stream ended: what it delivered still counts
+        return resubscribe
 
     async def _drain(self, store: Store, backlog: Backlog) -> None:
         while True:
             await backlog.ready.wait()
             # A short window lets the reader pull what grpc already holds, so a backlog is seen whole;
             # behind, a longer one lets it gather newer rounds that make the older ones redundant.
-            behind = min(self.cfg.sample_interval * BEHIND_WINDOW, 1.0)
+            behind = min(self.sample_interval * BEHIND_WINDOW, 1.0)
             await asyncio.sleep(behind if self.behind else DRAIN_WINDOW)
             self.ingest_batch(store, backlog.take())
 
@@ -355,13 +452,14 @@ class GnmiSource:
                 store.invalid(self.device, SOURCE, "undecodable_message")
         backlog = self._backlog(now - items[0][1], parsed)
         store.set("spanwatch_ingest_backlog_seconds", self._ds, backlog)
-        fold = backlog >= self.cfg.sample_interval
+        self._worst_backlog = max(self._worst_backlog, backlog)
+        fold = backlog >= self.sample_interval
         self.behind = fold
         readings = parsed
         if fold:
             readings, skipped = self._skip_superseded(parsed)
             if skipped:
-                store.inc("spanwatch_gnmi_updates_total", self._dev, skipped)
+                self._count_updates(store, skipped)
                 store.inc("spanwatch_coalesced_samples_total", self._ds, skipped)
         pending: list[Sample] = []
 
@@ -487,10 +585,17 @@ class GnmiSource:
         if now - self._pruned >= PRUNE_SECONDS:
             self._pruned = now
             self.decoder.prune(lambda metric, lbls: store.holds(self.device, metric, lbls))
-        store.inc("spanwatch_gnmi_updates_total", self._dev, len(n.update))
+        self._count_updates(store, len(n.update))
         if n.timestamp:
             self._clock_offset(store, n.timestamp, received)
         return samples
+
+    def _count_updates(self, store: Store, count: int) -> None:
+        """Count received updates, and while shed the ones the configured interval would have added."""
+        store.inc("spanwatch_gnmi_updates_total", self._dev, count)
+        self._updates += count
+        if self.factor > 1:
+            store.inc("spanwatch_gnmi_shed_updates_total", self._dev, count * (self.factor - 1))
 
     def _clock_offset(self, store: Store, ts: int, received: int) -> None:
         offset = self.offset.observe(ts, received)
@@ -503,6 +608,14 @@ class GnmiSource:
                 offset,
             )
         self._skewed = skewed
+
+
+def _largest_power_of_two(limit: float) -> int:
+    """The largest power of two not above ``limit`` (at least 1)."""
+    factor = 1
+    while factor * 2 <= limit:
+        factor *= 2
+    return factor
 
 
 def choose_encoding(wanted: str, supported: Sequence[int], device: str = "") -> str:
