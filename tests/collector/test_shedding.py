@@ -14,7 +14,9 @@ from collector.store import Store
 S = ShedSettings(period=1.0, restore_hold=10.0)
 
 
-def _loads(lags: list[float], rates: list[float], factors: list[int], base: float = 1.0) -> dict[str, StreamLoad]:
+def _loads(
+    lags: list[float], rates: list[float], factors: list[int], base: float = 1.0
+) -> dict[str, StreamLoad]:
     return {
         f"t{i}": StreamLoad(lag=lag, interval=base * f, updates_per_second=r, factor=f, max_factor=8)
         for i, (lag, r, f) in enumerate(zip(lags, rates, factors, strict=True))
