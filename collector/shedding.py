@@ -6,12 +6,14 @@ resubscribed with a longer sample interval sends less. One ``Shedder`` per proce
 process share its event loop, so capacity is the process's) looks every ``period`` at what each stream
 showed and asks ``ShedPolicy`` which targets to resubscribe:
 
-- **shed**: the worst stream more than ``shed_lag`` of its intervals behind for ``shed_periods`` periods in
-  a row: the heaviest targets (updates per second) carrying ``shed_share`` of the process's updates get
-  twice their interval, up to ``max_factor`` times the configured one;
-- **restore**: the process had room (every stream under ``restore_lag`` intervals behind) for
+- **shed**: a stream whose every batch was more than ``shed_lag`` of its intervals behind, for
+  ``shed_periods`` periods in a row (it never caught up): the heaviest targets (updates per second)
+  carrying ``shed_share`` of the process's updates get twice their interval, up to ``max_factor`` times
+  the configured one. The CPU the process had then is remembered as its capacity, and shedding goes on
+  while the process uses more than ``shed_util`` of it;
+- **restore**: the process had room (no batch of any stream ``restore_lag`` intervals behind) for
   ``restore_hold`` seconds: the lightest shed targets get half their interval back while the process's
-  CPU, predicted with their updates doubled, stays under ``restore_util`` of a core.
+  CPU, predicted with their updates doubled, stays under ``restore_share`` of that capacity.
 
 After any change nothing more is decided for ``settle_intervals`` of the longest new interval: what was
 queued before must drain before the lag says anything about the new load. The numbers (``ShedSettings``)
@@ -39,22 +41,32 @@ class ShedSettings:
     period: float = 2.0
     """Seconds between decisions: several rounds of sub-second streams, and a shed within seconds."""
     shed_lag: float = 0.5
-    """Intervals behind that count as over capacity: past it the newest value of a series gets older than
-    1.5 intervals before the next one lands (the issue's staleness bound)."""
+    """Intervals behind that, held by every batch of a period (the stream never caught up), mean over
+    capacity: a stream that keeps up drains each round before the next, however bursty, while one that
+    does not keeps a floor of backlog; past half an interval its values get older than 1.5 intervals."""
+    shed_util: float = 0.75
+    """Share of the capacity above which a process that ran out of it goes on shedding: brought to 0.94x
+    by a first step, it would sit where a round's lag nears an interval; this takes it under 3/4."""
     shed_periods: int = 2
-    """Periods in a row over ``shed_lag`` before shedding: one GC pause or burst is not overload."""
+    """Periods in a row over ``shed_lag`` (or ``shed_util``) before shedding: one GC pause or burst is
+    not overload."""
     shed_share: float = 0.5
     """Share of the process's updates whose targets are doubled per step: the load drops by a quarter
     (1.25x capacity -> 0.94x); a step that is not enough is followed by another once settled."""
     settle_intervals: float = 3.0
     """After a change, wait this many of the longest interval (and at least two periods) before judging:
     the backlog queued at the old interval has to drain first."""
-    restore_lag: float = 0.25
-    """Intervals behind under which the process counts as having room: half the shedding threshold, so
-    that the noise of one stream's lag cannot cross both."""
-    restore_util: float = 0.6
-    """CPU share of a core the process may reach once restored targets send twice as much: room for a
-    round's burst to drain well within an interval."""
+    restore_lag: float = 0.5
+    """Intervals behind (the worst batch of any stream) under which the process counts as having room:
+    every value is then at most 1.5 intervals old, the issue's staleness bound."""
+    restore_share: float = 0.5
+    """Share of the capacity the process may reach once restored targets send twice as much. Capacity is
+    the CPU the process got the last time it could not keep up (a busy machine gives it less than a
+    core), else one core; half of it is where the lag of a round stays under half an interval (measured
+    in bench/README.md: 102k of 205k updates/s read at most 1.5 intervals old)."""
+    capacity_memory: float = 600.0
+    """Seconds a capacity seen at overload is believed: a machine that got quieter is tried again, at the
+    cost of one shed at most this often."""
     restore_hold: float = 30.0
     """Seconds with room before a restore step: far longer than it takes to shed, so it cannot flap."""
     max_factor: int = 8
@@ -66,7 +78,9 @@ class StreamLoad:
     """What one target's stream(s) showed over a period."""
 
     lag: float
-    """Seconds: the worst backlog seen (``spanwatch_ingest_backlog_seconds``)."""
+    """Seconds: the worst backlog of a batch (``spanwatch_ingest_backlog_seconds``)."""
+    floor: float
+    """Seconds: the least backlog of a batch; above zero when the stream never caught up."""
     interval: float
     """Seconds: the sample interval in effect."""
     updates_per_second: float
@@ -85,6 +99,13 @@ class ShedPolicy:
     _over: int = 0  # periods in a row over shed_lag
     _room_since: float | None = None  # since when every stream was under restore_lag
     _settled_at: float = -float("inf")  # no decision before this time
+    _capacity: tuple[float, float] | None = None  # (CPU in cores, when) at the last overload
+
+    def capacity(self, now: float) -> float:
+        """The CPU, in cores, the process is believed to be able to use."""
+        if self._capacity is not None and now - self._capacity[1] > self.settings.capacity_memory:
+            self._capacity = None
+        return 1.0 if self._capacity is None else self._capacity[0]
 
     def decide(self, now: float, loads: Mapping[str, StreamLoad], util: float) -> dict[str, int]:
         """The targets to resubscribe and their new factors (empty: nothing to do).
@@ -97,17 +118,23 @@ class ShedPolicy:
         s = self.settings
         if not loads or now < self._settled_at:
             return {}
-        worst = max(load.lag / load.interval for load in loads.values())
-        self._over = self._over + 1 if worst >= s.shed_lag else 0
-        if worst >= s.restore_lag:
+        floor = max(load.floor / load.interval for load in loads.values())
+        peak = max(load.lag / load.interval for load in loads.values())
+        overloaded = floor >= s.shed_lag
+        capacity = self.capacity(now)  # (forgets one seen too long ago)
+        busy = self._capacity is not None and util >= s.shed_util * capacity
+        self._over = self._over + 1 if overloaded or busy else 0
+        if peak >= s.restore_lag:
             self._room_since = None
         elif self._room_since is None:
             self._room_since = now
         changes: dict[str, int] = {}
         if self._over >= s.shed_periods:
+            if overloaded:
+                self._capacity = (max(util, 0.05), now)
             changes = self._shed(loads)
         elif self._room_since is not None and now - self._room_since >= s.restore_hold:
-            changes = self._restore(loads, util)
+            changes = self._restore(loads, util, s.restore_share * capacity)
         if changes:
             longest = max(
                 loads[name].interval * factor / loads[name].factor for name, factor in changes.items()
@@ -133,9 +160,9 @@ class ShedPolicy:
             carried += load.updates_per_second
         return changes
 
-    def _restore(self, loads: Mapping[str, StreamLoad], util: float) -> dict[str, int]:
-        """Halve the intervals of the lightest shed targets while the predicted CPU stays under
-        ``restore_util``: a target's CPU is taken as its share of the process's updates."""
+    def _restore(self, loads: Mapping[str, StreamLoad], util: float, limit: float) -> dict[str, int]:
+        """Halve the intervals of the lightest shed targets while the predicted CPU stays under ``limit``
+        (cores): a target's CPU is taken as its share of the process's updates."""
         total = sum(load.updates_per_second for load in loads.values())
         shed = [(n, load) for n, load in loads.items() if load.factor > 1]
         shed.sort(key=lambda item: (item[1].updates_per_second, item[0]))
@@ -143,7 +170,7 @@ class ShedPolicy:
         changes: dict[str, int] = {}
         for name, load in shed:
             extra = util * load.updates_per_second / total if total > 0 else 0.0
-            if predicted + extra > self.settings.restore_util:
+            if predicted + extra > limit:
                 break
             predicted += extra
             changes[name] = load.factor // 2
@@ -219,7 +246,8 @@ class Shedder:
             for name, factor in changes.items():
                 load = loads[name]
                 why = (
-                    f"worst stream {max(x.lag / x.interval for x in loads.values()):.1f} intervals behind"
+                    f"a stream stayed {max(x.floor / x.interval for x in loads.values()):.1f} intervals "
+                    f"behind, CPU {util:.2f} of a core"
                     if factor > load.factor
                     else f"room: CPU {util:.2f} of a core"
                 )

@@ -199,7 +199,8 @@ class GnmiSource:
         self.factor = 1  # the interval in effect over the configured one (``shed_to``)
         self.generation = 0  # bumped by ``shed_to``: a stream subscribed at an older one resubscribes
         self._store: Store | None = None
-        self._worst_backlog = 0.0  # seconds, since the last ``shed_load``
+        self._worst_backlog = 0.0  # seconds, the largest of the batches since the last ``shed_load``
+        self._least_backlog = math.inf  # and the least
         self._updates = 0  # received since the last ``shed_load``
         self._period_start = self.clock.monotonic()
 
@@ -220,12 +221,13 @@ class GnmiSource:
         now = self.clock.monotonic()
         load = StreamLoad(
             lag=self._worst_backlog,
+            floor=self._least_backlog if self._least_backlog < math.inf else 0.0,
             interval=self.sample_interval,
             updates_per_second=self._updates / max(now - self._period_start, 1e-9),
             factor=self.factor,
             max_factor=self.max_factor,
         )
-        self._worst_backlog, self._updates, self._period_start = 0.0, 0, now
+        self._worst_backlog, self._least_backlog, self._updates, self._period_start = 0.0, math.inf, 0, now
         return load
 
     def shed_to(self, factor: int, reason: str) -> None:
@@ -453,6 +455,7 @@ class GnmiSource:
         backlog = self._backlog(now - items[0][1], parsed)
         store.set("spanwatch_ingest_backlog_seconds", self._ds, backlog)
         self._worst_backlog = max(self._worst_backlog, backlog)
+        self._least_backlog = min(self._least_backlog, backlog)
         fold = backlog >= self.sample_interval
         self.behind = fold
         readings = parsed
