@@ -405,7 +405,8 @@ def collector_config(
 @contextmanager
 def collector(args: argparse.Namespace, config: Path, listen: int) -> Iterator[subprocess.Popen[bytes]]:
     tree = Path(args.tree).resolve()
-    cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "error", "collect", "--config", str(config)]
+    level = getattr(args, "log_level", "error")
+    cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", level, "collect", "--config", str(config)]
     if (tree / "collector" / "supervisor.py").exists() and args.workers:
         cmd += ["--workers", str(args.workers)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -692,6 +693,10 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, Any]:
             ]
             config = collector_config(folder, listen, targets, 10)
             w = measure(args, config, listen, await_settled(args.settle))
+            log = (folder / "collector.log").read_text()
+            changes = [line for line in log.splitlines() if "sample interval" in line]
+            if args.show_shedding:
+                print("\n".join("    " + line for line in changes), flush=True)
     finally:
         for p in loads:
             p.terminate()
@@ -739,6 +744,7 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, Any]:
         # the worst target's lag p99 over the window, in its own interval
         "lag_p99_intervals": max((x for x in lag_intervals if not math.isnan(x)), default=math.nan),
         "shed": shed_summary(intervals, configured) if intervals else "-",
+        "interval_changes": len(changes),  # the collector's log lines saying it shed or restored
     }
 
 
@@ -771,6 +777,10 @@ def main() -> None:
             )
         else:
             s.add_argument("--rates", type=float, nargs="+", default=[1, 2, 4], help="rounds per second")
+            s.add_argument("--show-shedding", action="store_true", help="print the collector's shedding log")
+            s.add_argument(
+                "--log-level", default="warning", help="the collector's (its log is read for shedding)"
+            )
             s.add_argument(
                 "--settle",
                 type=float,

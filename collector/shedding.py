@@ -40,6 +40,9 @@ class ShedSettings:
 
     period: float = 2.0
     """Seconds between decisions: several rounds of sub-second streams, and a shed within seconds."""
+    start_grace: float = 10.0
+    """Seconds after the first stream registers before anything is judged: dialling every target and
+    their initial full dumps are a backlog of start-up, not the load to come."""
     shed_lag: float = 0.5
     """Intervals behind that, held by every batch of a period (the stream never caught up), mean over
     capacity: a stream that keeps up drains each round before the next, however bursty, while one that
@@ -98,7 +101,7 @@ class ShedPolicy:
     settings: ShedSettings = field(default_factory=ShedSettings)
     _over: int = 0  # periods in a row over shed_lag
     _room_since: float | None = None  # since when every stream was under restore_lag
-    _settled_at: float = -float("inf")  # no decision before this time
+    _settled_at: float | None = None  # no decision before this time (None: not started)
     _capacity: tuple[float, float] | None = None  # (CPU in cores, when) at the last overload
 
     def capacity(self, now: float) -> float:
@@ -116,6 +119,8 @@ class ShedPolicy:
             util: the process's CPU over the last period, in cores.
         """
         s = self.settings
+        if self._settled_at is None:
+            self._settled_at = now + s.start_grace
         if not loads or now < self._settled_at:
             return {}
         floor = max(load.floor / load.interval for load in loads.values())

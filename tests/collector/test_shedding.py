@@ -11,7 +11,7 @@ from collector.sources.gnmi.client import subscribe_request
 from collector.sources.gnmi.source import GnmiSource
 from collector.store import Store
 
-S = ShedSettings(period=1.0, restore_hold=10.0)  # short spells: the reasons are in ShedSettings
+S = ShedSettings(period=1.0, restore_hold=10.0, start_grace=0.0)  # short: the reasons are in ShedSettings
 
 
 def _loads(
@@ -32,6 +32,13 @@ def test_a_stream_that_never_catches_up_sheds_the_heaviest_targets_carrying_half
     loads = _loads([3.0, 0.2, 0.2, 0.2], [400, 300, 200, 100], [1, 1, 1, 1])
     assert policy.decide(0.0, loads, util=1.0) == {}  # one period over is not yet overload
     assert policy.decide(1.0, loads, util=1.0) == {"t0": 2, "t1": 2}  # 700 of 1000 updates/s: >= half
+
+
+def test_nothing_is_judged_during_the_start_up_grace() -> None:
+    policy = ShedPolicy(ShedSettings(period=1.0, start_grace=10.0))
+    over = _loads([4.0, 4.0], [100, 100], [1, 1])
+    assert all(policy.decide(100.0 + t, over, util=1.0) == {} for t in range(11))
+    assert policy.decide(111.0, over, util=1.0) == {"t0": 2}
 
 
 def test_a_bursty_stream_that_catches_up_each_round_is_not_shed() -> None:
@@ -98,7 +105,7 @@ def test_restore_stops_where_the_prediction_would_pass_the_limit() -> None:
 
 
 def test_the_capacity_seen_at_an_overload_bounds_restores_until_it_is_forgotten() -> None:
-    s = ShedSettings(period=1.0, restore_hold=10.0, capacity_memory=100.0)
+    s = ShedSettings(period=1.0, restore_hold=10.0, capacity_memory=100.0, start_grace=0.0)
     policy = ShedPolicy(s)
     over = _loads([4.0, 4.0], [100, 100], [1, 1])
     policy.decide(0.0, over, util=0.3)
@@ -130,7 +137,9 @@ def test_factors_stay_powers_of_two_within_bounds_whatever_the_measurements() ->
     within [1, min(max_factor of the target, settings)], and shedding and restoring never happen at once."""
     rng = random.Random(33)
     for trial in range(200):
-        policy = ShedPolicy(ShedSettings(period=1.0, restore_hold=rng.choice([0.0, 3.0]), max_factor=8))
+        policy = ShedPolicy(
+            ShedSettings(period=1.0, restore_hold=rng.choice([0.0, 3.0]), max_factor=8, start_grace=0.0)
+        )
         factors = {f"t{i}": 1 for i in range(rng.randint(1, 6))}
         caps = {name: rng.choice([1, 2, 4, 8, 16]) for name in factors}
         for t in range(60):

@@ -91,7 +91,7 @@ async def test_a_stream_the_collector_cannot_keep_up_with_is_shed_then_restored(
         }
     )
     # Short periods so the test runs in seconds; the reasons for the defaults are in ShedSettings.
-    shedder = Shedder(ShedSettings(period=0.25, restore_hold=1.0, settle_intervals=3.0))
+    shedder = Shedder(ShedSettings(period=0.25, restore_hold=1.0, settle_intervals=3.0, start_grace=0.5))
     source = Throttled("d", cfg, shedder=shedder, max_sample_interval=1.0)
     source.cost = 0.008  # 20 responses per 100 ms x 8 ms = 1.6 s of work a second: over capacity
     store = Store()
