@@ -784,7 +784,7 @@ def main() -> None:
             s.add_argument(
                 "--settle",
                 type=float,
-                default=10,
+                default=20,
                 help="after the warm-up, wait until no sample interval changed for this long (0: do not)",
             )
     serve = sub.add_parser("serve")  # internal: a gNMI load process

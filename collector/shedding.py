@@ -8,15 +8,15 @@ showed and asks ``ShedPolicy`` which targets to resubscribe:
 
 - **shed**: a stream whose every batch was more than ``shed_lag`` of its intervals behind, for
   ``shed_periods`` periods in a row (it never caught up): the heaviest targets (updates per second)
-  carrying ``shed_share`` of the process's updates get twice their interval, up to ``max_factor`` times
-  the configured one. The CPU the process had then is remembered as its capacity, and shedding goes on
+  carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``) get twice their
+  interval, up to ``max_factor`` times the configured one. The CPU the process had then is remembered as its capacity, and shedding goes on
   while the process uses more than ``shed_util`` of it;
 - **restore**: the process had room (no batch of any stream ``restore_lag`` intervals behind) for
   ``restore_hold`` seconds: the lightest shed targets get half their interval back while the process's
   CPU, predicted with their updates doubled, stays under ``restore_share`` of that capacity.
 
-After any change nothing more is decided for ``settle_intervals`` of the longest new interval: what was
-queued before must drain before the lag says anything about the new load. The numbers (``ShedSettings``)
+After any change nothing more is decided for ``settle_intervals`` of the longest new interval: the first
+rounds at the new interval must arrive before the lag says anything about the new load. The numbers (``ShedSettings``)
 are why each step cannot flap: shedding needs a sustained backlog, restoring a long quiet spell and a
 prediction with room to spare.
 """
@@ -56,9 +56,13 @@ class ShedSettings:
     shed_share: float = 0.5
     """Share of the process's updates whose targets are doubled per step: the load drops by a quarter
     (1.25x capacity -> 0.94x); a step that is not enough is followed by another once settled."""
-    settle_intervals: float = 3.0
+    deep_lag: float = 2.0
+    """Intervals behind, held by every batch, past which every target is doubled at once: a backlog of
+    two rounds that never drains is far past capacity, and steps of a quarter would take a minute."""
+    settle_intervals: float = 2.0
     """After a change, wait this many of the longest interval (and at least two periods) before judging:
-    the backlog queued at the old interval has to drain first."""
+    the new subscriptions start empty (what grpc held for the old ones is dropped with them), but the
+    first rounds at the new interval have to arrive."""
     restore_lag: float = 0.5
     """Intervals behind (the worst batch of any stream) under which the process counts as having room:
     every value is then at most 1.5 intervals old, the issue's staleness bound."""
@@ -137,7 +141,7 @@ class ShedPolicy:
         if self._over >= s.shed_periods:
             if overloaded:
                 self._capacity = (max(util, 0.05), now)
-            changes = self._shed(loads)
+            changes = self._shed(loads, 1.0 if floor >= s.deep_lag else s.shed_share)
         elif self._room_since is not None and now - self._room_since >= s.restore_hold:
             changes = self._restore(loads, util, s.restore_share * capacity)
         if changes:
@@ -150,8 +154,8 @@ class ShedPolicy:
             self._room_since = None
         return changes
 
-    def _shed(self, loads: Mapping[str, StreamLoad]) -> dict[str, int]:
-        """Double the heaviest targets that carry ``shed_share`` of the updates (at least one)."""
+    def _shed(self, loads: Mapping[str, StreamLoad], share: float) -> dict[str, int]:
+        """Double the heaviest targets that carry ``share`` of the updates (at least one)."""
         total = sum(load.updates_per_second for load in loads.values())
         cap = self.settings.max_factor
         room = [(n, load) for n, load in loads.items() if load.factor * 2 <= min(load.max_factor, cap)]
@@ -159,7 +163,7 @@ class ShedPolicy:
         changes: dict[str, int] = {}
         carried = 0.0
         for name, load in room:
-            if changes and carried >= self.settings.shed_share * total:
+            if changes and carried >= share * total:
                 break
             changes[name] = load.factor * 2
             carried += load.updates_per_second

@@ -29,14 +29,21 @@ def _loads(
 
 def test_a_stream_that_never_catches_up_sheds_the_heaviest_targets_carrying_half_the_updates() -> None:
     policy = ShedPolicy(S)
-    loads = _loads([3.0, 0.2, 0.2, 0.2], [400, 300, 200, 100], [1, 1, 1, 1])
+    loads = _loads([1.5, 0.2, 0.2, 0.2], [400, 300, 200, 100], [1, 1, 1, 1])
     assert policy.decide(0.0, loads, util=1.0) == {}  # one period over is not yet overload
     assert policy.decide(1.0, loads, util=1.0) == {"t0": 2, "t1": 2}  # 700 of 1000 updates/s: >= half
 
 
+def test_far_past_capacity_every_target_is_doubled_at_once() -> None:
+    policy = ShedPolicy(S)
+    loads = _loads([3.0, 0.2, 0.2, 0.2], [400, 300, 200, 100], [1, 1, 1, 8])  # t3 is at the bound
+    policy.decide(0.0, loads, util=1.0)
+    assert policy.decide(1.0, loads, util=1.0) == {"t0": 2, "t1": 2, "t2": 2}
+
+
 def test_nothing_is_judged_during_the_start_up_grace() -> None:
     policy = ShedPolicy(ShedSettings(period=1.0, start_grace=10.0))
-    over = _loads([4.0, 4.0], [100, 100], [1, 1])
+    over = _loads([1.0, 1.0], [100, 100], [1, 1])
     assert all(policy.decide(100.0 + t, over, util=1.0) == {} for t in range(11))
     assert policy.decide(111.0, over, util=1.0) == {"t0": 2}
 
@@ -58,20 +65,20 @@ def test_one_bad_period_between_good_ones_sheds_nothing() -> None:
 
 def test_after_a_change_nothing_is_decided_until_the_backlog_could_drain() -> None:
     policy = ShedPolicy(S)
-    over = _loads([4.0, 4.0], [100, 100], [1, 1])
+    over = _loads([1.0, 1.0], [100, 100], [1, 1])
     policy.decide(0.0, over, 1.0)
     assert policy.decide(1.0, over, 1.0) == {"t0": 2}
-    # settle: 3 of the longest interval (now 2 s) = 6 s; still behind meanwhile, no second step
-    still = _loads([2.0, 4.0], [50, 100], [2, 1])
-    for t in (2.0, 4.0, 6.0):
+    # settle: 2 of the longest interval (now 2 s) = 4 s; still behind meanwhile, no second step
+    still = _loads([0.6, 1.0], [50, 100], [2, 1])
+    for t in (2.0, 3.0, 4.0):
         assert policy.decide(t, still, 1.0) == {}
-    policy.decide(7.0, still, 1.0)
-    assert policy.decide(8.0, still, 1.0) == {"t1": 2}
+    policy.decide(5.0, still, 1.0)
+    assert policy.decide(6.0, still, 1.0) == {"t1": 2}
 
 
 def test_having_run_out_once_it_sheds_until_under_three_quarters_of_that_capacity() -> None:
     policy = ShedPolicy(S)
-    over = _loads([4.0, 4.0], [100, 100], [1, 1])
+    over = _loads([1.0, 1.0], [100, 100], [1, 1])
     policy.decide(0.0, over, util=0.8)
     assert policy.decide(1.0, over, util=0.8) == {"t0": 2}  # capacity: 0.8 of a core
     caught_up = _loads([0.3, 0.3], [50, 100], [2, 1])  # keeps up now, but at 0.7 > 0.75 x 0.8
@@ -107,7 +114,7 @@ def test_restore_stops_where_the_prediction_would_pass_the_limit() -> None:
 def test_the_capacity_seen_at_an_overload_bounds_restores_until_it_is_forgotten() -> None:
     s = ShedSettings(period=1.0, restore_hold=10.0, capacity_memory=100.0, start_grace=0.0)
     policy = ShedPolicy(s)
-    over = _loads([4.0, 4.0], [100, 100], [1, 1])
+    over = _loads([1.0, 1.0], [100, 100], [1, 1])
     policy.decide(0.0, over, util=0.3)
     assert policy.decide(1.0, over, util=0.3) == {"t0": 2}  # a busy machine gave it 0.3 of a core
     quiet = _loads([0.1, 0.1], [50, 100], [2, 1])
