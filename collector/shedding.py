@@ -9,16 +9,17 @@ showed and asks ``ShedPolicy`` which targets to resubscribe:
 - **shed**: a stream whose every batch was more than ``shed_lag`` of its intervals behind, for
   ``shed_periods`` periods in a row (it never caught up): the heaviest targets (updates per second)
   carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``) get twice their
-  interval, up to ``max_factor`` times the configured one. The CPU the process had then is remembered as its capacity, and shedding goes on
-  while the process uses more than ``shed_util`` of it;
+  interval, up to ``max_factor`` times the configured one. The CPU the process had then is remembered as
+  its capacity, and shedding goes on while the process uses more than ``shed_util`` of it and a batch is
+  still ``restore_lag`` late;
 - **restore**: the process had room (no batch of any stream ``restore_lag`` intervals behind) for
   ``restore_hold`` seconds: the lightest shed targets get half their interval back while the process's
   CPU, predicted with their updates doubled, stays under ``restore_share`` of that capacity.
 
 After any change nothing more is decided for ``settle_intervals`` of the longest new interval: the first
-rounds at the new interval must arrive before the lag says anything about the new load. The numbers (``ShedSettings``)
-are why each step cannot flap: shedding needs a sustained backlog, restoring a long quiet spell and a
-prediction with room to spare.
+rounds at the new interval must arrive before the lag says anything about the new load. The numbers
+(``ShedSettings``) are why each step cannot flap: shedding needs a sustained backlog (or late values
+near a capacity already seen), restoring a long quiet spell and a prediction with room to spare.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ class ShedSettings:
     capacity: a stream that keeps up drains each round before the next, however bursty, while one that
     does not keeps a floor of backlog; past half an interval its values get older than 1.5 intervals."""
     shed_util: float = 0.75
-    """Share of the capacity above which a process that ran out of it goes on shedding: brought to 0.94x
-    by a first step, it would sit where a round's lag nears an interval; this takes it under 3/4."""
+    """Share of the capacity above which a process that ran out of it goes on shedding while a batch is
+    ``restore_lag`` late: brought to 0.94x by a first step, it would sit where a round's lag nears an
+    interval; this takes it under 3/4. (Without late batches, CPU alone is no reason: on a busy machine
+    the capacity seen is small and noisy.)"""
     shed_periods: int = 2
     """Periods in a row over ``shed_lag`` (or ``shed_util``) before shedding: one GC pause or burst is
     not overload."""
@@ -131,7 +134,7 @@ class ShedPolicy:
         peak = max(load.lag / load.interval for load in loads.values())
         overloaded = floor >= s.shed_lag
         capacity = self.capacity(now)  # (forgets one seen too long ago)
-        busy = self._capacity is not None and util >= s.shed_util * capacity
+        busy = self._capacity is not None and util >= s.shed_util * capacity and peak >= s.restore_lag
         self._over = self._over + 1 if overloaded or busy else 0
         if peak >= s.restore_lag:
             self._room_since = None

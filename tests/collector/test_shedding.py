@@ -81,9 +81,12 @@ def test_having_run_out_once_it_sheds_until_under_three_quarters_of_that_capacit
     over = _loads([1.0, 1.0], [100, 100], [1, 1])
     policy.decide(0.0, over, util=0.8)
     assert policy.decide(1.0, over, util=0.8) == {"t0": 2}  # capacity: 0.8 of a core
-    caught_up = _loads([0.3, 0.3], [50, 100], [2, 1])  # keeps up now, but at 0.7 > 0.75 x 0.8
+    # catches up each period now, but at 0.7 > 0.75 x 0.8 with batches more than half an interval late
+    caught_up = _loads([0.6, 0.6], [50, 100], [2, 1], floors=[0.0, 0.0])
+    fresh = _loads([0.3, 0.3], [50, 100], [2, 1], floors=[0.0, 0.0])
+    assert all(policy.decide(float(t), fresh, util=0.7) == {} for t in range(2, 12))  # values fresh: stay
     changes = {}
-    for t in range(2, 12):
+    for t in range(12, 22):
         changes = changes or policy.decide(float(t), caught_up, util=0.7)
     assert changes == {"t1": 2}
     policy2 = ShedPolicy(S)  # without an overload seen, the same measurements shed nothing

@@ -90,8 +90,14 @@ async def test_a_stream_the_collector_cannot_keep_up_with_is_shed_then_restored(
             "sample_interval": "100ms",
         }
     )
-    # Short periods so the test runs in seconds; the reasons for the defaults are in ShedSettings.
-    shedder = Shedder(ShedSettings(period=0.25, restore_hold=1.0, settle_intervals=3.0, start_grace=0.5))
+    # Short periods so the test runs in seconds; the reasons for the defaults are in ShedSettings. The
+    # capacity seen at the overload is forgotten after 3 s: on a busy machine the CPU this process got
+    # while spinning can be a few hundredths of a core, and half of it would leave no room to restore
+    # (that bound is the unit tests' business).
+    settings = ShedSettings(
+        period=0.25, restore_hold=1.0, settle_intervals=3.0, start_grace=0.5, capacity_memory=3.0
+    )
+    shedder = Shedder(settings)
     source = Throttled("d", cfg, shedder=shedder, max_sample_interval=1.0)
     source.cost = 0.008  # 20 responses per 100 ms x 8 ms = 1.6 s of work a second: over capacity
     store = Store()
