@@ -4,6 +4,7 @@ in it is used and names a test that exists, and the method's functions stay shor
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 from analyzer import physics
@@ -81,3 +82,26 @@ def test_no_function_of_the_method_is_over_80_lines() -> None:
         if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION  # type: ignore[operator]
     ]
     assert long == []
+
+
+def test_only_a_fitted_rule_has_an_off_value() -> None:
+    """Ablation turns off what was fitted; a principle is not a candidate to leave."""
+    offs = [rule for rule in rules.RULES.values() if rule.off is not None]
+    assert offs
+    assert [rule.name for rule in offs if not rule.origin.startswith("fitted: ")] == []
+
+
+def test_the_ablation_turns_a_rule_off_in_every_module_that_holds_it_and_back() -> None:
+    spec = importlib.util.spec_from_file_location("bench_ablation", ROOT / "bench" / "bench_ablation.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rule = rules.RULES["HELD_OVER_USUAL"]
+    changed = bench.turned_off(rule.name, rule.off)
+    try:
+        assert rule.off == physics.HELD_OVER_USUAL
+        assert physics in [module for module, _ in changed]
+    finally:
+        for module, value in changed:
+            setattr(module, rule.name, value)
+    assert physics.HELD_OVER_USUAL == rule.value == rules.HELD_OVER_USUAL
