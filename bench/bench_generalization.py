@@ -96,7 +96,83 @@ def run_one(path: Path, out: Path, mode: str) -> dict[str, Any]:
     row["failed"] = list(result["failed"]) + (
         ["control"] if not row["quiet"] and not control.get("fails_timing_goal") else []
     )
-    return row
+    return {**row, **diagnosis(out)}
+
+
+# A true cost this many step-noise deviations above zero in a logged line is one a step log can show.
+VISIBLE_SIGMAS = 3.0
+MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its standard deviation
+
+
+def diagnosis(out: Path) -> dict[str, Any]:
+    """Why a run failed, read from its folder against its truth (diagnostics, not goals):
+
+    - ``line_error``: ``step_error`` over the logged lines (each interval line's steps summed on both sides):
+      small beside a large ``step_error``, the cost is right per line and misplaced inside lines;
+    - ``skew_error_s``: the analyzer's clock skew minus the true one;
+    - ``truth_visible``: whether some logged line's true network time stands ``VISIBLE_SIGMAS`` above the
+      step timing noise (the robust spread of the true compute times, times the square root of the line's
+      steps): when none does, no step log can show the cost, only the physics can.
+    """
+    import polars as pl
+
+    from spanwatch import score
+
+    try:
+        truth_json = json.loads((out / "truth.json").read_text())
+        _, steps = score.step_link_table(score.read_truth(out / "truth.json"), score.read_analysis(out))
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError, score.ScoreError):
+        return {}
+    every = int(truth_json["job"]["log_every"])
+    per_line = steps.group_by((pl.col("step") - 1) // every).agg(
+        pl.col("truth_seconds", "estimated_seconds").sum()
+    )
+    true_steps = pl.DataFrame(
+        [
+            {
+                "step": t["step"],
+                "rank": t["rank"],
+                "net": t["network_seconds"]["total"],
+                "compute": t["compute_seconds"],
+            }
+            for t in truth_json["steps"]
+        ]
+    )
+    spread = (pl.col("compute") - pl.col("compute").median()).abs().median() * MAD_TO_SIGMA
+    noise = float(true_steps.group_by("rank").agg(spread).get_column("compute").median() or 0.0)
+    line_cost = true_steps.group_by("rank", (pl.col("step") - 1) // every).agg(pl.col("net").sum())["net"]
+    skew = summary.get("skew_seconds")
+    return {
+        "line_error": score.step_error(per_line),
+        "skew_error_s": None if skew is None else round(skew - truth_json["job"]["clock_skew_seconds"], 3),
+        "truth_visible": bool((line_cost > VISIBLE_SIGMAS * noise * every**0.5).any()),
+    }
+
+
+def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
+    """The failing costly runs counted by what the diagnosis says of them (a run may show several)."""
+    failing = [r for r in rows if not r["passed"] and not r.get("quiet") and "line_error" in r]
+    if not failing:
+        return []
+    goal = float(failing[0]["goals"]["step_error"].split()[-1])
+    inside = [r for r in failing if r["line_error"] is not None and r["line_error"] <= goal < r["step_error"]]
+    skewed = [r for r in failing if r["skew_error_s"] is not None and abs(r["skew_error_s"]) > 1.0]
+    hidden = [r for r in failing if not r["truth_visible"]]
+
+    def seeds(group: list[dict[str, Any]]) -> str:
+        return ", ".join(str(r["seed"]) for r in group) or "-"
+
+    return [
+        f"Diagnosis of the {len(failing)} failing runs with network cost (a run may show several):",
+        "",
+        f"- right per logged line, misplaced inside lines (line_error <= {goal:g} < step_error): "
+        f"{len(inside)} ({seeds(inside)})",
+        f"- clock skew off by more than 1 s: {len(skewed)} ({seeds(skewed)})",
+        f"- no logged line's true cost {VISIBLE_SIGMAS:g} sigma above the step noise (only the physics can "
+        f"show it): {len(hidden)} ({seeds(hidden)})",
+        "",
+    ]
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -152,14 +228,17 @@ def report(rows: list[dict[str, Any]], seed: int, mode: str) -> list[str]:
     ]
     shapes = Counter(" + ".join(r["failed"]) for r in rows if not r["passed"])
     out += [f"- {n} x {what}" for what, n in shapes.most_common()]
-    out += ["", "Failing seeds:", ""]
+    out += ["", *diagnosed(rows), "Failing seeds:", ""]
     out += [f"- {r['seed']}: {', '.join(r['failed'])} ({r['shape']})" for r in rows if not r["passed"]]
     return out
 
 
-def from_rows(path: Path) -> None:
-    """Print the report of a rows file (a bench cut short, or one run elsewhere)."""
+def from_rows(path: Path, runs: Path | None) -> None:
+    """Print the report of a rows file (a bench cut short, or one run elsewhere); with ``runs`` (the bench's
+    ``--out``), rows written before the diagnosis existed are diagnosed from their kept folders."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if runs is not None:
+        rows = [{**diagnosis(runs / "runs" / f"random-{r['seed']}"), **r} for r in rows]
     print("\n".join(report(sorted(rows, key=lambda r: r["seed"]), min(r["seed"] for r in rows), "recorded")))
 
 
@@ -171,10 +250,15 @@ def main() -> None:
     p.add_argument("--path", choices=("fast", "real"), default="fast", help="the recording path")
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     p.add_argument("--rows", type=Path, default=None, help="also write one JSON row per run here")
-    p.add_argument("--report", type=Path, default=None, help="only print the report of a rows file")
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="only print the report of a rows file (with --out: diagnosed)",
+    )
     args = p.parse_args()
     if args.report is not None:
-        from_rows(args.report)
+        from_rows(args.report, args.out)
         return
     seed = fresh_seed() if args.seed is None else args.seed
     print(f"seed {seed}: {args.count} scenarios, {args.path} path, {args.jobs} at a time", file=sys.stderr)
