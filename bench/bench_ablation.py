@@ -117,12 +117,14 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for name in sorted(r for r in by_rule if r != AS_IS):
         rows_off = by_rule[name]
-        without = sum(bool(rows_off.get(r, {}).get("passed")) for r in runs)
-        saves = [r for r in runs if base[r].get("passed") and not rows_off.get(r, {}).get("passed")]
-        costs = [r for r in runs if rows_off.get(r, {}).get("passed") and not base[r].get("passed")]
+        done = [r for r in runs if r in rows_off]  # a bench cut short: compare on the runs both have
+        with_it = sum(bool(base[r].get("passed")) for r in done)
+        without = sum(bool(rows_off[r].get("passed")) for r in done)
+        saves = [r for r in done if base[r].get("passed") and not rows_off[r].get("passed")]
+        costs = [r for r in done if rows_off[r].get("passed") and not base[r].get("passed")]
         rule = RULES[name]
         out.append(
-            f"| `{name}` | {rule.value} -> {rule.off} | {without} of {len(runs)} | {without - met:+d} | "
+            f"| `{name}` | {rule.value} -> {rule.off} | {without} of {len(done)} | {without - with_it:+d} | "
             f"{', '.join(saves) or '-'} | {', '.join(costs) or '-'} |"
         )
     errors = [f"- {r['rule']} on {r['run']}: {r['error']}" for r in rows if "error" in r]
