@@ -2,8 +2,9 @@
 
 Issue 30's ablation. ``bench_generalization.py --out DIR`` keeps every run it records (the archive, the step
 log, ``truth.json``); this bench re-analyses each of them with the method as it is, then once more per fitted
-rule of ``analyzer/attribution/rules.py`` that declares an ``off`` value (the method without that rule),
-scores every analysis with its control, and prints per rule the share of runs that meet every goal with and
+rule of ``analyzer/attribution/rules.py`` that declares an ``off`` value (the method without that rule:
+``spanwatch analyze --truth`` with ``SPANWATCH_RULES_OFF`` naming it), scores every analysis with its
+control, and prints per rule the share of runs that meet every goal with and
 without it, and the runs whose verdict the rule flips. A fitted rule that does not raise the share is a
 candidate to leave; one that does should be restated from a principle.
 
@@ -17,67 +18,58 @@ each DIR a run folder or a folder of them; ``--report FILE.jsonl`` prints the ta
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench_generalization import FIGURES
+
+from analyzer.attribution.rules import OFF_VARIABLE, RULES
+
 AS_IS = "(as is)"  # the row of the method with every rule on
 LOGS = ("steps.jsonl", "megatron.log", "torchtitan.log")
-HOLDERS = ("analyzer.attribution.pipeline", "analyzer.physics")
+RUN_TIMEOUT_S = 1800.0  # an analysis past this is a hang, its own failure
 
 
 def fitted_offs() -> dict[str, float]:
     """Every fitted rule that can be turned off, with its off value."""
-    from analyzer.attribution.rules import RULES
-
     return {r.name: r.off for r in RULES.values() if r.off is not None and r.origin.startswith("fitted")}
 
 
-def turned_off(name: str, off: float) -> list[tuple[Any, Any]]:
-    """Set the rule's constant to ``off`` in every analyzer module that holds it; returns what to restore."""
-    from analyzer.attribution.rules import RULES
-
-    value = RULES[name].value
-    changed = []
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("analyzer.") and getattr(module, name, None) == value:
-            changed.append((module, value))
-            setattr(module, name, off)
-    return changed
-
-
-def analyse_one(run: Path, rule: str | None, off: float | None) -> dict[str, Any]:
-    """One run's analysis and score, with ``rule`` off (None: as is), in a scratch copy of the run."""
-    for holder in HOLDERS:  # every module holding a rule, loaded before one is turned off
-        importlib.import_module(holder)
-    from analyzer.analysis import Analysis
-    from spanwatch import demo, score
-    from spanwatch.analyze import scored
-
-    changed = turned_off(rule, off) if rule is not None and off is not None else []
+def analyse_one(run: Path, rule: str | None) -> dict[str, Any]:
+    """One run analysed and scored by ``spanwatch analyze --truth`` with ``rule`` off (None: as is), into a
+    scratch folder; its verdict, figures and clock skew."""
+    truth = json.loads((run / "truth.json").read_text())
+    log = next((run / name for name in LOGS if (run / name).exists()), None)
     scratch = Path(tempfile.mkdtemp(prefix="ablation-"))
+    cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "error", "analyze"]
+    cmd += ["--archive", str(run / "archive"), "--logs", str(log), "--config", str(run / "config.yaml")]
+    cmd += ["--job-bytes-per-step", str(sum(link["job_bytes_per_step"] for link in truth["links"].values()))]
+    cmd += ["--job-traffic-class", str(truth["job"]["traffic_class"])]
+    cmd += ["--truth", str(run / "truth.json"), "--out", str(scratch)]
+    env = {**os.environ, OFF_VARIABLE: rule or ""}
     try:
-        out = scratch / run.name
-        shutil.copytree(run, out, ignore=shutil.ignore_patterns("*.tmp", "report*", "control", "score.json"))
-        log = next((out / name for name in LOGS if (out / name).exists()), None)
-        inputs = demo.analysis_inputs(out, log)
-        Analysis(inputs).run().write(out)
-        result = scored(out / "truth.json", inputs, out)
-        skew = json.loads((out / "summary.json").read_text()).get("skew_seconds")
-    except Exception as error:  # one run's failure is its row, never the bench's end
-        return {"run": run.name, "rule": rule or AS_IS, "error": f"{type(error).__name__}: {error}"}
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, env=env, timeout=RUN_TIMEOUT_S
+        )
+        if done.returncode != 0:  # one run's failure is its row, never the bench's end
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"run": run.name, "rule": rule or AS_IS, "error": f"exit {done.returncode}: {tail[:200]}"}
+        result = json.loads((scratch / "score.json").read_text())
+        skew = json.loads((scratch / "summary.json").read_text()).get("skew_seconds")
+    except subprocess.TimeoutExpired:
+        return {"run": run.name, "rule": rule or AS_IS, "error": f"timed out after {RUN_TIMEOUT_S:g} s"}
     finally:
-        for module, value in changed:
-            setattr(module, rule, value)
         shutil.rmtree(scratch, ignore_errors=True)
     failed = sorted(name.split(":")[0] for name in result["why"])
-    figures = {name: result[name] for name in score.GOALS}
+    figures = {name: result[name] for name in FIGURES}
     return {
         "run": run.name,
         "rule": rule or AS_IS,
@@ -100,8 +92,6 @@ def run_folders(paths: list[Path]) -> list[Path]:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The Markdown table: per rule, the share meeting every goal with it and without it."""
-    from analyzer.attribution.rules import RULES
-
     by_rule: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in rows:
         by_rule[row["rule"]][row["run"]] = row
@@ -134,9 +124,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 def _goals_met(rows: list[dict[str, Any]]) -> int:
     """Figures meeting their goal, summed over the runs: finer than the runs meeting every goal."""
-    from spanwatch import score
-
-    return sum(len(score.GOALS) - len(row.get("failed", score.GOALS)) for row in rows)
+    return sum(len(FIGURES) - len(row.get("failed", FIGURES)) for row in rows)
 
 
 def main() -> None:
@@ -159,11 +147,11 @@ def main() -> None:
     runs = run_folders(args.runs)
     if not runs:
         p.error("no run folder (one holding truth.json) found")
-    tasks: list[tuple[Path, str | None, float | None]] = [(run, None, None) for run in runs]
-    tasks += [(run, name, off) for name, off in offs.items() for run in runs]
+    tasks: list[tuple[Path, str | None]] = [(run, None) for run in runs]
+    tasks += [(run, name) for name in offs for run in runs]
     print(f"{len(runs)} runs x {len(offs) + 1} variants, {args.jobs} at a time", file=sys.stderr)
     rows = []
-    with ProcessPoolExecutor(args.jobs) as pool:
+    with ThreadPoolExecutor(args.jobs) as pool:
         for row in pool.map(analyse_one, *zip(*tasks, strict=True)):
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)

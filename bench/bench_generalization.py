@@ -99,55 +99,19 @@ def run_one(path: Path, out: Path, mode: str) -> dict[str, Any]:
     return {**row, **diagnosis(out)}
 
 
-# A true cost this many step-noise deviations above zero in a logged line is one a step log can show.
-VISIBLE_SIGMAS = 3.0
-MAD_TO_SIGMA = 1.4826  # the MAD of a normal distribution times this is its standard deviation
-
-
 def diagnosis(out: Path) -> dict[str, Any]:
-    """Why a run failed, read from its folder against its truth (diagnostics, not goals):
-
-    - ``line_error``: ``step_error`` over the logged lines (each interval line's steps summed on both sides):
-      small beside a large ``step_error``, the cost is right per line and misplaced inside lines;
-    - ``skew_error_s``: the analyzer's clock skew minus the true one;
-    - ``truth_visible``: whether some logged line's true network time stands ``VISIBLE_SIGMAS`` above the
-      step timing noise (the robust spread of the true compute times, times the square root of the line's
-      steps): when none does, no step log can show the cost, only the physics can.
-    """
-    import polars as pl
-
-    from spanwatch import score
-
+    """The scorer's diagnosis of a run folder (``detail.diagnosis`` of ``spanwatch score``: the error per
+    logged line, the skew's error, whether any line's true cost stands above the step noise); a score
+    written before the scorer had it is computed again with ``spanwatch score``."""
     try:
-        truth_json = json.loads((out / "truth.json").read_text())
-        _, steps = score.step_link_table(score.read_truth(out / "truth.json"), score.read_analysis(out))
-        summary = json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError, score.ScoreError):
+        found = json.loads((out / "score.json").read_text())["detail"].get("diagnosis")
+    except (OSError, ValueError, KeyError):
         return {}
-    every = int(truth_json["job"]["log_every"])
-    per_line = steps.group_by((pl.col("step") - 1) // every).agg(
-        pl.col("truth_seconds", "estimated_seconds").sum()
-    )
-    true_steps = pl.DataFrame(
-        [
-            {
-                "step": t["step"],
-                "rank": t["rank"],
-                "net": t["network_seconds"]["total"],
-                "compute": t["compute_seconds"],
-            }
-            for t in truth_json["steps"]
-        ]
-    )
-    spread = (pl.col("compute") - pl.col("compute").median()).abs().median() * MAD_TO_SIGMA
-    noise = float(true_steps.group_by("rank").agg(spread).get_column("compute").median() or 0.0)
-    line_cost = true_steps.group_by("rank", (pl.col("step") - 1) // every).agg(pl.col("net").sum())["net"]
-    skew = summary.get("skew_seconds")
-    return {
-        "line_error": score.step_error(per_line),
-        "skew_error_s": None if skew is None else round(skew - truth_json["job"]["clock_skew_seconds"], 3),
-        "truth_visible": bool((line_cost > VISIBLE_SIGMAS * noise * every**0.5).any()),
-    }
+    if found is None:
+        cmd = [sys.executable, "-m", "spanwatch.cli", "score", "--truth", str(out / "truth.json"), str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        found = json.loads(done.stdout)["detail"]["diagnosis"] if done.returncode == 0 else {}
+    return dict(found)
 
 
 def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
@@ -156,9 +120,11 @@ def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
     if not failing:
         return []
     goal = float(failing[0]["goals"]["step_error"].split()[-1])
-    inside = [r for r in failing if r["line_error"] is not None and r["line_error"] <= goal < r["step_error"]]
-    skewed = [r for r in failing if r["skew_error_s"] is not None and abs(r["skew_error_s"]) > 1.0]
-    hidden = [r for r in failing if not r["truth_visible"]]
+    inside = [
+        r for r in failing if r["line_error"] is not None and r["line_error"] <= goal < (r["step_error"] or 0)
+    ]
+    skewed = [r for r in failing if abs(r.get("skew_error_seconds") or 0.0) > 1.0]
+    hidden = [r for r in failing if r.get("truth_visible") is False]
 
     def seeds(group: list[dict[str, Any]]) -> str:
         return ", ".join(str(r["seed"]) for r in group) or "-"
@@ -169,8 +135,8 @@ def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
         f"- right per logged line, misplaced inside lines (line_error <= {goal:g} < step_error): "
         f"{len(inside)} ({seeds(inside)})",
         f"- clock skew off by more than 1 s: {len(skewed)} ({seeds(skewed)})",
-        f"- no logged line's true cost {VISIBLE_SIGMAS:g} sigma above the step noise (only the physics can "
-        f"show it): {len(hidden)} ({seeds(hidden)})",
+        f"- no logged line's true cost 3 sigma above the step noise (only the physics can show it): "
+        f"{len(hidden)} ({seeds(hidden)})",
         "",
     ]
 

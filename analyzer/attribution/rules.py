@@ -11,6 +11,7 @@ and the commit that set the number say it was tuned to).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -56,6 +57,10 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {}
+# The method without some of its fitted rules, for ``bench/bench_ablation.py``: each rule named here (comma
+# separated) takes its ``off`` value. The table keeps the real values.
+OFF_VARIABLE = "SPANWATCH_RULES_OFF"
+TURNED_OFF = frozenset(name for name in os.environ.get(OFF_VARIABLE, "").split(",") if name)
 
 
 def _rule(
@@ -65,7 +70,7 @@ def _rule(
     if name in RULES or step not in STEPS:
         raise ValueError(f"rule {name}: duplicate, or unknown step {step!r}")
     RULES[name] = Rule(name, value, step, reason, origin, test, off)
-    return value
+    return off if name in TURNED_OFF and off is not None else value  # type: ignore[return-value]
 
 
 _T = "tests/analyzer/test_attribution_"
@@ -417,3 +422,8 @@ STEADY_QUANTILE = _rule(
     "none",
     off=0.0,
 )
+
+
+_UNKNOWN = TURNED_OFF - {rule.name for rule in RULES.values() if rule.off is not None}
+if _UNKNOWN:
+    raise ValueError(f"{OFF_VARIABLE}: not a rule with an off value: {', '.join(sorted(_UNKNOWN))}")
