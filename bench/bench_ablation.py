@@ -61,23 +61,32 @@ def analyse_one(run: Path, rule: str | None) -> dict[str, Any]:
         )
         if done.returncode != 0:  # one run's failure is its row, never the bench's end
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"run": run.name, "rule": rule or AS_IS, "error": f"exit {done.returncode}: {tail[:200]}"}
+            return {
+                "run": _label(run),
+                "rule": rule or AS_IS,
+                "error": f"exit {done.returncode}: {tail[:200]}",
+            }
         result = json.loads((scratch / "score.json").read_text())
         skew = json.loads((scratch / "summary.json").read_text()).get("skew_seconds")
     except subprocess.TimeoutExpired:
-        return {"run": run.name, "rule": rule or AS_IS, "error": f"timed out after {RUN_TIMEOUT_S:g} s"}
+        return {"run": _label(run), "rule": rule or AS_IS, "error": f"timed out after {RUN_TIMEOUT_S:g} s"}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     failed = sorted(name.split(":")[0] for name in result["why"])
     figures = {name: result[name] for name in FIGURES}
     return {
-        "run": run.name,
+        "run": _label(run),
         "rule": rule or AS_IS,
         "passed": bool(result["passed"]),
         "failed": failed,
         "skew_seconds": skew,
         **figures,
     }
+
+
+def _label(run: Path) -> str:
+    """A run's name in the table: its folder and its parent's (two recordings of one scenario differ)."""
+    return f"{run.parent.name}/{run.name}"
 
 
 def run_folders(paths: list[Path]) -> list[Path]:
