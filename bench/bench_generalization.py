@@ -9,7 +9,9 @@ two cores). Printed, as Markdown:
 - the control: the share of runs with network cost whose control fails (quiet runs have none);
 - the share of runs that meet every goal (``passed``), the figure that counts;
 - every failing seed with its failed figures and what the scenario holds (the shape of the failure),
-  and the failure shapes counted.
+  and the failure shapes counted;
+- the failing runs counted by the scorer's diagnosis (``detail.diagnosis``): right per logged line but
+  misplaced inside lines, the clock skew off by more than a second, no line's true cost above the noise.
 
 Run: ``.venv/bin/python bench/bench_generalization.py [--count 200] [--seed S] [--jobs 2] [--path fast|real]
 [--out DIR] [--rows FILE.jsonl]``; ``--report FILE.jsonl`` prints the report of rows already written (each
