@@ -110,7 +110,8 @@ def diagnosis(out: Path) -> dict[str, Any]:
     except (OSError, ValueError, KeyError):
         return {}
     if found is None:
-        cmd = [sys.executable, "-m", "spanwatch.cli", "score", "--truth", str(out / "truth.json"), str(out)]
+        cmd = [sys.executable, "-m", "spanwatch.cli", "score", "--truth", str(out / "truth.json")]
+        cmd += ["--analysis", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         found = json.loads(done.stdout)["detail"]["diagnosis"] if done.returncode == 0 else {}
     return dict(found)
