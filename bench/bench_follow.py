@@ -21,7 +21,8 @@ share of harmful episodes shown on the right link within 15 s (goal: at least 90
 blamed (goal: none).
 
 Run: ``.venv/bin/python bench/bench_follow.py [--only A,B] [--jobs 2] [--threshold 0.005] [--gauge mean|peak]
-[--out DIR [--rescore | --replay LAG]]``.
+[--out DIR [--rescore | --replay LAG]] [--replay LAG --runs DIR]``; ``--runs`` replays recorded random
+runs (``bench_generalization.py --out DIR`` keeps them in ``DIR/runs``).
 """
 
 from __future__ import annotations
@@ -350,6 +351,13 @@ def main() -> None:
         "LAG seconds late (the same analysis as follow, without the real-time load)",
     )
     p.add_argument("--rescore", action="store_true", help="score the runs already in --out, run nothing")
+    p.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="with --replay: replay every run folder in this folder (e.g. bench_generalization.py --out DIR's "
+        "DIR/runs) instead of the shipped scenarios' runs in --out",
+    )
     args = p.parse_args()
     pick = functools.partial(_pick, gauge=args.gauge, threshold=args.threshold, share=args.share)
     paths = [path for path in sc.shipped() if any(p in path.stem for p in args.only.split(","))]
@@ -357,6 +365,8 @@ def main() -> None:
         base = args.out or Path(tmp)
         if args.replay is not None:
             kept = [base / path.stem for path in paths if (base / path.stem / "truth.json").exists()]
+            if args.runs is not None:  # recorded random runs (``bench_generalization.py --out``) instead
+                kept = sorted(truth.parent for truth in args.runs.glob("*/truth.json"))
             results = [replay(out, args.replay, pick) for out in kept]
         elif args.rescore:
             results = [

@@ -9,7 +9,9 @@ two cores). Printed, as Markdown:
 - the control: the share of runs with network cost whose control fails (quiet runs have none);
 - the share of runs that meet every goal (``passed``), the figure that counts;
 - every failing seed with its failed figures and what the scenario holds (the shape of the failure),
-  and the failure shapes counted.
+  and the failure shapes counted;
+- the failing runs counted by the scorer's diagnosis (``detail.diagnosis``): right per logged line but
+  misplaced inside lines, the clock skew off by more than a second, no line's true cost above the noise.
 
 Run: ``.venv/bin/python bench/bench_generalization.py [--count 200] [--seed S] [--jobs 2] [--path fast|real]
 [--out DIR] [--rows FILE.jsonl]``; ``--report FILE.jsonl`` prints the report of rows already written (each
@@ -96,7 +98,50 @@ def run_one(path: Path, out: Path, mode: str) -> dict[str, Any]:
     row["failed"] = list(result["failed"]) + (
         ["control"] if not row["quiet"] and not control.get("fails_timing_goal") else []
     )
-    return row
+    return {**row, **diagnosis(out)}
+
+
+def diagnosis(out: Path) -> dict[str, Any]:
+    """The scorer's diagnosis of a run folder (``detail.diagnosis`` of ``spanwatch score``: the error per
+    logged line, the skew's error, whether any line's true cost stands above the step noise); a score
+    written before the scorer had it is computed again with ``spanwatch score``."""
+    try:
+        found = json.loads((out / "score.json").read_text())["detail"].get("diagnosis")
+    except (OSError, ValueError, KeyError):
+        return {}
+    if found is None:
+        cmd = [sys.executable, "-m", "spanwatch.cli", "score", "--truth", str(out / "truth.json")]
+        cmd += ["--analysis", str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        found = json.loads(done.stdout)["detail"]["diagnosis"] if done.returncode == 0 else {}
+    return dict(found)
+
+
+def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
+    """The failing costly runs counted by what the diagnosis says of them (a run may show several)."""
+    failing = [r for r in rows if not r["passed"] and not r.get("quiet") and "line_error" in r]
+    if not failing:
+        return []
+    goal = float(failing[0]["goals"]["step_error"].split()[-1])
+    inside = [
+        r for r in failing if r["line_error"] is not None and r["line_error"] <= goal < (r["step_error"] or 0)
+    ]
+    skewed = [r for r in failing if abs(r.get("skew_error_seconds") or 0.0) > 1.0]
+    hidden = [r for r in failing if r.get("truth_visible") is False]
+
+    def seeds(group: list[dict[str, Any]]) -> str:
+        return ", ".join(str(r["seed"]) for r in group) or "-"
+
+    return [
+        f"Diagnosis of the {len(failing)} failing runs with network cost (a run may show several):",
+        "",
+        f"- right per logged line, misplaced inside lines (line_error <= {goal:g} < step_error): "
+        f"{len(inside)} ({seeds(inside)})",
+        f"- clock skew off by more than 1 s: {len(skewed)} ({seeds(skewed)})",
+        f"- no logged line's true cost 3 sigma above the step noise (only the physics can show it): "
+        f"{len(hidden)} ({seeds(hidden)})",
+        "",
+    ]
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -152,14 +197,17 @@ def report(rows: list[dict[str, Any]], seed: int, mode: str) -> list[str]:
     ]
     shapes = Counter(" + ".join(r["failed"]) for r in rows if not r["passed"])
     out += [f"- {n} x {what}" for what, n in shapes.most_common()]
-    out += ["", "Failing seeds:", ""]
+    out += ["", *diagnosed(rows), "Failing seeds:", ""]
     out += [f"- {r['seed']}: {', '.join(r['failed'])} ({r['shape']})" for r in rows if not r["passed"]]
     return out
 
 
-def from_rows(path: Path) -> None:
-    """Print the report of a rows file (a bench cut short, or one run elsewhere)."""
+def from_rows(path: Path, runs: Path | None) -> None:
+    """Print the report of a rows file (a bench cut short, or one run elsewhere); with ``runs`` (the bench's
+    ``--out``), rows written before the diagnosis existed are diagnosed from their kept folders."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if runs is not None:
+        rows = [{**diagnosis(runs / "runs" / f"random-{r['seed']}"), **r} for r in rows]
     print("\n".join(report(sorted(rows, key=lambda r: r["seed"]), min(r["seed"] for r in rows), "recorded")))
 
 
@@ -171,10 +219,15 @@ def main() -> None:
     p.add_argument("--path", choices=("fast", "real"), default="fast", help="the recording path")
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     p.add_argument("--rows", type=Path, default=None, help="also write one JSON row per run here")
-    p.add_argument("--report", type=Path, default=None, help="only print the report of a rows file")
+    p.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="only print the report of a rows file (with --out: diagnosed)",
+    )
     args = p.parse_args()
     if args.report is not None:
-        from_rows(args.report)
+        from_rows(args.report, args.out)
         return
     seed = fresh_seed() if args.seed is None else args.seed
     print(f"seed {seed}: {args.count} scenarios, {args.path} path, {args.jobs} at a time", file=sys.stderr)

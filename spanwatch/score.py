@@ -56,6 +56,10 @@ FAMILIES: dict[str, frozenset[str]] = {
 }
 
 CLEAN_STEP_SECONDS = 1e-3  # false_blame: a step with less true episode cost than this is clean
+# The diagnosis: a logged line's true cost this many step-noise deviations above zero is one a step log can
+# show; the MAD of a normal distribution times MAD_TO_SIGMA is its standard deviation.
+VISIBLE_SIGMAS = 3.0
+MAD_TO_SIGMA = 1.4826
 BLAME_FLOOR_SECONDS = 5e-3  # ... and it is falsely blamed past max(this, BLAME_STEP_SHARE of the step)
 BLAME_STEP_SHARE = 0.05
 LINK_RUN_SHARE = 0.01  # link_error: only links whose true cost exceeds this share of the run
@@ -95,14 +99,16 @@ class Truth:
         episodes: ``kind``, ``family``, ``link``, ``wave``, ``places`` (interfaces and components),
             ``queues``, ``start_time``, ``end_time``, ``affects_job``.
         costs: ``step``, ``rank``, ``link``, ``seconds``: episode cost per (step, rank, link).
-        steps: ``step``, ``rank``, ``start_time``, ``end_time``.
+        steps: ``step``, ``rank``, ``start_time``, ``end_time``, ``compute_seconds`` (null where not given).
         links: per link name the steady figures (``round_trip_seconds``, ``serialization_seconds``).
+        job: the truth's ``job`` object (``log_every``, ``clock_skew_seconds``, ...), for the diagnosis.
     """
 
     episodes: pl.DataFrame
     costs: pl.DataFrame
     steps: pl.DataFrame
     links: dict[str, dict[str, float]]
+    job: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -253,13 +259,24 @@ def _steps(raw: Any, path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
                 "rank": rank,
                 "start_time": None if start is None else parse_time(start, where),
                 "end_time": None if end is None else parse_time(end, where),
+                "compute_seconds": _number(item.get("compute_seconds")),
             }
         )
         for link, seconds in _cost_rows(item, where).items():
             costs.append({"step": item["step"], "rank": rank, "link": link, "seconds": seconds})
     cost_schema = {"step": pl.Int64(), "rank": pl.Int64(), "link": pl.String(), "seconds": pl.Float64()}
-    time_schema = {"step": pl.Int64(), "rank": pl.Int64(), "start_time": TIME, "end_time": TIME}
+    time_schema = {
+        "step": pl.Int64(),
+        "rank": pl.Int64(),
+        "start_time": TIME,
+        "end_time": TIME,
+        "compute_seconds": pl.Float64(),
+    }
     return pl.DataFrame(costs, schema=cost_schema), pl.DataFrame(times, schema=time_schema)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _links(raw: dict[str, Any], path: Path) -> dict[str, dict[str, float]]:
@@ -329,7 +346,14 @@ def read_truth(path: Path) -> Truth:
         "affects_job": pl.Boolean(),
     }
     costs, steps = _steps(raw.get("steps"), path)
-    return Truth(pl.DataFrame(rows, schema=schema), costs, steps, _links(raw, path))
+    job = raw.get("job")
+    return Truth(
+        pl.DataFrame(rows, schema=schema),
+        costs,
+        steps,
+        _links(raw, path),
+        job if isinstance(job, dict) else {},
+    )
 
 
 # -- reading an analysis folder ------------------------------------------------------------------------
@@ -769,6 +793,39 @@ def figures(truth: Truth, analysis: Analysis) -> dict[str, Any]:
     return out
 
 
+def diagnosis(truth: Truth, steps: pl.DataFrame, folder: Path) -> dict[str, Any]:
+    """Why a run fails, read against its truth (diagnostics, never goals):
+
+    - ``line_error``: ``step_error`` over the logged lines (each interval line's steps summed on both
+      sides): small beside a large ``step_error``, the cost is right per line and misplaced inside lines;
+    - ``skew_error_seconds``: the analysis' clock skew (``summary.json``) minus the truth's;
+    - ``truth_visible``: whether some logged line's true cost stands ``VISIBLE_SIGMAS`` above the step
+      timing noise (the robust spread of the truth's compute times, times the root of the line's steps);
+      when none does, no step log can show the cost, only the physics can.
+    Each is None where the truth or the analysis does not say.
+    """
+    every = truth.job.get("log_every")
+    every = every if isinstance(every, int) and every > 0 else 1
+    line = (pl.col("step") - 1) // every
+    per_line = steps.group_by(line).agg(pl.col("truth_seconds", "estimated_seconds").sum())
+    compute = pl.col("compute_seconds")
+    per_rank = (
+        truth.steps.filter(compute.is_not_null())
+        .group_by("rank")
+        .agg(spread=(compute - compute.median()).abs().median() * MAD_TO_SIGMA)
+    )
+    noise = float(per_rank["spread"].median()) if per_rank.height else None  # type: ignore[arg-type]
+    costs = truth.costs.group_by("rank", line).agg(pl.col("seconds").sum())["seconds"]
+    visible = None if noise is None else bool((costs > VISIBLE_SIGMAS * noise * every**0.5).any())
+    try:
+        ours = json.loads((folder / "summary.json").read_text()).get("skew_seconds")
+    except (OSError, ValueError):
+        ours = None
+    theirs = truth.job.get("clock_skew_seconds")
+    skew_error = ours - theirs if isinstance(ours, int | float) and isinstance(theirs, int | float) else None
+    return {"line_error": step_error(per_line), "skew_error_seconds": skew_error, "truth_visible": visible}
+
+
 def _why(figure: str, value: float | None) -> str:
     op, goal = GOALS[figure]
     if value is None:
@@ -850,6 +907,7 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     """
     real = read_analysis(folder)
     out = figures(truth, real)
+    out["detail"]["diagnosis"] = diagnosis(truth, step_link_table(truth, real)[1], folder)
     control = _control(truth, real, folder / CONTROL)
     out["goals"] = {name: f"{op} {goal}" for name, (op, goal) in GOALS.items()}
     out["control"] = control

@@ -21,7 +21,8 @@ def method_page() -> str:
         "The method of `../shared/design/measurement.md` as the code runs it (`analyzer/attribution/`,",
         "entry `pipeline.attribute`, one call per step below). Each step gives its formula, then every",
         "tunable number it uses: its value, what it decides, where it comes from (a principle, or *fitted*",
-        "and on what), and the test that pins it (`none`: no test does yet).",
+        "and on what), the test that pins it (`none`: no test does yet) and, for a fitted rule, the value",
+        "that turns it off, which `bench/bench_ablation.py` runs to show what the rule is worth.",
         "",
         _counts(),
         "",
@@ -48,7 +49,10 @@ def _step(key: str, title: str) -> list[str]:
     out += ["```text", str(getattr(module, "FORMULA", "")).rstrip("\n"), "```", ""]
     rules = [rule for rule in RULES.values() if rule.step == key]
     if rules:
-        out += ["| rule | value | what it decides | origin | pinned by |", "|---|---|---|---|---|"]
+        out += [
+            "| rule | value | what it decides | origin | pinned by | off |",
+            "|---|---|---|---|---|---|",
+        ]
         out += [_row(rule) for rule in rules]
         out.append("")
     return out
@@ -56,4 +60,5 @@ def _step(key: str, title: str) -> list[str]:
 
 def _row(rule: Rule) -> str:
     test = rule.test if rule.test == "none" else f"`{rule.test}`"
-    return f"| `{rule.name}` | {rule.value} | {rule.reason} | {rule.origin} | {test} |"
+    off = "" if rule.off is None else str(rule.off)
+    return f"| `{rule.name}` | {rule.value} | {rule.reason} | {rule.origin} | {test} | {off} |"

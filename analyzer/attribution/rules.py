@@ -10,6 +10,8 @@ and the commit that set the number say it was tuned to).
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -40,6 +42,9 @@ class Rule:
         reason: one line: what it decides.
         origin: the principle it follows, or ``fitted: on what``.
         test: the test that pins it (``path::name``), or ``none`` when no test does.
+        off: for a fitted rule, the value that turns it off (the method without it), which
+            ``bench/bench_ablation.py`` runs; None where the number is a model's constant or a cost bound
+            with nothing to turn off.
     """
 
     name: str
@@ -48,17 +53,24 @@ class Rule:
     reason: str
     origin: str
     test: str
+    off: float | None = None
 
 
 RULES: dict[str, Rule] = {}
+# The method without some of its fitted rules, for ``bench/bench_ablation.py``: each rule named here (comma
+# separated) takes its ``off`` value. The table keeps the real values.
+OFF_VARIABLE = "SPANWATCH_RULES_OFF"
+TURNED_OFF = frozenset(name for name in os.environ.get(OFF_VARIABLE, "").split(",") if name)
 
 
-def _rule(name: str, value: Value, step: str, reason: str, origin: str, test: str) -> Value:
+def _rule(
+    name: str, value: Value, step: str, reason: str, origin: str, test: str, off: float | None = None
+) -> Value:
     """Register a rule and return its value (the constant's definition)."""
     if name in RULES or step not in STEPS:
         raise ValueError(f"rule {name}: duplicate, or unknown step {step!r}")
-    RULES[name] = Rule(name, value, step, reason, origin, test)
-    return value
+    RULES[name] = Rule(name, value, step, reason, origin, test, off)
+    return off if name in TURNED_OFF and off is not None else value  # type: ignore[return-value]
 
 
 _T = "tests/analyzer/test_attribution_"
@@ -89,6 +101,7 @@ BASELINE_SECONDS = _rule(
     "a line's clean baseline is the median of the clean lines within this window around it",
     _FITTED + "the lab on a shared 2-core host, whose clean steps drifted 0.20 -> 0.33 s in a run (bdd9eee)",
     _T + "excess.py::test_a_drifting_step_time_is_not_excess",
+    off=1e9,
 )
 BASELINE_WINDOWS_PER_SPAN = _rule(
     "BASELINE_WINDOWS_PER_SPAN",
@@ -137,6 +150,7 @@ CYCLE_SLOW_LEVELS = _rule(
     "the slow position stands out by this many significance levels over the next",
     _FITTED + "the shipped DiLoCo scenario (51ca618)",
     _T + "excess.py::test_cycle_finds_a_sync_every_four_steps",
+    off=math.inf,
 )
 CYCLE_NOISE_FLOOR_SECONDS = _rule(
     "CYCLE_NOISE_FLOOR_SECONDS",
@@ -203,6 +217,7 @@ NOISE_SHARE = _rule(
     "... up to this share of the capacity; also the reroute's slack over what went missing",
     _FITTED + "the lab's links, whose job rate varies 20 % window to window on a loaded host (5376d6e)",
     _T + "episode.py::test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffic",
+    off=0.0,
 )
 PHYSICS_FLOOR_SECONDS = _rule(
     "PHYSICS_FLOOR_SECONDS",
@@ -245,6 +260,7 @@ MAX_SKEW_SECONDS = _rule(
     "clock skew is searched over +- this; beyond, the log is not placed by the search",
     _FITTED + "the shipped skewed scenarios, and the control run's shift must never be found (51ca618)",
     _T + "skew.py::test_skew_is_found_by_cross_correlation",
+    off=0.0,
 )
 SKEW_RESOLUTION_SECONDS = _rule(
     "SKEW_RESOLUTION_SECONDS",
@@ -261,6 +277,7 @@ SKEW_MIN_CORRELATION = _rule(
     "below this correlation the search found nothing: the skew stays 0",
     _FITTED + "the shipped scenarios (51ca618)",
     _T + "skew.py::test_skew_is_found_by_cross_correlation",
+    off=-1.0,
 )
 SKEW_MIN_GAIN = _rule(
     "SKEW_MIN_GAIN",
@@ -269,6 +286,7 @@ SKEW_MIN_GAIN = _rule(
     "a skew must correlate this much better than none to be believed",
     _FITTED + "the shipped scenarios (04eba6a): a flat correlation is no evidence against NTP",
     _T + "skew.py::test_skew_is_found_from_interval_lines",
+    off=0.0,
 )
 SKEW_MIN_LINES = _rule(
     "SKEW_MIN_LINES",
@@ -293,6 +311,7 @@ SKEW_PROXY_QUANTILE = _rule(
     "the skew search's excess is clipped at this quantile (an outlier line would decide the correlation)",
     _FITTED + "unstated: unnamed since 51ca618",
     "none",
+    off=1.0,
 )
 # Reconciliation.
 ALONE_SHARE = _rule(
@@ -302,6 +321,7 @@ ALONE_SHARE = _rule(
     "a link with this share of a line's physics is its only cause (its gain is readable there)",
     _FITTED + "overlap-unequal-two-links and two-vendors-overlap (8d1791d)",
     _T + "reconcile.py::test_each_link_is_scaled_by_its_own_gain",
+    off=1.0,
 )
 GATE_SIGMAS = _rule(
     "GATE_SIGMAS",
@@ -310,6 +330,7 @@ GATE_SIGMAS = _rule(
     "a line's excess past this many noise deviations lets its scaled physics stand",
     _FITTED + "the lab, whose episodes sit near its noise (b98b237)",
     _T + "reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
+    off=0.0,
 )
 ALLOWANCE_SIGMAS = _rule(
     "ALLOWANCE_SIGMAS",
@@ -326,6 +347,7 @@ AGREE_SIGMAS = _rule(
     "excess and scaled physics within this many combined deviations measure the same thing",
     _FITTED + "the shipped scenarios (35e3d92)",
     _T + "reconcile.py::test_an_episodes_first_step_is_its_excess_where_its_physics_is_only_partly_there",
+    off=math.inf,
 )
 PHYSICS_ERROR = _rule(
     "PHYSICS_ERROR",
@@ -342,6 +364,7 @@ PHYSICS_ERROR_FLOOR = _rule(
     "the least relative error of the scaled physics: it is never taken as exact",
     _FITTED + "the shipped matrix: diloco and harmless-beside-harmful (92729bd)",
     "none",
+    off=0.0,
 )
 MIN_ERROR_LINES = _rule(
     "MIN_ERROR_LINES",
@@ -359,6 +382,7 @@ EDGE_SHARE = _rule(
     "a run's ramp is what comes before (after) its first (last) level of this share of its peak",
     _FITTED + "logs-every-10-skewed and overlap-unequal-two-links (4709c1b)",
     _T + "placement.py::test_an_episodes_smeared_first_reading_is_its_level_over_the_readings_last_part",
+    off=0.0,
 )
 STALL_SHARE = _rule(
     "STALL_SHARE",
@@ -367,6 +391,7 @@ STALL_SHARE = _rule(
     "a run of an interval's time the network took at least this much of is one stall",
     _FITTED + "logs-every-10-skewed (fd713cb)",
     _T + "placement.py::test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_density",
+    off=math.inf,
 )
 STALL_HELD_WITHIN = _rule(
     "STALL_HELD_WITHIN",
@@ -375,6 +400,7 @@ STALL_HELD_WITHIN = _rule(
     "a stall block opening within this share of an iteration after its work ended is that iteration's",
     _FITTED + "logs-every-10-skewed on six recordings (b1feeee)",
     _T + "placement.py::test_a_stall_opening_just_after_an_iteration_ended_is_that_iterations",
+    off=0.0,
 )
 # analyzer.physics: how the readings become quantities.
 HELD_OVER_USUAL = _rule(
@@ -384,6 +410,7 @@ HELD_OVER_USUAL = _rule(
     "an egress queue past this many times its usual length (two readings running) stands",
     _FITTED + "a burst's one-reading peak must not stand; set with the standing-queue rule (0f5e93b)",
     _T + "episode.py::test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_running",
+    off=math.inf,
 )
 STEADY_QUANTILE = _rule(
     "STEADY_QUANTILE",
@@ -393,4 +420,10 @@ STEADY_QUANTILE = _rule(
     _FITTED
     + "the lab's links: probes wait behind the job's own traffic (61-72 us by median on a 27 us path; 1039c4b)",
     "none",
+    off=0.0,
 )
+
+
+_UNKNOWN = TURNED_OFF - {rule.name for rule in RULES.values() if rule.off is not None}
+if _UNKNOWN:
+    raise ValueError(f"{OFF_VARIABLE}: not a rule with an off value: {', '.join(sorted(_UNKNOWN))}")

@@ -4,6 +4,9 @@ in it is used and names a test that exists, and the method's functions stay shor
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from analyzer import physics
@@ -81,3 +84,30 @@ def test_no_function_of_the_method_is_over_80_lines() -> None:
         if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > LONGEST_FUNCTION  # type: ignore[operator]
     ]
     assert long == []
+
+
+def test_only_a_fitted_rule_has_an_off_value() -> None:
+    """Ablation turns off what was fitted; a principle is not a candidate to leave."""
+    offs = [rule for rule in rules.RULES.values() if rule.off is not None]
+    assert offs
+    assert [rule.name for rule in offs if not rule.origin.startswith("fitted: ")] == []
+
+
+def _values_under(turned_off: str) -> subprocess.CompletedProcess[str]:
+    probe = "from analyzer import physics; from analyzer.attribution import rules; "
+    probe += "print(physics.HELD_OVER_USUAL, rules.RULES['HELD_OVER_USUAL'].value)"
+    env = {**os.environ, rules.OFF_VARIABLE: turned_off}
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+
+
+def test_a_rule_named_in_the_environment_takes_its_off_value_and_the_table_keeps_its_own() -> None:
+    """``bench/bench_ablation.py`` runs ``spanwatch analyze`` with one rule off this way."""
+    done = _values_under("HELD_OVER_USUAL")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(rules.RULES["HELD_OVER_USUAL"].off), str(rules.HELD_OVER_USUAL)]
+
+
+def test_a_name_that_is_no_rule_to_turn_off_is_refused() -> None:
+    done = _values_under("HELD_OVER_USUAL,MAD_TO_SIGMA")
+    assert done.returncode != 0
+    assert "not a rule with an off value: MAD_TO_SIGMA" in done.stderr

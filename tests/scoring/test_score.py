@@ -386,3 +386,35 @@ def test_a_run_with_any_true_cost_keeps_its_control(tmp_path: Path) -> None:
     assert not score.is_quiet(score.read_truth(tmp_path / "truth.json"))
     assert "not_applicable" not in result["control"]
     assert result["control"]["fails_timing_goal"] and result["passed"], result["why"]
+
+
+def test_the_diagnosis_tells_cost_misplaced_inside_logged_lines_and_reads_the_skew(tmp_path: Path) -> None:
+    """Steps 1-10 logged as two lines of 5: a cost on step 3 read on step 4 is right per line and wrong per
+    step; one read on step 7 is wrong both ways."""
+    doc = truth_doc(costs={3: {"L1": 0.2}}, episodes=[])
+    doc["job"] = {"log_every": 5, "clock_skew_seconds": 0.5}
+    analysis = tmp_path / "inside" / "analysis"  # where ``scored`` writes the analysis
+    analysis.mkdir(parents=True)
+    (analysis / "summary.json").write_text(json.dumps({"skew_seconds": -1.0}))
+    inside = scored(tmp_path / "inside", doc, costs={4: {"L1": 0.2}})["detail"]["diagnosis"]
+    assert inside["line_error"] == pytest.approx(0.0)
+    assert inside["skew_error_seconds"] == pytest.approx(-1.5)
+    outside = scored(tmp_path / "outside", doc, costs={7: {"L1": 0.2}})["detail"]["diagnosis"]
+    assert outside["line_error"] == pytest.approx(2.0)
+    assert outside["skew_error_seconds"] is None  # no summary.json: the analysis does not say
+
+
+def test_the_diagnosis_says_whether_a_true_cost_stands_above_the_step_noise(tmp_path: Path) -> None:
+    # Compute times spread by +-10 ms around 0.8 s (a robust sigma of about 15 ms): 20 ms in one step of a
+    # 5-step line is within 3 sigma * sqrt(5) of noise, 200 ms is not.
+    def doc(cost: float) -> dict[str, Any]:
+        d = truth_doc(costs={3: {"L1": cost}}, episodes=[])
+        d["job"] = {"log_every": 5}
+        for step in d["steps"]:
+            step["compute_seconds"] = 0.8 + (0.01 if step["step"] % 2 else -0.01)
+        return d
+
+    hidden = scored(tmp_path / "hidden", doc(0.02), costs={3: {"L1": 0.02}})["detail"]["diagnosis"]
+    shown = scored(tmp_path / "shown", doc(0.2), costs={3: {"L1": 0.2}})["detail"]["diagnosis"]
+    assert hidden["truth_visible"] is False
+    assert shown["truth_visible"] is True
