@@ -212,7 +212,8 @@ def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """What each quantity of each link end added over each window.
 
     Each (link end, quantity)'s running total is interpolated linearly at the windows' edges (held flat
-    outside its readings): one ``numpy.interp`` per series over every window at once.
+    outside its readings): one ``numpy.interp`` per quantity over every series and window at once
+    (``_increases``), written straight into the end x window columns.
 
     Args:
         totals: ``running_totals`` output.
@@ -223,32 +224,77 @@ def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
         ``covered`` (seconds of the window inside the end's observation) and ``seconds`` (its length).
     """
     frame = windows.with_columns(pl.col("lo", "hi").cast(_US)).collect()
-    lo = frame["lo"].dt.epoch("us").to_numpy().astype(np.float64)
-    hi = frame["hi"].dt.epoch("us").to_numpy().astype(np.float64)
-    parts = []
-    for (link, device), series in totals.collect().partition_by(["link", "device"], as_dict=True).items():
-        times = series["time"].dt.epoch("us").to_numpy().astype(np.float64)
-        first, last = times.min(), times.max()
-        covered = np.clip(np.minimum(hi, last) - np.maximum(lo, first), 0.0, None) / 1e6
-        columns: dict[str, object] = {
-            "window": frame["window"],
-            "link": link,
-            "device": device,
-            "covered": covered,
-        }
-        for quantity in QUANTITIES:
-            rows = series.filter(pl.col("quantity") == quantity)
-            if rows.is_empty():
-                columns[quantity] = 0.0
-                continue
-            t = rows["time"].dt.epoch("us").to_numpy().astype(np.float64)
-            c = rows["total"].to_numpy()
-            columns[quantity] = np.clip(np.interp(hi, t, c) - np.interp(lo, t, c), 0.0, None)
-        parts.append(pl.DataFrame(columns))
-    schema = {"window": frame.schema["window"], "link": pl.String(), "device": pl.String()}
-    empty = pl.DataFrame(
-        schema={**schema, "covered": pl.Float64(), **dict.fromkeys(QUANTITIES, pl.Float64())}
+    series = totals.with_columns(time=pl.col("time").cast(_US).dt.epoch("us")).collect()
+    ends = series.select("link", "device").unique(maintain_order=True)
+    if ends.is_empty():
+        names = {"window": frame.schema["window"], "link": pl.String(), "device": pl.String()}
+        return pl.LazyFrame(
+            schema={**names, **dict.fromkeys(["covered", *QUANTITIES, "seconds"], pl.Float64())}
+        )
+    series = series.join(ends.with_row_index("end"), on=["link", "device"]).sort("end", "quantity", "time")
+    lo = frame["lo"].dt.epoch("us").to_numpy()
+    hi = frame["hi"].dt.epoch("us").to_numpy()
+    span = series.group_by("end").agg(first=pl.col("time").min(), last=pl.col("time").max()).sort("end")
+    first = span["first"].to_numpy().astype(np.float64)[:, None]
+    last = span["last"].to_numpy().astype(np.float64)[:, None]
+    covered = np.clip(
+        np.minimum(hi.astype(np.float64), last) - np.maximum(lo.astype(np.float64), first), 0.0, None
     )
-    wide = pl.concat(parts, how="vertical_relaxed") if parts else empty
-    seconds = (pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9
-    return wide.lazy().join(frame.lazy().select("window", seconds=seconds), on="window")
+    seconds = frame.select(s=(pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9)["s"].to_numpy()
+    end_of_row = np.repeat(np.arange(ends.height), frame.height)
+    columns: dict[str, object] = {
+        "window": pl.concat([frame["window"]] * ends.height),
+        "link": ends["link"].gather(end_of_row),
+        "device": ends["device"].gather(end_of_row),
+        "covered": (covered / 1e6).ravel(),
+    }
+    for quantity in QUANTITIES:
+        added = np.zeros((ends.height, frame.height))
+        # A running total that never moves adds nothing to any window: most series of a run.
+        moves = pl.col("total").max().over("end") > pl.col("total").min().over("end")
+        rows = series.filter(pl.col("quantity") == quantity).filter(moves)
+        if rows.height:
+            added[rows["end"].unique(maintain_order=True).to_numpy()] = _increases(rows, lo, hi)
+        columns[quantity] = added.ravel()
+    columns["seconds"] = np.tile(seconds, ends.height)
+    return pl.DataFrame(columns).lazy()
+
+
+_QUERIES_PER_PASS = 1 << 22  # window edges read per numpy.interp call (memory: 8 bytes x a few each)
+
+
+def _increases(series: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Each series' increase over each window (clipped at 0): a row per series, a column per window.
+
+    Args:
+        series: ``end``, ``time`` (whole microseconds), ``total``, sorted by ``end`` then ``time``.
+        lo, hi: the windows' edges (whole microseconds).
+
+    The series are laid end to end on one axis, each past the previous one's last time, and each window
+    edge is held inside its own series' readings (as ``numpy.interp`` holds a series flat outside them):
+    one call reads many series with the arithmetic of one call per series, the times being whole numbers
+    (exact in a float below 2^53).
+    """
+    end = series["end"].to_numpy()
+    times = series["time"].to_numpy()
+    totals = series["total"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, end[1:] != end[:-1]])
+    stops = np.r_[starts[1:], len(end)]
+    origin = int(min(times.min(), lo.min()))
+    extent = int(max(times.max(), hi.max())) - origin + 1
+    per_pass = max(1, min((1 << 52) // extent, _QUERIES_PER_PASS // max(1, len(lo))))
+    out = np.empty((len(starts), len(lo)))
+    for head in range(0, len(starts), per_pass):  # bounded memory and exact offsets, not one per series
+        part = slice(head, head + per_pass)
+        shift = np.arange(len(starts[part]), dtype=np.int64)[:, None] * extent - origin
+        rows = slice(starts[part][0], stops[part][-1])
+        axis = (times[rows] + np.repeat(shift[:, 0], stops[part] - starts[part])).astype(np.float64)
+        low = times[starts[part]][:, None]
+        high = times[stops[part] - 1][:, None]
+
+        def at(edge: np.ndarray) -> np.ndarray:
+            held = np.minimum(np.maximum(edge, low), high) + shift  # noqa: B023
+            return np.interp(held.astype(np.float64), axis, totals[rows])  # noqa: B023
+
+        out[part] = np.clip(at(hi) - at(lo), 0.0, None)
+    return out
