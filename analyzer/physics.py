@@ -98,8 +98,16 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     Returns:
         ``READINGS`` rows of link member interfaces.
     """
+    # Which quantity each series is, from its metric and labels: only those series' readings are read on
+    # (the job class's queues of link members, a small share of the readings). Signals are grouped by
+    # series: a series' first row names its metric.
+    first_rows = signals.filter((pl.col("series") != pl.col("series").shift(1)).fill_null(True))
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
-    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD]
+    named = first_rows.select("series", "metric").join(
+        place.filter(pl.col("link").is_not_null()), on="series"
+    )
+    quantities = named.select("series", "link", "device", quantity=quantity_of(job_class))
+    quantities = quantities.filter(pl.col("quantity").is_not_null()).collect()
     metric = pl.col("metric").cast(pl.String)
     # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``)
     # or queue length. Computed once, as a column: the expressions below read it several times.
@@ -122,7 +130,7 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     stands = high & ((same_prev & high.shift(1)) | (same_next & high.shift(-1))).fill_null(False)
     standing = pl.when(stands).then((pl.col("value") - usual) * pl.col("seconds")).otherwise(0.0)
     sig = (
-        signals.filter(pl.col("metric").is_in(wanted))
+        signals.filter(pl.col("series").is_in(quantities["series"].implode()))
         .with_columns(usual=pl.col("value").median().over("series"))
         .with_columns(high=(metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual))
         .with_columns(amount=amount.fill_null(0.0), standing=standing.fill_null(0.0))
@@ -135,14 +143,22 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         | (same_prev & adds.shift(1).fill_null(False))
         | (same_next & adds.shift(-1).fill_null(False))
     )
-    rows = sig.filter(keep).join(place, on="series").filter(pl.col("link").is_not_null())
+    rows = sig.filter(keep).join(quantities.lazy(), on="series")
+    amount = pl.when(pl.col("quantity") == "queued").then(pl.col("standing")).otherwise(pl.col("amount"))
+    out = rows.select("link", "device", "time", "quantity", amount=amount)
+    return schemas.conform_lazy(READINGS, out)
+
+
+def quantity_of(job_class: str | None) -> pl.Expr:
+    """Which physics quantity a series (its ``metric`` and labels) is, or null (``readings``)."""
+    metric = pl.col("metric").cast(pl.String)
     mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
     ingress = mine & (pl.col("direction") == "rx")
     egress = mine & (pl.col("direction").fill_null("tx") != "rx")
     job_priority = pl.col("priority") == (job_class or "")
     paused_here = job_priority & (pl.col("direction").fill_null("rx") == "rx")
     pausing_here = job_priority & (pl.col("direction") == "tx")
-    quantity = (
+    return (
         pl.when((metric == SENT) & mine)
         .then(pl.lit("sent"))
         .when((metric == DROPPED) & mine)
@@ -164,9 +180,6 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .when((metric == HELD) & egress)
         .then(pl.lit("queued"))
     )
-    amount = pl.when(quantity == "queued").then(pl.col("standing")).otherwise(pl.col("amount"))
-    out = rows.select("link", "device", "time", quantity=quantity, amount=amount)
-    return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))
 
 
 def members(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
