@@ -106,8 +106,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     named = first_rows.select("series", "metric").join(
         place.filter(pl.col("link").is_not_null()), on="series"
     )
-    quantities = named.select("series", "link", "device", quantity=quantity_of(job_class))
-    quantities = quantities.filter(pl.col("quantity").is_not_null()).collect()
+    quantified = named.select("series", "link", "device", quantity=quantity_of(job_class))
+    quantities = quantified.filter(pl.col("quantity").is_not_null()).collect()
     metric = pl.col("metric").cast(pl.String)
     # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``)
     # or queue length. Computed once, as a column: the expressions below read it several times.
@@ -304,10 +304,11 @@ def _increases(series: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> np.ndarr
         axis = (times[rows] + np.repeat(shift[:, 0], stops[part] - starts[part])).astype(np.float64)
         low = times[starts[part]][:, None]
         high = times[stops[part] - 1][:, None]
-
-        def at(edge: np.ndarray) -> np.ndarray:
-            held = np.minimum(np.maximum(edge, low), high) + shift  # noqa: B023
-            return np.interp(held.astype(np.float64), axis, totals[rows])  # noqa: B023
-
-        out[part] = np.clip(at(hi) - at(lo), 0.0, None)
+        at_hi, at_lo = (
+            np.interp(
+                (np.minimum(np.maximum(edge, low), high) + shift).astype(np.float64), axis, totals[rows]
+            )
+            for edge in (hi, lo)
+        )
+        out[part] = np.clip(at_hi - at_lo, 0.0, None)
     return out
