@@ -264,8 +264,8 @@ def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     for quantity in QUANTITIES:
         added = np.zeros((ends.height, frame.height))
         # A running total that never moves adds nothing to any window: most series of a run.
-        moves = pl.col("total").max().over("end") > pl.col("total").min().over("end")
-        rows = series.filter(pl.col("quantity") == quantity).filter(moves)
+        moves = (pl.col("total").max() > pl.col("total").min()) | pl.col("total").is_nan().any()
+        rows = series.filter(pl.col("quantity") == quantity).filter(moves.over("end"))
         if rows.height:
             added[rows["end"].unique(maintain_order=True).to_numpy()] = _increases(rows, lo, hi)
         columns[quantity] = added.ravel()
