@@ -98,8 +98,16 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     Returns:
         ``READINGS`` rows of link member interfaces.
     """
+    # Which quantity each series is, from its metric and labels: only those series' readings are read on
+    # (the job class's queues of link members, a small share of the readings). Signals are grouped by
+    # series: a series' first row names its metric.
+    first_rows = signals.filter((pl.col("series") != pl.col("series").shift(1)).fill_null(True))
     place = labels.select("series", "link", "device", "queue", "priority", "direction")
-    wanted = [SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD]
+    named = first_rows.select("series", "metric").join(
+        place.filter(pl.col("link").is_not_null()), on="series"
+    )
+    quantified = named.select("series", "link", "device", quantity=quantity_of(job_class))
+    quantities = quantified.filter(pl.col("quantity").is_not_null()).collect()
     metric = pl.col("metric").cast(pl.String)
     # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``)
     # or queue length. Computed once, as a column: the expressions below read it several times.
@@ -122,7 +130,7 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     stands = high & ((same_prev & high.shift(1)) | (same_next & high.shift(-1))).fill_null(False)
     standing = pl.when(stands).then((pl.col("value") - usual) * pl.col("seconds")).otherwise(0.0)
     sig = (
-        signals.filter(pl.col("metric").is_in(wanted))
+        signals.filter(pl.col("series").is_in(quantities["series"].implode()))
         .with_columns(usual=pl.col("value").median().over("series"))
         .with_columns(high=(metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual))
         .with_columns(amount=amount.fill_null(0.0), standing=standing.fill_null(0.0))
@@ -135,14 +143,22 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         | (same_prev & adds.shift(1).fill_null(False))
         | (same_next & adds.shift(-1).fill_null(False))
     )
-    rows = sig.filter(keep).join(place, on="series").filter(pl.col("link").is_not_null())
+    rows = sig.filter(keep).join(quantities.lazy(), on="series")
+    amount = pl.when(pl.col("quantity") == "queued").then(pl.col("standing")).otherwise(pl.col("amount"))
+    out = rows.select("link", "device", "time", "quantity", amount=amount)
+    return schemas.conform_lazy(READINGS, out)
+
+
+def quantity_of(job_class: str | None) -> pl.Expr:
+    """Which physics quantity a series (its ``metric`` and labels) is, or null (``readings``)."""
+    metric = pl.col("metric").cast(pl.String)
     mine = pl.lit(False) if job_class is None else pl.col("queue") == job_class
     ingress = mine & (pl.col("direction") == "rx")
     egress = mine & (pl.col("direction").fill_null("tx") != "rx")
     job_priority = pl.col("priority") == (job_class or "")
     paused_here = job_priority & (pl.col("direction").fill_null("rx") == "rx")
     pausing_here = job_priority & (pl.col("direction") == "tx")
-    quantity = (
+    return (
         pl.when((metric == SENT) & mine)
         .then(pl.lit("sent"))
         .when((metric == DROPPED) & mine)
@@ -164,9 +180,6 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .when((metric == HELD) & egress)
         .then(pl.lit("queued"))
     )
-    amount = pl.when(quantity == "queued").then(pl.col("standing")).otherwise(pl.col("amount"))
-    out = rows.select("link", "device", "time", quantity=quantity, amount=amount)
-    return schemas.conform_lazy(READINGS, out.filter(pl.col("quantity").is_not_null()))
 
 
 def members(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
@@ -212,7 +225,8 @@ def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """What each quantity of each link end added over each window.
 
     Each (link end, quantity)'s running total is interpolated linearly at the windows' edges (held flat
-    outside its readings): one ``numpy.interp`` per series over every window at once.
+    outside its readings): one ``numpy.interp`` per quantity over every series and window at once
+    (``_increases``), written straight into the end x window columns.
 
     Args:
         totals: ``running_totals`` output.
@@ -223,32 +237,78 @@ def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
         ``covered`` (seconds of the window inside the end's observation) and ``seconds`` (its length).
     """
     frame = windows.with_columns(pl.col("lo", "hi").cast(_US)).collect()
-    lo = frame["lo"].dt.epoch("us").to_numpy().astype(np.float64)
-    hi = frame["hi"].dt.epoch("us").to_numpy().astype(np.float64)
-    parts = []
-    for (link, device), series in totals.collect().partition_by(["link", "device"], as_dict=True).items():
-        times = series["time"].dt.epoch("us").to_numpy().astype(np.float64)
-        first, last = times.min(), times.max()
-        covered = np.clip(np.minimum(hi, last) - np.maximum(lo, first), 0.0, None) / 1e6
-        columns: dict[str, object] = {
-            "window": frame["window"],
-            "link": link,
-            "device": device,
-            "covered": covered,
-        }
-        for quantity in QUANTITIES:
-            rows = series.filter(pl.col("quantity") == quantity)
-            if rows.is_empty():
-                columns[quantity] = 0.0
-                continue
-            t = rows["time"].dt.epoch("us").to_numpy().astype(np.float64)
-            c = rows["total"].to_numpy()
-            columns[quantity] = np.clip(np.interp(hi, t, c) - np.interp(lo, t, c), 0.0, None)
-        parts.append(pl.DataFrame(columns))
-    schema = {"window": frame.schema["window"], "link": pl.String(), "device": pl.String()}
-    empty = pl.DataFrame(
-        schema={**schema, "covered": pl.Float64(), **dict.fromkeys(QUANTITIES, pl.Float64())}
+    series = totals.with_columns(time=pl.col("time").cast(_US).dt.epoch("us")).collect()
+    ends = series.select("link", "device").unique(maintain_order=True)
+    if ends.is_empty():
+        names = {"window": frame.schema["window"], "link": pl.String(), "device": pl.String()}
+        return pl.LazyFrame(
+            schema={**names, **dict.fromkeys(["covered", *QUANTITIES, "seconds"], pl.Float64())}
+        )
+    series = series.join(ends.with_row_index("end"), on=["link", "device"]).sort("end", "quantity", "time")
+    lo = frame["lo"].dt.epoch("us").to_numpy()
+    hi = frame["hi"].dt.epoch("us").to_numpy()
+    span = series.group_by("end").agg(first=pl.col("time").min(), last=pl.col("time").max()).sort("end")
+    first = span["first"].to_numpy().astype(np.float64)[:, None]
+    last = span["last"].to_numpy().astype(np.float64)[:, None]
+    covered = np.clip(
+        np.minimum(hi.astype(np.float64), last) - np.maximum(lo.astype(np.float64), first), 0.0, None
     )
-    wide = pl.concat(parts, how="vertical_relaxed") if parts else empty
-    seconds = (pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9
-    return wide.lazy().join(frame.lazy().select("window", seconds=seconds), on="window")
+    seconds = frame.select(s=(pl.col("hi") - pl.col("lo")).dt.total_nanoseconds() / 1e9)["s"].to_numpy()
+    end_of_row = np.repeat(np.arange(ends.height), frame.height)
+    columns: dict[str, object] = {
+        "window": pl.concat([frame["window"]] * ends.height),
+        "link": ends["link"].gather(end_of_row),
+        "device": ends["device"].gather(end_of_row),
+        "covered": (covered / 1e6).ravel(),
+    }
+    for quantity in QUANTITIES:
+        added = np.zeros((ends.height, frame.height))
+        # A running total that never moves adds nothing to any window: most series of a run.
+        moves = (pl.col("total").max() > pl.col("total").min()) | pl.col("total").is_nan().any()
+        rows = series.filter(pl.col("quantity") == quantity).filter(moves.over("end"))
+        if rows.height:
+            added[rows["end"].unique(maintain_order=True).to_numpy()] = _increases(rows, lo, hi)
+        columns[quantity] = added.ravel()
+    columns["seconds"] = np.tile(seconds, ends.height)
+    return pl.DataFrame(columns).lazy()
+
+
+_QUERIES_PER_PASS = 1 << 22  # window edges read per numpy.interp call (memory: 8 bytes x a few each)
+
+
+def _increases(series: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Each series' increase over each window (clipped at 0): a row per series, a column per window.
+
+    Args:
+        series: ``end``, ``time`` (whole microseconds), ``total``, sorted by ``end`` then ``time``.
+        lo, hi: the windows' edges (whole microseconds).
+
+    The series are laid end to end on one axis, each past the previous one's last time, and each window
+    edge is held inside its own series' readings (as ``numpy.interp`` holds a series flat outside them):
+    one call reads many series with the arithmetic of one call per series, the times being whole numbers
+    (exact in a float below 2^53).
+    """
+    end = series["end"].to_numpy()
+    times = series["time"].to_numpy()
+    totals = series["total"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, end[1:] != end[:-1]])
+    stops = np.r_[starts[1:], len(end)]
+    origin = int(min(times.min(), lo.min()))
+    extent = int(max(times.max(), hi.max())) - origin + 1
+    per_pass = max(1, min((1 << 52) // extent, _QUERIES_PER_PASS // max(1, len(lo))))
+    out = np.empty((len(starts), len(lo)))
+    for head in range(0, len(starts), per_pass):  # bounded memory and exact offsets, not one per series
+        part = slice(head, head + per_pass)
+        shift = np.arange(len(starts[part]), dtype=np.int64)[:, None] * extent - origin
+        rows = slice(starts[part][0], stops[part][-1])
+        axis = (times[rows] + np.repeat(shift[:, 0], stops[part] - starts[part])).astype(np.float64)
+        low = times[starts[part]][:, None]
+        high = times[stops[part] - 1][:, None]
+        at_hi, at_lo = (
+            np.interp(
+                (np.minimum(np.maximum(edge, low), high) + shift).astype(np.float64), axis, totals[rows]
+            )
+            for edge in (hi, lo)
+        )
+        out[part] = np.clip(at_hi - at_lo, 0.0, None)
+    return out

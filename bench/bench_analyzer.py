@@ -25,7 +25,7 @@ Run::
     .venv/bin/python bench/bench_analyzer.py --rows 10_000_000 --steps 1_000_000 --keep /tmp/a10m \
         --engines spanwatch duckdb pandas pandas-hta --repeat 3
 
-Peak memory is the child's ``VmHWM`` (``peak_rss_mb``). Default size runs in a few minutes on 2 cores.
+Peak memory is the child's ``VmHWM`` (``peak_rss_mb``); ``cpu`` is its CPU time, every thread's. Default size runs in a few minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -274,11 +274,13 @@ def peak_rss_mb() -> float:
 
 def child(engine: str, archive: Path, steps_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    begin = time.perf_counter()
+    begin, cpu_begin = time.perf_counter(), time.process_time()
     result = ENGINES[engine](archive, steps_path)
     seconds = time.perf_counter() - begin
+    # CPU seconds of every thread: steadier than the wall clock on a machine shared with other jobs.
+    cpu = time.process_time() - cpu_begin
     peak_mb = peak_rss_mb()
-    print(json.dumps({"engine": engine, "seconds": seconds, "peak_mb": peak_mb, **result}))
+    print(json.dumps({"engine": engine, "seconds": seconds, "cpu_s": cpu, "peak_mb": peak_mb, **result}))
 
 
 def main() -> None:
@@ -331,7 +333,7 @@ def main() -> None:
                 runs.setdefault(engine, []).append(r)
                 stages = f"  {r['stages']}" if "stages" in r else ""
                 print(
-                    f"{engine:>10}: {r['seconds']:8.2f} s  peak {r['peak_mb']:8.0f} MB  "
+                    f"{engine:>10}: {r['seconds']:8.2f} s  cpu {r['cpu_s']:7.2f} s  peak {r['peak_mb']:8.0f} MB  "
                     f"events {r['events']:>6}  exposed {r['exposed']:.6f} s{stages}",
                     flush=True,
                 )
@@ -341,18 +343,20 @@ def main() -> None:
 def report(runs: dict[str, list[dict[str, Any]]]) -> None:
     """Medians per engine, ratios against spanwatch, and the agreement check (exit 1 on disagreement)."""
     med = {
-        engine: {k: float(np.median([r[k] for r in rs])) for k in ("seconds", "peak_mb")}
+        engine: {k: float(np.median([r[k] for r in rs])) for k in ("seconds", "cpu_s", "peak_mb")}
         for engine, rs in runs.items()
     }
     for engine, m in med.items():
         print(
-            f"median {engine:>10}: {m['seconds']:8.2f} s  peak {m['peak_mb']:8.0f} MB  (n={len(runs[engine])})"
+            f"median {engine:>10}: {m['seconds']:8.2f} s  cpu {m['cpu_s']:7.2f} s  peak {m['peak_mb']:8.0f} MB  "
+            f"(n={len(runs[engine])})"
         )
     if "spanwatch" in med:
         for other in med:
             if other != "spanwatch":
                 ratio = med[other]["seconds"] / med["spanwatch"]["seconds"]
-                print(f"spanwatch vs {other}: {ratio:.2f}x faster")
+                cpu_ratio = med[other]["cpu_s"] / med["spanwatch"]["cpu_s"]
+                print(f"spanwatch vs {other}: {ratio:.2f}x faster ({cpu_ratio:.2f}x less CPU)")
     results = [r for rs in runs.values() for r in rs]
     if results:
         ref = results[0]

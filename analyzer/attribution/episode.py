@@ -83,27 +83,52 @@ def step_physics(
     Returns:
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
     """
-    with_capacity = amounts.join(ends.select("link", "device", "capacity"), on=["link", "device"])
-    amounts = with_capacity.filter(has_a_cause().fill_null(False)).drop("capacity")
+    capacity = ends.select("link", "device", "capacity")
+    # Most cells of most ends hold nothing: they leave before the join (a test without the capacity that
+    # every cause passes), and the whole grid is joined to it only for a reroute.
+    candidates = amounts.filter(may_hold_a_cause()).join(capacity, on=["link", "device"])
+    caused = candidates.filter(has_a_cause().fill_null(False)).drop("capacity")
     # Pauses this end sent are to its own hosts (they hold the job's bytes back) and over the wave (the
     # far end's "paused"): what it sent less what the far end received is what its hosts were held.
     far = pl.col("paused").sum().over("window", "link") - pl.col("paused")
-    amounts = amounts.with_columns(held=(pl.col("pausing") - far).clip(lower_bound=0.0))
+    caused = caused.with_columns(held=(pl.col("pausing") - far).clip(lower_bound=0.0))
     rows = (
-        amounts.join(ends, on=["link", "device"], how="inner")
+        caused.join(ends, on=["link", "device"], how="inner")
         .join(links.select("link", "bytes", rtt="round_trip_seconds"), on="link")
         .join(windows.select("window", "seconds_step"), on="window")
         .filter(pl.col("bytes").is_null() | (pl.col("bytes") > 0))
         .with_columns(known=pl.col("bytes").is_not_null(), bytes=pl.col("bytes").fill_null(0.0))
     )
     per_end = per_step_and_second(causes(rows))
-    per_end = rerouted(per_end, with_capacity, ahead)
+    if any_down(amounts):
+        per_end = rerouted(per_end, amounts.join(capacity, on=["link", "device"]), ahead)
     # The two directions of a link run in parallel: the slower one decides.
     return (
         per_end.sort("physics", descending=True)
         .group_by("window", "link")
         .agg(pl.all().exclude("window", "link").first())
     )
+
+
+def may_hold_a_cause() -> pl.Expr:
+    """``has_a_cause`` without the capacity: true wherever it is (other traffic past a share of a capacity,
+    which is never negative, is past 0)."""
+    other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
+    return (other_rate > 0) | held_or_lost()
+
+
+def held_or_lost() -> pl.Expr:
+    """Whether a window of a link end holds a cause other than other traffic."""
+    return (pl.col("down") + pl.col("slow") + pl.col("ingress") + pl.col("queued") > 0) | (
+        pl.col("paused") + pl.col("pausing") + pl.col("dropped") + pl.col("dropped_frames") + pl.col("fcs")
+        > 0
+    )
+
+
+def any_down(amounts: pl.DataFrame) -> bool:
+    """Whether any link end read a member down in the run."""
+    most = amounts["down"].max()
+    return isinstance(most, (int, float)) and most > 0
 
 
 def has_a_cause() -> pl.Expr:
@@ -116,23 +141,12 @@ def has_a_cause() -> pl.Expr:
     """
     other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
     return (
-        (
-            other_rate
-            > pl.max_horizontal(
-                OTHER_SHARE * pl.col("capacity"),
-                pl.min_horizontal(RATE_NOISE_SIGMAS * pl.col("rate_noise"), NOISE_SHARE * pl.col("capacity")),
-            )
+        other_rate
+        > pl.max_horizontal(
+            OTHER_SHARE * pl.col("capacity"),
+            pl.min_horizontal(RATE_NOISE_SIGMAS * pl.col("rate_noise"), NOISE_SHARE * pl.col("capacity")),
         )
-        | (pl.col("down") + pl.col("slow") + pl.col("ingress") + pl.col("queued") > 0)
-        | (
-            pl.col("paused")
-            + pl.col("pausing")
-            + pl.col("dropped")
-            + pl.col("dropped_frames")
-            + pl.col("fcs")
-            > 0
-        )
-    )
+    ) | held_or_lost()
 
 
 def capacity_up() -> pl.Expr:
@@ -246,8 +260,7 @@ def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame, ahead: int = 0) -> pl
         ahead: windows in one poll interval: a status reading says a port is down once it is, up to a poll
             after its traffic moved, so a link counts as down that much before it reads down.
     """
-    most = amounts["down"].max()
-    if not (isinstance(most, (int, float)) and most > 0):  # no link down in the run
+    if not any_down(amounts):  # no link down in the run
         return per_end
     rate = pl.col("sent") / pl.col("seconds")
     soon = pl.col("down").reverse().rolling_max(ahead + 1, min_samples=1).reverse().over("link", "device")

@@ -71,20 +71,17 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     keyed = lines.with_columns(position=position)
     clean = pl.col("physics") <= 0
     med = pl.coalesce(pl.col("per_step").filter(clean).median(), pl.col("per_step").median())
-    base = keyed.group_by("rank", "position").agg(baseline=med)
+    # Columns over groups rather than grouped tables joined back: each line is one row throughout.
+    keyed = keyed.with_columns(baseline=med.over("rank", "position"))
     if "lo" in keyed.collect_schema().names():
-        base = base.join(keyed.select("rank", "position", "step"), on=["rank", "position"])
-        base = base.join(local_baselines(keyed), on=["rank", "step"], how="left")
-        base = base.select("rank", "step", baseline=pl.coalesce("local", "baseline"))
-    keyed = keyed.join(base, on=[c for c in base.collect_schema().names() if c != "baseline"])
+        keyed = keyed.join(local_baselines(keyed), on=["rank", "step"], how="left")
+        keyed = keyed.with_columns(baseline=pl.coalesce("local", "baseline")).drop("local")
     # A line's seconds per step average its n steps: its deviation times the root of n is one step's.
     deviation = (pl.col("per_step") - pl.col("baseline")).abs() * pl.col("n").sqrt()
-    noise = keyed.group_by("rank").agg(
-        sigma=pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA
-    )
+    sigma = pl.coalesce(deviation.filter(clean).median(), deviation.median()) * MAD_TO_SIGMA
     # In a cycle (DiLoCo's outer sync every N steps) the positions far quicker than the slowest carry no
     # communication: no network time can be theirs.
-    keyed = keyed.join(noise, on="rank").with_columns(
+    keyed = keyed.with_columns(sigma=sigma.over("rank")).with_columns(
         usual=pl.col("baseline").median().over("rank", "position")
     )
     quiet = (pl.col("position") >= 0) & (

@@ -171,7 +171,13 @@ def network_time(
     shares = shapley(scaled.lazy(), _STEP).collect()
     step_total = shares.group_by(_STEP).agg(step_physics=pl.col("physics").max())
     steps = steps.join(step_total, on=_STEP, how="left").with_columns(pl.col("step_physics").fill_null(0.0))
-    line_scaled = steps.group_by("rank", "line").agg(scaled=pl.col("step_physics").sum())
+    # Only the steps with physics: a line without any scales to nothing (filled below).
+    line_scaled = (
+        steps.select("rank", "line", "step")
+        .join(step_total, on=_STEP)
+        .group_by("rank", "line")
+        .agg(scaled=pl.col("step_physics").sum())
+    )
     scaled_lines = judged.lazy().join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
     scaled_lines = scaled_lines.with_columns(pl.col("scaled").fill_null(0.0))
     return reconcile(timing_spread(scaled_lines, around)).collect(), gains, shares, steps

@@ -145,11 +145,8 @@ def physics_per_step(
 def lines_with_physics(lines: pl.DataFrame, steps: pl.DataFrame, caused: pl.DataFrame) -> pl.DataFrame:
     """Each line with its summed unscaled physics (``physics``: per step the strongest link's)."""
     raw = caused.group_by("rank", "step").agg(raw=pl.col("physics").max())
-    line_raw = (
-        steps.join(raw, on=["step", "rank"], how="left")
-        .group_by("rank", "line")
-        .agg(physics=pl.col("raw").sum())
-    )
+    # Only the steps with physics: a line without any sums to nothing (filled below).
+    line_raw = steps.join(raw, on=["step", "rank"]).group_by("rank", "line").agg(physics=pl.col("raw").sum())
     return lines.join(line_raw.rename({"line": "step"}), on=["step", "rank"], how="left").with_columns(
         pl.col("physics").fill_null(0.0)
     )
