@@ -20,6 +20,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from collector import daemon, mapping_files
 from collector.clock import FakeClock
+from collector.shedding import Shedder
 from collector.sources.gnmi.client import make_path
 from collector.store import Store, TargetLabels
 
@@ -74,7 +75,7 @@ def run(names: int, cap: int, folder: Path) -> dict[str, float]:
     clock = FakeClock()
     store = Store(clock, rendered=False)  # a worker's store, as in ``collector.worker``
     store.set_target(DEVICE, TargetLabels(max_series=config.defaults.max_series_per_target))
-    source = daemon._gnmi(config.targets[0], config, mappings, clock)  # as the daemon builds it
+    source = daemon._gnmi(config.targets[0], config, mappings, clock, Shedder())  # as the daemon builds it
     held = range(min(names, cap // len(LEAVES)))  # these fill the cap
     for value in (1, 2):  # two rounds: counters start, then advance
         for resp in responses(held, LEAVES, value):
