@@ -257,7 +257,9 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
         start, end = readings.counts["first"].min(), readings.counts["last"].max()
     links = _links(config, readings)
     exposed = float(analysis.links["exposed_total_seconds"].sum())
-    per_step = float(steps.group_by("step").agg(pl.col("duration_seconds").mean())["duration_seconds"].sum())
+    # Summed in step order: a group-by's rows come in any order, and a float sum's last digit with them.
+    mean_steps = steps.group_by("step").agg(pl.col("duration_seconds").mean()).sort("step")
+    per_step = float(mean_steps["duration_seconds"].sum())
     median = steps["duration_seconds"].median()
     gpu_hours = analysis.links["gpu_hours_lost"].sum() if gpus else None
     return Glance(

@@ -7,6 +7,7 @@ series are columns (``t`` seconds since the run's start, ``y`` values) so the JS
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -401,6 +402,12 @@ class ReportData:
     bus_bandwidth: BusBandwidth | None
 
 
+SIGNIFICANT_DIGITS = 9
+"""A figure's digits in ``report.json``: the tables' own agreement between engines (``analyzer.compare``:
+1e-9 relative). Past them a float's last digits tell only the order its sum was taken in (a group-by's rows
+come in any order, and the Ray engine's batches in another), not the network."""
+
+
 def to_json(data: ReportData) -> dict[str, Any]:
     """The report's data as JSON-ready dicts and lists.
 
@@ -408,6 +415,19 @@ def to_json(data: ReportData) -> dict[str, Any]:
         data: the report.
 
     Returns:
-        ``asdict(data)``: only str, int, float, bool, None, list and dict inside.
+        ``asdict(data)`` with every float to ``SIGNIFICANT_DIGITS``: only str, int, float, bool, None,
+        list and dict inside.
     """
-    return asdict(data)
+    rounded = _rounded(asdict(data))
+    assert isinstance(rounded, dict)
+    return rounded
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(item) for item in value]
+    return value
