@@ -381,6 +381,36 @@ class BusBandwidth:
 
 
 @dataclass(frozen=True)
+class RankRow:
+    """One of the slowest ranks.
+
+    Attributes:
+        rank: the rank.
+        steps: its steps in the logs.
+        step_mean_seconds: its mean step time.
+        over_median_seconds: that less the median rank's mean step time.
+        network_seconds: its step time attributed to the network, summed over its steps.
+    """
+
+    rank: int
+    steps: int
+    step_mean_seconds: float
+    over_median_seconds: float
+    network_seconds: float
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """The ranks rolled up (``analyzer.report.ranks``): how many, the median and slowest rank's mean step
+    time, and the slowest ranks named (never one row per rank)."""
+
+    count: int
+    step_mean_median_seconds: float | None
+    step_mean_max_seconds: float | None
+    worst: list[RankRow]
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything the report shows (``report.json``)."""
 
@@ -391,6 +421,7 @@ class ReportData:
     vendors: list[VendorReport]
     timeline: Timeline
     link_exposure: list[LinkExposure]
+    ranks: Ranks
     distributions: list[VendorDistributions]
     optics: Optics
     plan: PlanComparison | None
