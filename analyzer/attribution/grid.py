@@ -16,8 +16,9 @@ from analyzer import physics
 from analyzer.attribution.episode import floor, physics_of, with_a_cause, with_job_rates
 from analyzer.attribution.steady import job_rates
 
-CHUNK_ROWS = 1_000_000
-"""Cells x link ends of one chunk (about 120 MB of amounts); a link with more is a chunk alone."""
+CHUNK_ROWS = 250_000
+"""Cells x link ends of one chunk (about 30 MB of amounts, 0.1 GB while read); a link with more is a chunk
+alone."""
 
 
 def link_chunks(totals: pl.DataFrame, cells: int) -> Iterator[pl.DataFrame]:
