@@ -3,7 +3,7 @@ are cells x link ends rows (20,000 cells x 500 ends is 1e7 rows, about 1.2 GB, a
 while they are read), but what the method keeps of them is per end (``job_rates``) or a few cells (those
 with a cause, and those of a link down). So the amounts are made and read one chunk of whole links at a
 time, twice (the job's rates first: the steady figures and every cause need them): peak memory follows
-``CHUNK_ROWS``, not the number of link ends, with the same results as reading them at once.
+``physics.CHUNK_ROWS``, not the number of link ends, with the same results as reading them at once.
 """
 
 from __future__ import annotations
@@ -16,19 +16,15 @@ from analyzer import physics
 from analyzer.attribution.episode import floor, physics_of, with_a_cause, with_job_rates
 from analyzer.attribution.steady import job_rates
 
-CHUNK_ROWS = 250_000
-"""Cells x link ends of one chunk (about 30 MB of amounts, 0.1 GB while read); a link with more is a chunk
-alone."""
-
 
 def link_chunks(totals: pl.DataFrame, cells: int) -> Iterator[pl.DataFrame]:
-    """``totals`` in chunks of whole links, in link order, each of at most ``CHUNK_ROWS`` cells x ends
+    """``totals`` in chunks of whole links, in link order, each of at most ``physics.CHUNK_ROWS`` cells x ends
     (at least one chunk, empty when there is nothing)."""
     per_link = totals.select("link", "device").unique().group_by("link").len().sort("link")
     chunk: list[str] = []
     rows = 0
     for link, ends in per_link.iter_rows():
-        if chunk and rows + ends * cells > CHUNK_ROWS:
+        if chunk and rows + ends * cells > physics.CHUNK_ROWS:
             yield totals.filter(pl.col("link").is_in(chunk))
             chunk, rows = [], 0
         chunk.append(link)

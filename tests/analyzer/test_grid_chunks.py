@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from synthetic_fabric import Episode, config_yaml, step_rows, steps_jsonl, write_archive
 
-from analyzer import compare
+from analyzer import compare, physics
 from analyzer.analysis import Analysis, AnalysisInputs
 from analyzer.attribution import grid
 
@@ -35,10 +35,10 @@ def test_link_chunks_hold_whole_links_within_the_budget(monkeypatch: pytest.Monk
     totals = pl.DataFrame(
         {"link": ["l1", "l1", "l2", "l2", "l3"], "device": ["a", "b", "a", "b", "a"], "time": [1, 2, 3, 4, 5]}
     )
-    monkeypatch.setattr(grid, "CHUNK_ROWS", 30)
+    monkeypatch.setattr(physics, "CHUNK_ROWS", 30)
     chunks = [sorted(set(c["link"])) for c in grid.link_chunks(totals, cells=10)]
     assert chunks == [["l1"], ["l2", "l3"]]  # 20 rows, then 20 + 10
-    monkeypatch.setattr(grid, "CHUNK_ROWS", 1)
+    monkeypatch.setattr(physics, "CHUNK_ROWS", 1)
     assert [c.height for c in grid.link_chunks(totals, cells=10)] == [2, 2, 1]  # a link alone past it
     assert [c.height for c in grid.link_chunks(totals.clear(), cells=10)] == [0]
 
@@ -48,7 +48,7 @@ def test_one_link_per_chunk_gives_the_same_analysis(fabric: Path, monkeypatch: p
         archive=fabric / "archive", logs=tuple(sorted(fabric.glob("*.jsonl"))), config=fabric / "config.yaml"
     )
     whole = Analysis(inputs).run()
-    monkeypatch.setattr(grid, "CHUNK_ROWS", 1)
+    monkeypatch.setattr(physics, "CHUNK_ROWS", 1)
     chunked = Analysis(inputs).run()
     assert whole.attribution.height > 0
     assert compare.differences(whole, chunked) == []
