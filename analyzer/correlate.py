@@ -73,10 +73,11 @@ def exposure_per_step(attribution: pl.LazyFrame, steps: pl.LazyFrame, key: str) 
     )
     keys = attribution.select(pl.col(key).drop_nulls().unique())
     grid = ranks.join(keys, how="cross")
-    return grid.join(sums, on=["step", key], how="left").select(
-        "step",
-        key,
-        exposed_seconds=pl.col("attributed_seconds").fill_null(0.0) / pl.col("ranks"),
+    # In (step, key) order: the run's sums over it are then taken in one order, whatever the engine.
+    return (
+        grid.join(sums, on=["step", key], how="left")
+        .select("step", key, exposed_seconds=pl.col("attributed_seconds").fill_null(0.0) / pl.col("ranks"))
+        .sort("step", key)
     )
 
 

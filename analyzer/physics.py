@@ -221,6 +221,11 @@ def running_totals(readings: pl.LazyFrame) -> pl.LazyFrame:
     return summed.sort(*KEYS, "time").with_columns(total=pl.col("amount").cum_sum().over(KEYS)).drop("amount")
 
 
+CHUNK_ROWS = 250_000
+"""A memory budget, not a rule of the method: the windows x link ends whose ``window_amounts`` are made at
+once (about 30 MB, 0.1 GB while read; ``analyzer.attribution.grid``); a link with more is a chunk alone."""
+
+
 def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """What each quantity of each link end added over each window.
 

@@ -54,48 +54,48 @@ def _device(i: int) -> str:
 
 
 def _chunk(devices: list[str], start_s: int, seconds: int, rng: np.random.Generator) -> pl.DataFrame:
-    """Every series of ``devices`` for ``seconds`` seconds from ``start_s``, one reading per second."""
-    n_dev, n_if, n_m = len(devices), INTERFACES, len(METRICS)
-    t = np.arange(start_s, start_s + seconds, dtype=np.int64)
-    grid = pl.DataFrame(
-        {
-            "device": np.repeat(np.array(devices, dtype=object), n_if * n_m * seconds),
-            "interface": np.tile(np.repeat([f"Ethernet{k + 1}" for k in range(n_if)], n_m * seconds), n_dev),
-            "metric": np.tile(np.repeat(np.array(METRICS, dtype=object), seconds), n_dev * n_if),
-            "second": np.tile(t, n_dev * n_if * n_m),
-        }
-    )
-    rate = rng.uniform(0.2, 0.6, grid.height) * SPEED
-    counter = (grid["second"].to_numpy() - int(T0.timestamp())) * rate
-    metric = grid["metric"]
+    """Every series of ``devices`` for ``seconds`` seconds from ``start_s``, one reading per second.
+
+    Made in bulk: each row's device, interface, metric and second are arithmetic on its index, and the label
+    strings are gathered from their few values (no Python object per reading).
+    """
+    n_if, n_m = INTERFACES, len(METRICS)
+    n = len(devices) * n_if * n_m * seconds
+    index = np.arange(n, dtype=np.int64)
+    second = start_s + index % seconds
+    metric_i = index // seconds % n_m
+    interface_i = index // (n_m * seconds) % n_if
+    device_i = index // (n_if * n_m * seconds)
+    is_total = np.array([m.endswith("_total") for m in METRICS])[metric_i]
+    dropped = np.array(["dropped" in m for m in METRICS])[metric_i]
+    speed = np.array(["speed" in m for m in METRICS])[metric_i]
+    rate = rng.uniform(0.2, 0.6, n) * SPEED
+    counter = np.floor((second - int(T0.timestamp())) * rate)
     value = np.where(
-        metric.str.ends_with("_total").to_numpy(),
-        np.where(metric.str.contains("dropped").to_numpy(), 0.0, np.floor(counter)),
-        np.where(metric.str.contains("speed").to_numpy(), SPEED, rng.uniform(0, 2e6, grid.height)),
+        is_total, np.where(dropped, 0.0, counter), np.where(speed, SPEED, rng.uniform(0, 2e6, n))
     )
-    ns = grid["second"] * 1_000_000_000
+    ns = pl.Series(second * 1_000_000_000)
     columns: dict[str, pl.Series] = {
         "time": ns.cast(pl.Datetime("ns", "UTC")),
         "received_time": (ns + 2_000_000).cast(pl.Datetime("ns", "UTC")),
-        "device": grid["device"],
-        "source": pl.Series(["gnmi"] * grid.height),
-        "metric": metric,
-        "interface": grid["interface"],
+        "device": pl.Series(devices).gather(device_i),
+        "source": pl.Series(["gnmi"]).gather(np.zeros(n, dtype=np.int64)),
+        "metric": pl.Series(METRICS).gather(metric_i),
+        "interface": pl.Series([f"Ethernet{k + 1}" for k in range(n_if)]).gather(interface_i),
         "value": pl.Series(value),
-        "counter": pl.Series(np.where(metric.str.ends_with("_total").to_numpy(), value, np.nan)).cast(
-            pl.UInt64, strict=False
-        ),
+        "counter": pl.Series(np.where(is_total, value, 0)).cast(pl.UInt64),
     }
     frame = pl.DataFrame(
         [
             columns[name].alias(name).cast(TYPES[kind])
             if name in columns
-            else pl.Series(name, [None] * grid.height, TYPES[kind])
+            else pl.Series(name, [None], TYPES[kind]).extend_constant(None, n - 1)
             for name, kind in layout.COLUMNS
         ]
     )
+    counters = pl.when(pl.Series(is_total)).then(pl.col("counter"))
     link = pl.when(pl.col("interface") == "Ethernet1").then(pl.lit("l-") + pl.col("device").str.slice(3, 3))
-    return frame.with_columns(link=link)
+    return frame.with_columns(counter=counters, link=link)
 
 
 def make_archive(root: Path, devices: int, readings: float, shards: int) -> int:
@@ -122,29 +122,31 @@ def make_archive(root: Path, devices: int, readings: float, shards: int) -> int:
 
 
 def make_logs(folder: Path, ranks: int, steps: int) -> list[Path]:
-    """One plain step log per rank: ``steps`` one-second steps from ``T0``, a few ranks slowed."""
+    """One plain step log per rank: ``steps`` one-second steps from ``T0``, a few ranks slowed (each file's
+    lines written at once by polars)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(4096)
     paths = []
     for rank in range(ranks):
         duration = 1.0 + rng.normal(0, 0.01, steps).clip(-0.05, 0.05) + (0.2 if rank % 997 == 0 else 0.0)
         ends = np.cumsum(duration)
-        starts = ends - duration
-        lines = [
-            json.dumps(
-                {
-                    "step": s,
-                    "rank": rank,
-                    "start": (T0 + timedelta(seconds=float(starts[s]))).isoformat(),
-                    "end": (T0 + timedelta(seconds=float(ends[s]))).isoformat(),
-                }
-            )
-            for s in range(steps)
-        ]
+        bounds = pl.DataFrame({"start": np.round((ends - duration) * 1e6), "end": np.round(ends * 1e6)})
+        lines = bounds.select(
+            step=pl.int_range(steps),
+            rank=pl.lit(rank),
+            start=_stamp("start"),
+            end=_stamp("end"),
+        )
         path = folder / f"rank{rank:05d}.jsonl"
-        path.write_text("\n".join(lines) + "\n")
+        lines.write_ndjson(path)
         paths.append(path)
     return paths
+
+
+def _stamp(column: str) -> pl.Expr:
+    """Microseconds after ``T0`` as the ISO time a step log writes."""
+    moment = pl.lit(T0) + pl.duration(microseconds=pl.col(column).cast(pl.Int64))
+    return moment.dt.to_string("%Y-%m-%dT%H:%M:%S%.6f%:z")
 
 
 def run_one(engine: str, archive: str, logs: Path, out: Path, batch_rows: int) -> dict[str, object]:

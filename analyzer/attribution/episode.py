@@ -83,11 +83,29 @@ def step_physics(
     Returns:
         ``window``, ``link``, ``device`` (the end that decided), ``physics`` (seconds), ``cause``.
     """
+    kept, down = with_a_cause(amounts, ends, ahead)
+    return physics_of(windows, kept, down, ends, links)
+
+
+def with_a_cause(
+    amounts: pl.DataFrame, ends: pl.DataFrame, ahead: int = 0
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What ``physics_of`` needs of some link ends' amounts (whole links: a link's ends are read together):
+    the windows holding a cause (``has_a_cause``, with ``capacity``), and the windows a link counts as down
+    (``down_windows``). Both are a few rows of the grid, so the grid's amounts can be read a few links at a
+    time (``analyzer.attribution.grid``)."""
     capacity = ends.select("link", "device", "capacity")
     # Most cells of most ends hold nothing: they leave before the join (a test without the capacity that
-    # every cause passes), and the whole grid is joined to it only for a reroute.
+    # every cause passes).
     candidates = amounts.filter(may_hold_a_cause()).join(capacity, on=["link", "device"])
-    caused = candidates.filter(has_a_cause().fill_null(False)).drop("capacity")
+    return candidates.filter(has_a_cause().fill_null(False)), down_windows(amounts, ahead)
+
+
+def physics_of(
+    windows: pl.DataFrame, kept: pl.DataFrame, down: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame
+) -> pl.DataFrame:
+    """``step_physics`` from ``with_a_cause``' two parts (of every link: concatenated over chunks)."""
+    caused = kept.drop("capacity")
     # Pauses this end sent are to its own hosts (they hold the job's bytes back) and over the wave (the
     # far end's "paused"): what it sent less what the far end received is what its hosts were held.
     far = pl.col("paused").sum().over("window", "link") - pl.col("paused")
@@ -100,8 +118,7 @@ def step_physics(
         .with_columns(known=pl.col("bytes").is_not_null(), bytes=pl.col("bytes").fill_null(0.0))
     )
     per_end = per_step_and_second(causes(rows))
-    if any_down(amounts):
-        per_end = rerouted(per_end, amounts.join(capacity, on=["link", "device"]), ahead)
+    per_end = moved_by_reroute(per_end, kept, down)
     # The two directions of a link run in parallel: the slower one decides.
     return (
         per_end.sort("physics", descending=True)
@@ -260,17 +277,32 @@ def rerouted(per_end: pl.DataFrame, amounts: pl.DataFrame, ahead: int = 0) -> pl
         ahead: windows in one poll interval: a status reading says a port is down once it is, up to a poll
             after its traffic moved, so a link counts as down that much before it reads down.
     """
-    if not any_down(amounts):  # no link down in the run
-        return per_end
+    return moved_by_reroute(per_end, amounts, down_windows(amounts, ahead))
+
+
+def down_windows(amounts: pl.DataFrame, ahead: int = 0) -> pl.DataFrame:
+    """The windows each end counts as down (``rerouted``'s ``ahead``), with the job's rate it no longer
+    carries: ``window``, ``link``, ``missing``; no row when no link is down in the run."""
+    if not any_down(amounts):  # no link down: no sort of the whole grid
+        return amounts.clear().select("window", "link", missing=pl.lit(0.0))
     rate = pl.col("sent") / pl.col("seconds")
     soon = pl.col("down").reverse().rolling_max(ahead + 1, min_samples=1).reverse().over("link", "device")
-    down = (
+    return (
         amounts.sort("window")
         .filter(soon > 0)
-        .with_columns(missing=(pl.col("base_rate") - rate).clip(lower_bound=0.0))
-        .group_by("window")
-        .agg(pl.col("missing").sum(), to=pl.col("link").sort_by("missing", descending=True).first())
+        .select("window", "link", missing=(pl.col("base_rate") - rate).clip(lower_bound=0.0))
     )
+
+
+def moved_by_reroute(per_end: pl.DataFrame, amounts: pl.DataFrame, down: pl.DataFrame) -> pl.DataFrame:
+    """``rerouted`` from ``down_windows`` of every link; ``amounts`` needs the rows of ``per_end``'s cells
+    only (``sent``, ``seconds``, ``base_rate``, ``capacity``)."""
+    if down.is_empty():  # no link down in the run
+        return per_end
+    down = down.group_by("window").agg(
+        pl.col("missing").sum(), to=pl.col("link").sort_by("missing", descending=True).first()
+    )
+    rate = pl.col("sent") / pl.col("seconds")
     # The job's rate strays from its median (the downed link's median holds the run's slow episodes too):
     # up to NOISE_SHARE of the gaining end's capacity more than went missing is still the job's.
     gained = amounts.select(
@@ -304,11 +336,11 @@ def floor(per_link: pl.DataFrame) -> pl.DataFrame:
 
 def read_grid(readings: pl.DataFrame, median_step: float) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The telemetry's regular grid (``grid_windows``, each cell read as a typical step: ``seconds_step``)
-    and each link end's amounts per cell (``physics.window_amounts``)."""
+    and the running totals it is read from (``physics.running_totals``; ``analyzer.attribution.grid`` reads
+    their amounts per cell a few links at a time)."""
     totals = physics.running_totals(readings.lazy()).collect()
     grid = grid_windows(totals)
-    amounts = physics.window_amounts(totals.lazy(), grid.lazy()).collect()
-    return grid.with_columns(seconds_step=pl.lit(median_step)), amounts
+    return grid.with_columns(seconds_step=pl.lit(median_step)), totals
 
 
 def with_job_rates(amounts: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
@@ -318,23 +350,3 @@ def with_job_rates(amounts: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
     return amounts.join(rates, on=["link", "device"], how="left").with_columns(
         pl.col("base_rate", "rate_noise").fill_null(0.0)
     )
-
-
-def grid_physics(
-    grid: pl.DataFrame, amounts: pl.DataFrame, ends: pl.DataFrame, links: pl.DataFrame, poll: float
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Each cell's physics per link (``step_physics``), and the strongest link's per cell (``signal``:
-    ``time``, ``physics``, for the skew search).
-
-    Args:
-        grid: ``read_grid``'s grid.
-        amounts: ``with_job_rates`` output.
-        ends: ``physics.MEMBERS`` rows.
-        links: ``steady.steady`` output.
-        poll: ``poll_seconds`` of the readings.
-    """
-    cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
-    cells = step_physics(grid, amounts, ends, links, round(poll / cell_seconds))
-    strongest = floor(cells).group_by("window").agg(pl.col("physics").max())
-    signal = grid.join(strongest, on="window", how="left").with_columns(pl.col("physics").fill_null(0.0))
-    return cells, signal.select("time", "physics")

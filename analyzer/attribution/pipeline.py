@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.attribution.episode import floor, grid_physics, poll_seconds, read_grid, with_job_rates
+from analyzer.attribution.episode import floor, poll_seconds, read_grid
 from analyzer.attribution.excess import judge
+from analyzer.attribution.grid import end_rates, grid_physics
 from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
 from analyzer.attribution.reconcile import network_time
 from analyzer.attribution.skew import find_skew
-from analyzer.attribution.steady import JobFigures, job_rates, link_bytes, steady
+from analyzer.attribution.steady import JobFigures, link_bytes, steady
 from analyzer.attribution.step_windows import lines_with_physics, physics_per_step
 from analyzer.attribution.tables import Blame, outputs
 
@@ -59,13 +60,12 @@ def attribute(
     steps = expand(lines.lazy()).collect()
     median_step = float(lines["duration"].median() or 0.0)  # type: ignore[arg-type]
     poll = poll_seconds(readings)
-    grid, amounts = read_grid(readings, median_step)
-    rates = job_rates(amounts)
+    # The amounts per grid cell and link end are read a few links at a time (``grid``: peak memory).
+    grid, totals = read_grid(readings, median_step)
+    rates = end_rates(grid, totals)
     links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
-    # A row per grid cell and link end: one copy held at a time (peak memory), none past the physics.
-    amounts = with_job_rates(amounts, rates)
-    cells, signal = grid_physics(grid, amounts, ends, links, poll)
-    del amounts
+    cells, signal = grid_physics(grid, totals, rates, ends, links, poll)
+    del totals
     correlation = None
     if skew_seconds is None:
         skew_seconds, correlation = find_skew(lines, signal)

@@ -197,11 +197,37 @@ def _open_raw(path: Path) -> io.BufferedReader:
 
 
 @contextmanager
-def open_text(path: Path) -> Iterator[IO[str]]:
-    """Open a log as text, decompressing gzip transparently; undecodable bytes become U+FFFD.
+def open_binary(path: Path) -> Iterator[IO[bytes] | gzip.GzipFile]:
+    """Open a file as bytes, decompressing gzip transparently (recognised by its magic bytes, not the name:
+    rotated logs are often gzipped without a .gz suffix, and vice versa).
 
-    Gzip is recognised by its magic bytes, not the name: rotated logs are often gzipped without a .gz
-    suffix, and vice versa.
+    Args:
+        path: the file.
+
+    Yields:
+        A binary stream.
+
+    Raises:
+        UnreadableFileError: the file cannot be opened, or its compressed data is corrupt.
+    """
+    raw = _open_raw(path)
+    # GzipFile does not close a file object it was given, so the raw file is closed explicitly below.
+    binary: IO[bytes] | gzip.GzipFile = (
+        gzip.GzipFile(fileobj=raw, mode="rb") if raw.peek(2)[:2] == _GZIP_MAGIC else raw
+    )
+    try:
+        yield binary
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise UnreadableFileError(path, f"cannot decompress: {exc}") from exc
+    finally:
+        binary.close()
+        raw.close()
+
+
+@contextmanager
+def open_text(path: Path) -> Iterator[IO[str]]:
+    """Open a log as text (``open_binary``: gzip decompressed transparently); undecodable bytes become
+    U+FFFD.
 
     Args:
         path: the file.
@@ -212,19 +238,12 @@ def open_text(path: Path) -> Iterator[IO[str]]:
     Raises:
         UnreadableFileError: the file cannot be opened, or its compressed data is corrupt.
     """
-    raw = _open_raw(path)
-    # GzipFile does not close a file object it was given, so the raw file is closed explicitly below.
-    binary: IO[bytes] | gzip.GzipFile = (
-        gzip.GzipFile(fileobj=raw, mode="rb") if raw.peek(2)[:2] == _GZIP_MAGIC else raw
-    )
-    text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline=None)
-    try:
-        yield text
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise UnreadableFileError(path, f"cannot decompress: {exc}") from exc
-    finally:
-        text.close()
-        raw.close()
+    with open_binary(path) as binary:
+        text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline=None)
+        try:
+            yield text
+        finally:
+            text.detach()
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -1,7 +1,8 @@
 """PyTorch profiler (Kineto) traces -> ``steps``, ``collectives`` and ``kineto_steps``.
 
-A trace is one JSON document (``.json`` or ``.json.gz``), so unlike the text logs it is loaded whole:
-profiler traces cover a few steps and stay in the hundreds of MB at most. Per rank (``distributedInfo.rank``,
+A trace is one JSON document (``.json`` or ``.json.gz``); its ``traceEvents`` are read incrementally
+(``ijson``), a slice of decoded bytes at a time, into columns: a trace never sits in memory as Python
+objects (HolisticTraceAnalysis users report a 200 GB trace set needing 950 GB that way). Per rank (``distributedInfo.rank``,
 else ``rank-N``/``rank_N`` in the file name) it yields:
 
 * ``steps``: the ``ProfilerStep#N`` CPU spans (start, end, duration; wall clock = ``ts`` +
@@ -22,17 +23,18 @@ left out of ``kineto_steps``. Events missing ``ts``/``dur`` are reported as malf
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ijson  # type: ignore[import-untyped]
 import polars as pl
 
 from analyzer import gpu_time, schemas
 from analyzer.errors import UnreadableFileError
-from analyzer.ingest._common import Malformed, ParseResult, open_text
+from analyzer.ingest._common import Malformed, ParseResult, open_binary
 
 NAME = "kineto"
 
@@ -93,46 +95,127 @@ def sniff(lines: Sequence[str]) -> float:
     )
 
 
-def load_document(path: Path) -> dict[str, Any]:
-    """Load a trace document whole (plain or gzip).
+READ_BYTES = 1 << 20
+"""Decoded bytes fed to the parser at a time: the events they complete become columns at once."""
+
+
+@dataclass
+class Trace:
+    """A trace's events as columns (``_EVENT``, ``index`` in ``traceEvents``, dict items only) and what
+    else the analysis reads of the document."""
+
+    events: pl.DataFrame
+    count: int  # items of traceEvents
+    rank: int | None  # distributedInfo.rank
+    base_ns: int  # baseTimeNanoseconds, 0 when absent
+
+
+def _pieces(stream: Iterable[bytes], prefix: str) -> Iterator[tuple[pl.DataFrame, int]]:
+    """The items under ``prefix`` as ``_EVENT`` frames, one per slice of the stream, with the items'
+    count (non-objects counted, not kept)."""
+    found = ijson.sendable_list()
+    parser = ijson.items_coro(found, prefix, use_float=True)
+    for chunk in stream:
+        parser.send(chunk)
+        if found:
+            items = [item for item in found if isinstance(item, dict)]
+            yield pl.from_dicts(items, schema=_EVENT, strict=False), len(found)
+            del found[:]
+    parser.close()
+    if found:
+        items = [item for item in found if isinstance(item, dict)]
+        yield pl.from_dicts(items, schema=_EVENT, strict=False), len(found)
+
+
+_KEY = b'"traceEvents"'
+
+
+def read_trace(path: Path) -> Trace:
+    """Read a trace (plain or gzip) in one streaming pass.
 
     Args:
         path: the trace.
 
     Returns:
-        The decoded JSON object.
+        Its events and metadata.
 
     Raises:
         UnreadableFileError: not readable, not JSON, or not an object with a ``traceEvents`` list.
     """
-    with open_text(path) as stream:
+    with open_binary(path) as stream:
+        head = stream.read(READ_BYTES)
+        bare = head.lstrip()[:1] == b"["  # the old chrome-trace export: a bare list of events
+        if not bare and head.lstrip()[:1] != b"{":
+            raise UnreadableFileError(path, "not a Kineto trace: no 'traceEvents' list")
+        # The two small values read beside the events, each by its own parser (in C: building every
+        # top-level value to pick two would build the events as Python objects).
+        rank, base = ijson.sendable_list(), ijson.sendable_list()
+        side = (
+            []
+            if bare
+            else [
+                ijson.items_coro(rank, "distributedInfo.rank"),
+                ijson.items_coro(base, "baseTimeNanoseconds"),
+            ]
+        )
+        feed = _Feed(_chunks(head, stream), side)
+        frames, count = [], 0
         try:
-            document = json.load(stream)
-        except json.JSONDecodeError as exc:
-            raise UnreadableFileError(path, f"line {exc.lineno}: not valid JSON ({exc.msg})") from exc
-    if isinstance(document, list):
-        # The old chrome-trace export (torch.autograd.profiler) is a bare list of events.
-        document = {"traceEvents": document}
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+            for frame, items in _pieces(feed, "item" if bare else "traceEvents.item"):
+                frames.append(frame)
+                count += items
+            for parser in side:
+                parser.close()
+        except ijson.JSONError as exc:
+            raise UnreadableFileError(path, f"not valid JSON ({exc})") from exc
+    if not (bare or feed.keyed):
         raise UnreadableFileError(path, "not a Kineto trace: no 'traceEvents' list")
-    return document
+    events = pl.concat(frames) if frames else pl.DataFrame(schema=_EVENT)
+    return Trace(
+        events.with_row_index("index"),
+        count,
+        next((int(r) for r in rank if isinstance(r, int)), None),
+        next((int(b) for b in base if isinstance(b, int)), 0),
+    )
 
 
-def _rank(document: dict[str, Any], path: Path) -> int | None:
-    info = document.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
+def _chunks(head: bytes, stream: Any) -> Iterator[bytes]:
+    yield head
+    while chunk := stream.read(READ_BYTES):
+        yield chunk
+
+
+class _Feed:
+    """The decoded chunks, each also sent to the side parsers; ``keyed``: whether the document names a
+    ``traceEvents`` key (its events may be an empty list)."""
+
+    def __init__(self, chunks: Iterator[bytes], side: list[Any]) -> None:
+        self.chunks, self.side, self.keyed = chunks, side, False
+
+    def __iter__(self) -> Iterator[bytes]:
+        tail = b""
+        for chunk in self.chunks:
+            for parser in self.side:
+                parser.send(chunk)
+            self.keyed = self.keyed or _KEY in tail + chunk[: len(_KEY)] or _KEY in chunk
+            tail = chunk[-len(_KEY) :]
+            yield chunk
+
+
+def _rank(trace: Trace, path: Path) -> int | None:
+    if trace.rank is not None:
+        return trace.rank
     match = _RANK_IN_NAME.search(path.name)
     return int(match.group(1)) if match else None
 
 
 def events_frame(
-    document: dict[str, Any], path: Path, *, whole_microseconds: bool = True
+    trace: Trace, path: Path, *, whole_microseconds: bool = True
 ) -> tuple[pl.DataFrame, list[Malformed]]:
     """The complete ('X') events of a trace with integer-nanosecond wall-clock bounds.
 
     Args:
-        document: a loaded trace.
+        trace: a read trace (``read_trace``).
         path: its file, for problem reports.
         whole_microseconds: shrink each event inward to whole microseconds (start rounded up, end down), as
             HolisticTraceAnalysis does for nanosecond-resolution traces to undo PyTorch's float rounding
@@ -142,17 +225,14 @@ def events_frame(
     Returns:
         Columns ``cat``, ``name``, ``start_ns``, ``end_ns`` and the unnested args, plus the problems found.
     """
-    raw = [event for event in document["traceEvents"] if isinstance(event, dict)]
-    frame = pl.from_dicts(raw, schema=_EVENT, strict=False).with_row_index("index")
-    complete = frame.filter(pl.col("ph") == "X")
+    complete = trace.events.filter(pl.col("ph") == "X")
     broken = complete.filter(pl.col("ts").is_null() | pl.col("dur").is_null() | (pl.col("dur") < 0))
     problems = [
         Malformed(str(path), 0, f"traceEvents[{index}]: complete event without valid ts/dur")
         for index in broken["index"].to_list()
     ]
-    base = int(document.get("baseTimeNanoseconds") or 0)
     good = complete.filter(pl.col("ts").is_not_null() & (pl.col("dur") >= 0)).unnest("args")
-    return good.with_columns(**_bounds_ns(whole_microseconds, base)), problems
+    return good.with_columns(**_bounds_ns(whole_microseconds, trace.base_ns)), problems
 
 
 def _bounds_ns(whole_microseconds: bool, base: int) -> dict[str, pl.Expr]:
@@ -253,7 +333,7 @@ def _origin(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
 
 
 def parse(path: Path, *, whole_microseconds: bool = True) -> ParseResult:
-    """Parse one rank's Kineto trace (loaded whole: it is one JSON document).
+    """Parse one rank's Kineto trace (read streaming: ``read_trace``).
 
     Args:
         path: the trace (``.json`` or ``.json.gz``).
@@ -265,9 +345,9 @@ def parse(path: Path, *, whole_microseconds: bool = True) -> ParseResult:
     Raises:
         UnreadableFileError: the file is not a readable Kineto trace.
     """
-    document = load_document(path)
-    rank = _rank(document, path)
-    events, problems = events_frame(document, path, whole_microseconds=whole_microseconds)
+    trace = read_trace(path)
+    rank = _rank(trace, path)
+    events, problems = events_frame(trace, path, whole_microseconds=whole_microseconds)
     spans = profiler_steps(events)
     gpu = gpu_events(events, spans)
     in_steps = gpu.filter(pl.col("step").is_not_null()).with_columns(rank=pl.lit(rank, dtype=pl.Int64))
@@ -278,7 +358,7 @@ def parse(path: Path, *, whole_microseconds: bool = True) -> ParseResult:
         "kineto_steps": schemas.conform("kineto_steps", _origin(summary, path)),
     }
     counts = {
-        "trace_events": len(document["traceEvents"]),
+        "trace_events": trace.count,
         "gpu_events": gpu.height,
         "profiler_steps": spans.height,
     }

@@ -38,6 +38,7 @@ from analyzer.report.model import (
     Timeline,
     VendorDistributions,
 )
+from analyzer.report.ranks import ranks
 from analyzer.report.readings import Readings, read_archive
 from analyzer.report.units import iso, span_seconds
 from analyzer.report.verdicts import Tables, vendor_reports
@@ -162,11 +163,12 @@ def build_report(
         vendors=vendors,
         timeline=_timeline(analysis, start),
         link_exposure=_link_exposure(analysis),
+        ranks=ranks(analysis.steps, analysis.attribution),
         distributions=[_distributions(n, list(d), analysis, readings) for n, d in devices.items()],
         optics=optics_section.optics(readings.optics, start, thresholds, vendor_of, _profiles(config)),
         plan=comparison,
         notes=_notes(readings, config, job_bytes),
-        warnings=[InputNote(w["input"], w["problem"]) for w in analysis.summary.get("warnings", [])],
+        warnings=_warnings(analysis.summary.get("warnings", [])),
         summary=sections.summary(vendors, analysis.links, covered),
         coverage=covered,
         methodology=sections.methodology(
@@ -174,6 +176,21 @@ def build_report(
         ),
         bus_bandwidth=sections.bus_bandwidth(analysis.bus_bandwidth, config, readings.link_speed_bytes, plan),
     )
+
+
+WARNINGS_SHOWN = 20
+"""Inputs not used listed in the report; past them one line counts the rest (a job of thousands of ranks
+may bring thousands of unusable logs: summary.json lists every one)."""
+
+
+def _warnings(recorded: list[dict[str, str]]) -> list[InputNote]:
+    notes = [InputNote(w["input"], w["problem"]) for w in recorded[:WARNINGS_SHOWN]]
+    if len(recorded) > WARNINGS_SHOWN:
+        rest = len(recorded) - WARNINGS_SHOWN
+        notes.append(
+            InputNote(f"{rest} more input(s)", "not listed here: summary.json's warnings list every one")
+        )
+    return notes
 
 
 def _notes(readings: Readings, config: Config | None, job_bytes: float | None) -> list[str]:
@@ -229,8 +246,20 @@ def _sources(analysis: AnalysisFiles, has_config: bool, claims: Claims | None) -
         "archive": name(analysis.input_path("archive")),
         "config": name(analysis.input_path("config")) if has_config else None,
         "claims": None if claims is None else claims.path.name,
-        "logs": ", ".join(Path(p).name for p in analysis.summary.get("inputs", {}).get("logs", [])) or None,
+        "logs": _log_names(analysis.summary.get("inputs", {}).get("logs", [])),
     }
+
+
+LOGS_NAMED = 8
+"""Logs named in the report's sources; past them they are counted (a job of thousands of ranks has a log
+per rank: summary.json lists every one)."""
+
+
+def _log_names(logs: list[str]) -> str | None:
+    names = [Path(p).name for p in logs[:LOGS_NAMED]]
+    if len(logs) > LOGS_NAMED:
+        names.append(f"and {len(logs) - LOGS_NAMED} more")
+    return ", ".join(names) or None
 
 
 def _run_measures(measures: pl.DataFrame) -> dict[str, float | None]:
@@ -257,7 +286,9 @@ def _glance(analysis: AnalysisFiles, config: Config | None, readings: Readings, 
         start, end = readings.counts["first"].min(), readings.counts["last"].max()
     links = _links(config, readings)
     exposed = float(analysis.links["exposed_total_seconds"].sum())
-    per_step = float(steps.group_by("step").agg(pl.col("duration_seconds").mean())["duration_seconds"].sum())
+    # Summed in step order: a group-by's rows come in any order, and a float sum's last digit with them.
+    mean_steps = steps.group_by("step").agg(pl.col("duration_seconds").mean()).sort("step")
+    per_step = float(mean_steps["duration_seconds"].sum())
     median = steps["duration_seconds"].median()
     gpu_hours = analysis.links["gpu_hours_lost"].sum() if gpus else None
     return Glance(

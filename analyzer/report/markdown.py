@@ -136,7 +136,14 @@ def render(data: ReportData) -> str:
         lines += _vendor(vendor)
     if not data.vendors:
         lines += ["No claims file was given.", ""]
-    lines += _exposure(data) + _distributions(data) + _optics(data) + _plan(data) + _bus_bandwidth(data)
+    lines += (
+        _exposure(data)
+        + _ranks(data)
+        + _distributions(data)
+        + _optics(data)
+        + _plan(data)
+        + _bus_bandwidth(data)
+    )
     lines += _methodology(data) + _timeline(data)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -279,6 +286,28 @@ def _exposure(data: ReportData) -> list[str]:
         "By kind",
     )
     return ["## Exposed latency per link", "", *_table(header, rows)]
+
+
+def _ranks(data: ReportData) -> list[str]:
+    r = data.ranks
+    if not r.count:
+        return []
+    intro = (
+        f"{r.count} rank(s); mean step time {_maybe(r.step_mean_median_seconds, seconds)} for the median "
+        f"rank, {_maybe(r.step_mean_max_seconds, seconds)} for the slowest. The slowest {len(r.worst)}:"
+    )
+    rows = (
+        (
+            str(w.rank),
+            str(w.steps),
+            seconds(w.step_mean_seconds),
+            seconds(w.over_median_seconds),
+            seconds(w.network_seconds),
+        )
+        for w in r.worst
+    )
+    header = ("Rank", "Steps", "Mean step", "Over the median rank", "Network (summed over steps)")
+    return ["## Ranks", "", intro, "", *_table(header, rows)]
 
 
 def _distributions(data: ReportData) -> list[str]:

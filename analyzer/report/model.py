@@ -7,6 +7,7 @@ series are columns (``t`` seconds since the run's start, ``y`` values) so the JS
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -380,6 +381,36 @@ class BusBandwidth:
 
 
 @dataclass(frozen=True)
+class RankRow:
+    """One of the slowest ranks.
+
+    Attributes:
+        rank: the rank.
+        steps: its steps in the logs.
+        step_mean_seconds: its mean step time.
+        over_median_seconds: that less the median rank's mean step time.
+        network_seconds: its step time attributed to the network, summed over its steps.
+    """
+
+    rank: int
+    steps: int
+    step_mean_seconds: float
+    over_median_seconds: float
+    network_seconds: float
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """The ranks rolled up (``analyzer.report.ranks``): how many, the median and slowest rank's mean step
+    time, and the slowest ranks named (never one row per rank)."""
+
+    count: int
+    step_mean_median_seconds: float | None
+    step_mean_max_seconds: float | None
+    worst: list[RankRow]
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything the report shows (``report.json``)."""
 
@@ -390,6 +421,7 @@ class ReportData:
     vendors: list[VendorReport]
     timeline: Timeline
     link_exposure: list[LinkExposure]
+    ranks: Ranks
     distributions: list[VendorDistributions]
     optics: Optics
     plan: PlanComparison | None
@@ -401,6 +433,12 @@ class ReportData:
     bus_bandwidth: BusBandwidth | None
 
 
+SIGNIFICANT_DIGITS = 9
+"""A figure's digits in ``report.json``: the tables' own agreement between engines (``analyzer.compare``:
+1e-9 relative). Past them a float's last digits tell only the order its sum was taken in (a group-by's rows
+come in any order, and the Ray engine's batches in another), not the network."""
+
+
 def to_json(data: ReportData) -> dict[str, Any]:
     """The report's data as JSON-ready dicts and lists.
 
@@ -408,6 +446,19 @@ def to_json(data: ReportData) -> dict[str, Any]:
         data: the report.
 
     Returns:
-        ``asdict(data)``: only str, int, float, bool, None, list and dict inside.
+        ``asdict(data)`` with every float to ``SIGNIFICANT_DIGITS``: only str, int, float, bool, None,
+        list and dict inside.
     """
-    return asdict(data)
+    rounded = _rounded(asdict(data))
+    assert isinstance(rounded, dict)
+    return rounded
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(item) for item in value]
+    return value

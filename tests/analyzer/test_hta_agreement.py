@@ -102,8 +102,7 @@ def test_default_window_agrees_with_hta(training_data: Path, name: str, quiet: N
     path = training_data / "hta" / name
     analysis = hta_analysis.TraceAnalysis(trace_files={0: str(path)}, trace_dir=str(path.parent))
     # HTA's default drops the last profiler step; take the union over the others, as one window.
-    document = kineto.load_document(path)
-    events, _ = kineto.events_frame(document, path)
+    events, _ = kineto.events_frame(kineto.read_trace(path), path)
     steps = kineto.profiler_steps(events)
     gpu = kineto.gpu_events(events, steps).filter(pl.col("step") < steps["step"].max())
     ours = gpu_time.breakdown(gpu.with_columns(rank=pl.lit(0)).lazy(), ["rank"]).collect().row(0, named=True)

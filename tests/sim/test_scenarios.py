@@ -82,9 +82,8 @@ def test_the_ray_engine_gives_the_same_analysis_and_report(
     assert local.steps.height > 0
     assert compare.differences(local, distributed) == []
     # The same folder name: the report names the analysis folder it was rendered from.
-    local_report = _report(local, tmp_path / "local" / "analysis", inputs)
-    if local_report != _report(distributed, tmp_path / "ray" / "analysis", inputs):
-        # Seen on 8 of 14 scenarios (2026-12-03): report.json differs while every table and the summary
-        # agree (counts and keys exact, floats to 1e-9); not yet told whether by row order or a float's
-        # last digits.
-        pytest.xfail("the reports differ although the analyses agree (issue 31, open)")
+    # The same figures to report.json's digits (``analyzer.report.model.SIGNIFICANT_DIGITS``): the reports
+    # of 8 of 14 scenarios differed in a float's last digit (2026-12-03), the order a group-by summed in.
+    assert _report(local, tmp_path / "local" / "analysis", inputs) == _report(
+        distributed, tmp_path / "ray" / "analysis", inputs
+    )
