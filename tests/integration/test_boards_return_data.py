@@ -62,6 +62,9 @@ def _feed(store: Store, elapsed: float) -> None:
         store.observe("spanwatch_poll_duration_seconds", key, 0.05)
         store.inc("spanwatch_gnmi_updates_total", (("device", device),), 10)
         store.inc("spanwatch_gnmi_reconnects_total", (("device", device),))
+        # Shedding: the target resubscribed at twice its interval, updates not sent counted.
+        store.set("spanwatch_gnmi_sample_interval_seconds", (("device", device),), 2.0)
+        store.inc("spanwatch_gnmi_shed_updates_total", (("device", device),), 10)
         # Behind by 3 s (past the lag alert's 2 s), with a backlog folded into newer readings.
         store.observe("spanwatch_ingest_lag_seconds", key, 3.0)
         store.set("spanwatch_ingest_backlog_seconds", key, 1.5)
