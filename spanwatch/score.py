@@ -20,7 +20,7 @@ import argparse
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,13 +56,13 @@ FAMILIES: dict[str, frozenset[str]] = {
 }
 
 CLEAN_STEP_SECONDS = 1e-3  # false_blame: a step with less true episode cost than this is clean
+BLAME_FLOOR_SECONDS = 5e-3  # ... and it is falsely blamed past max(this, BLAME_STEP_SHARE of the step)
+BLAME_STEP_SHARE = 0.05
+LINK_RUN_SHARE = 0.01  # link_error: only links whose true cost exceeds this share of the run
 # The diagnosis: a logged line's true cost this many step-noise deviations above zero is one a step log can
 # show; the MAD of a normal distribution times MAD_TO_SIGMA is its standard deviation.
 VISIBLE_SIGMAS = 3.0
 MAD_TO_SIGMA = 1.4826
-BLAME_FLOOR_SECONDS = 5e-3  # ... and it is falsely blamed past max(this, BLAME_STEP_SHARE of the step)
-BLAME_STEP_SHARE = 0.05
-LINK_RUN_SHARE = 0.01  # link_error: only links whose true cost exceeds this share of the run
 ZERO_SECONDS = 1e-9  # truth writes microseconds: anything below this is no cost
 CONTROL_SHIFT_FACTOR = 10.0
 CONTROL = "control"
@@ -120,12 +120,14 @@ class Analysis:
         events: ``kind``, ``link``, ``device``, ``interface``, ``queue``, ``start_time``, ``end_time``.
         steps: ``step``, ``rank``, ``start_time``, ``duration_seconds``.
         links: the links table as written.
+        skew_seconds: the clock skew the analysis used (``summary.json``), None where it does not say.
     """
 
     attribution: pl.DataFrame
     events: pl.DataFrame
     steps: pl.DataFrame
     links: pl.DataFrame
+    skew_seconds: float | None = None
 
 
 # -- reading truth.json --------------------------------------------------------------------------------
@@ -402,9 +404,19 @@ def read_analysis(folder: Path) -> Analysis:
     events = _table(folder, "events")
     steps = _table(folder, "steps")
     try:
-        return _narrow(attribution, events, steps, _table(folder, "links"))
+        narrow = _narrow(attribution, events, steps, _table(folder, "links"))
     except pl.exceptions.PolarsError as exc:
         raise ScoreError(folder, f"a column does not hold what the scorer reads: {exc}") from None
+    return replace(narrow, skew_seconds=_skew(folder))
+
+
+def _skew(folder: Path) -> float | None:
+    """The clock skew in ``summary.json`` (for the diagnosis only: an analysis need not write it)."""
+    try:
+        skew = json.loads((folder / "summary.json").read_text()).get("skew_seconds")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(skew) if isinstance(skew, int | float) and not isinstance(skew, bool) else None
 
 
 def _narrow(
@@ -789,20 +801,26 @@ def figures(truth: Truth, analysis: Analysis) -> dict[str, Any]:
         "links": links.to_dicts(),
         "events": events,
         "steady": steady_detail,
+        "diagnosis": diagnosis(truth, steps, analysis.skew_seconds),
     }
     return out
 
 
-def diagnosis(truth: Truth, steps: pl.DataFrame, folder: Path) -> dict[str, Any]:
+def diagnosis(truth: Truth, steps: pl.DataFrame, skew_seconds: float | None) -> dict[str, Any]:
     """Why a run fails, read against its truth (diagnostics, never goals):
 
     - ``line_error``: ``step_error`` over the logged lines (each interval line's steps summed on both
       sides): small beside a large ``step_error``, the cost is right per line and misplaced inside lines;
-    - ``skew_error_seconds``: the analysis' clock skew (``summary.json``) minus the truth's;
+    - ``skew_error_seconds``: the analysis' clock skew minus the truth's;
     - ``truth_visible``: whether some logged line's true cost stands ``VISIBLE_SIGMAS`` above the step
       timing noise (the robust spread of the truth's compute times, times the root of the line's steps);
       when none does, no step log can show the cost, only the physics can.
     Each is None where the truth or the analysis does not say.
+
+    Args:
+        truth: from ``read_truth``.
+        steps: ``step_link_table``'s steps.
+        skew_seconds: the analysis' clock skew.
     """
     every = truth.job.get("log_every")
     every = every if isinstance(every, int) and every > 0 else 1
@@ -817,12 +835,10 @@ def diagnosis(truth: Truth, steps: pl.DataFrame, folder: Path) -> dict[str, Any]
     noise = float(per_rank["spread"].median()) if per_rank.height else None  # type: ignore[arg-type]
     costs = truth.costs.group_by("rank", line).agg(pl.col("seconds").sum())["seconds"]
     visible = None if noise is None else bool((costs > VISIBLE_SIGMAS * noise * every**0.5).any())
-    try:
-        ours = json.loads((folder / "summary.json").read_text()).get("skew_seconds")
-    except (OSError, ValueError):
-        ours = None
     theirs = truth.job.get("clock_skew_seconds")
-    skew_error = ours - theirs if isinstance(ours, int | float) and isinstance(theirs, int | float) else None
+    skew_error = None
+    if skew_seconds is not None and isinstance(theirs, int | float):
+        skew_error = skew_seconds - theirs
     return {"line_error": step_error(per_line), "skew_error_seconds": skew_error, "truth_visible": visible}
 
 
@@ -907,7 +923,6 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
     """
     real = read_analysis(folder)
     out = figures(truth, real)
-    out["detail"]["diagnosis"] = diagnosis(truth, step_link_table(truth, real)[1], folder)
     control = _control(truth, real, folder / CONTROL)
     out["goals"] = {name: f"{op} {goal}" for name, (op, goal) in GOALS.items()}
     out["control"] = control
