@@ -7,10 +7,11 @@
 3. ``episode``: what each link added, from the physics of the job's traffic class, on a regular grid;
 4. ``skew``: the host-vs-switch clock skew, by cross-correlation;
 5. ``step_windows``: each step's physics per link, over its collectives' windows;
-6. ``excess``: each line's excess over its clean baseline, and its noise;
-7. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
+6. ``beat``: the job's own periods (DiLoCo's sync, checkpoints) at the resolution of its log;
+7. ``excess``: each line's excess over its clean baseline (of its cycle position and beat), and its noise;
+8. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
    the excess by their errors; the rest ``unexplained``;
-8. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
+9. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def attribute(
         skew_seconds, correlation = find_skew(lines, signal)
     steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
     lines = lines_with_physics(lines, steps, caused)
-    judged, size = judge(lines)
+    judged, size, periods = judge(lines)
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     judged, gains, shares, steps = network_time(judged, caused, steps, around)
     steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
@@ -80,6 +81,7 @@ def attribute(
         "skew_correlation": correlation,
         "skew_estimated": correlation is not None,
         "communication_cycle_steps": size,
+        "job_beat": [{"every_steps": every, "phase": phase} for every, phase in periods],
         "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
         "interval_lines": int((lines["n"] > 1).sum()),
         "lines_not_placeable": int(lines["lo"].is_null().sum()),
