@@ -11,12 +11,12 @@ import numpy as np
 import polars as pl
 
 from analyzer.attribution.rules import (
+    BEAT_LONGEST_STEPS,
     BEAT_PERIODS,
     CYCLE_MIN_REPEATS,
     CYCLE_NOISE_FLOOR_SECONDS,
     CYCLE_SLOW_LEVELS,
     CYCLE_SLOW_QUANTILE,
-    CYCLE_STEPS,
     MAD_TO_SIGMA,
     SIGNIFICANT_SIGMAS,
 )
@@ -25,7 +25,7 @@ from analyzer.attribution.rules import (
 FORMULA = """\
 hits(line; P, p) = how many of the line's n steps s have s mod P = p
 heavy lines      = the lines with more hits than the fewest (every line of the job's usual length)
-beat             = the smallest period P (and its phase p) whose heavy lines' CYCLE_SLOW_QUANTILE of excess
+beat             = the smallest period P <= BEAT_LONGEST_STEPS (and its phase p) whose heavy lines' CYCLE_SLOW_QUANTILE of excess
                    stands CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise over the other lines' median
                    (noise: their MAD), over at least CYCLE_MIN_REPEATS lines of each, the other lines'
                    upper quantile within one level, and its slow heavy lines unlikely by chance:
@@ -49,18 +49,19 @@ def find(lines: pl.DataFrame) -> list[Period]:
     Every line, not only those without a physical cause: the physics cannot tell the job's own traffic
     from an episode's (a sync's burst fills the queue as congestion does), and the quantiles of
     ``stands_out`` hold through the lines an episode slows (a minority of a run). One time per line for
-    the whole job, the median over its ranks: a beat is the job's, a straggler one rank's. Read over the
-    first ``CYCLE_STEPS`` steps: a period repeats, the first ones show it.
+    the whole job, the median over its ranks: a beat is the job's, a straggler one rank's. Periods up to
+    ``BEAT_LONGEST_STEPS``, read over the first twice ``CYCLE_MIN_REPEATS`` of the longest: a period
+    repeats, the first ones show it (and the search costs the square of the steps read).
 
     Args:
         lines: ``step`` (a line's last), ``n``, ``per_step``.
     """
     if lines.is_empty():
         return []
-    job = lines.group_by("step").agg(pl.col("n").first(), pl.col("per_step").median())
+    read = lines.filter(pl.col("step") < pl.col("step").min() + 2 * CYCLE_MIN_REPEATS * BEAT_LONGEST_STEPS)
+    job = read.group_by("step").agg(pl.col("n").first(), pl.col("per_step").median())
     n = int(job["n"].mode().min())  # type: ignore[arg-type]
     job = job.filter(pl.col("n") == n).sort("step")
-    job = job.filter(pl.col("step") < job["step"][0] + CYCLE_STEPS)
     last = job["step"].to_numpy()
     excess = (job["per_step"].to_numpy() - float(np.median(job["per_step"].to_numpy()))) * n
     periods: list[Period] = []
@@ -77,51 +78,44 @@ def _first_period(last: np.ndarray, n: int, excess: np.ndarray) -> Period | None
     """The smallest period that passes ``stands_out``, each period tried at its likeliest phase."""
     if last.size < 2 * CYCLE_MIN_REPEATS:
         return None
-    span = int(last[-1] - last[0]) + n
-    longest = span // CYCLE_MIN_REPEATS
+    first = int(last[0]) - n + 1
+    # Each step of the span, its line's excess (nan: a step of no line read here).
+    by_step = np.full(int(last[-1]) - first + 1, np.nan)
+    for k in range(n):
+        by_step[last - k - first] = excess
+    longest = min(by_step.size // CYCLE_MIN_REPEATS, BEAT_LONGEST_STEPS)
     tried = (
         longest * (longest + 1) // 2
     )  # every (period, phase) looked at: the family a chance match hides in
     for size in range(2, longest + 1):
-        phase = _likeliest_phase(last, n, excess, size)
+        phase = _likeliest_phase(last, n, excess, size, by_step, first)
         if phase is not None and stands_out(excess, hits(last, n, (size, phase)), tried):
             return size, phase
     return None
 
 
-def _likeliest_phase(last: np.ndarray, n: int, excess: np.ndarray, size: int) -> int | None:
+def _likeliest_phase(
+    last: np.ndarray, n: int, excess: np.ndarray, size: int, by_step: np.ndarray, first: int
+) -> int | None:
     """The phase whose heavy lines' low quantile of excess is the highest (a screen; ``stands_out`` judges).
 
     A period of at least a line's length puts at most one hit in a line: the steps, laid out ``size`` to a
-    row, give each phase's hit lines as a column (the cost of one pass over the steps per period). A shorter
-    period hits every line: each phase's hits are counted line by line.
+    row from a step of phase 0, give each phase's hit lines as a column (one pass over the steps per
+    period). A shorter period hits every line: each phase's hits are counted line by line.
     """
     if size >= n:
-        first = int(last[0]) - n + 1
-        line_of = np.full(int(last[-1]) - first + 1, -1)
-        for k in range(n):  # every step of every clean line names its line
-            line_of[last - k - first] = np.arange(last.size)
-        # Laid out from a row's start (step = 0 mod size), so column p holds the steps s with s mod size = p.
         pad = first % size
-        laid = np.full(-(-(pad + line_of.size) // size) * size, -1)
-        laid[pad : pad + line_of.size] = line_of
-        grid = laid.reshape(-1, size)
-        values = np.where(grid >= 0, excess[grid], np.nan)  # a step of no clean line tells nothing
+        laid = np.full(-(-(pad + by_step.size) // size) * size, np.nan)
+        laid[pad : pad + by_step.size] = by_step
+        values = laid.reshape(-1, size)
     else:
         counts = hits(last[:, None], n, (size, np.arange(size)[None, :]))  # type: ignore[arg-type]
         values = np.where(counts > counts.min(axis=0), excess[:, None], np.nan)
-    low = _low_quantile(values)
+    # A step of no line refutes nothing (inf); the screen's quantile is taken over every row.
+    rank = int(CYCLE_SLOW_QUANTILE * (values.shape[0] - 1))
+    low = np.partition(np.where(np.isnan(values), np.inf, values), rank, axis=0)[rank]
     best = int(np.argmax(low))
     return best if np.isfinite(low[best]) else None
-
-
-def _low_quantile(values: np.ndarray) -> np.ndarray:
-    """Per column, the ``CYCLE_SLOW_QUANTILE`` of its values (nan: none), -inf under ``CYCLE_MIN_REPEATS``."""
-    known = np.isfinite(values).sum(axis=0)
-    ordered = np.sort(np.where(np.isfinite(values), values, np.inf), axis=0)
-    rank = np.floor(CYCLE_SLOW_QUANTILE * np.maximum(known - 1, 0)).astype(int)
-    low = ordered[rank, np.arange(values.shape[1])]
-    return np.where(known >= CYCLE_MIN_REPEATS, low, -np.inf)
 
 
 def stands_out(excess: np.ndarray, counts: np.ndarray, tried: int = 1) -> bool:

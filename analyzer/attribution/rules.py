@@ -169,6 +169,15 @@ BEAT_PERIODS = _rule(
     _PRINCIPLE + "a job has two rhythms of its own in the spec: DiLoCo's outer sync and its checkpoints",
     _T + "beat.py::test_a_sync_and_a_checkpoint_are_both_found",
 )
+BEAT_LONGEST_STEPS = _rule(
+    "BEAT_LONGEST_STEPS",
+    500,
+    "beat",
+    "the longest period of its own a job is searched for (the search costs its square in steps read)",
+    _PRINCIPLE
+    + "the longest DiLoCo outer-sync interval the spec draws (1-500 inner steps, as in DiLoCo's runs)",
+    _T + "beat.py::test_a_sync_every_22_steps_is_found_through_lines_of_12",
+)
 # Step 2: the steady cost.
 STEADY_ROUND_TRIPS = _rule(
     "STEADY_ROUND_TRIPS",
