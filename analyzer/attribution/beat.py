@@ -34,6 +34,8 @@ beat             = the smallest period P <= BEAT_LONGEST_STEPS (and its phase p)
 """
 
 Period = tuple[int, int]  # (P steps, phase p)
+# The steps read from a run's first: twice the repeats the longest period needs.
+STEPS_READ = 2 * CYCLE_MIN_REPEATS * BEAT_LONGEST_STEPS
 
 
 def hits(last: np.ndarray, n: int | np.ndarray, period: Period) -> np.ndarray:
@@ -50,15 +52,15 @@ def find(lines: pl.DataFrame) -> list[Period]:
     from an episode's (a sync's burst fills the queue as congestion does), and the quantiles of
     ``stands_out`` hold through the lines an episode slows (a minority of a run). One time per line for
     the whole job, the median over its ranks: a beat is the job's, a straggler one rank's. Periods up to
-    ``BEAT_LONGEST_STEPS``, read over the first twice ``CYCLE_MIN_REPEATS`` of the longest: a period
-    repeats, the first ones show it (and the search costs the square of the steps read).
+    ``BEAT_LONGEST_STEPS``, read over the first ``STEPS_READ`` steps: a period repeats, the first ones show
+    it (and the search costs the square of the steps read).
 
     Args:
         lines: ``step`` (a line's last), ``n``, ``per_step``.
     """
     if lines.is_empty():
         return []
-    read = lines.filter(pl.col("step") < pl.col("step").min() + 2 * CYCLE_MIN_REPEATS * BEAT_LONGEST_STEPS)
+    read = lines.filter(pl.col("step") < pl.col("step").min() + STEPS_READ)
     job = read.group_by("step").agg(pl.col("n").first(), pl.col("per_step").median())
     n = int(job["n"].mode().min())  # type: ignore[arg-type]
     job = job.filter(pl.col("n") == n).sort("step")

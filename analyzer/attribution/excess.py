@@ -175,11 +175,13 @@ def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def judge(lines: pl.DataFrame) -> tuple[pl.DataFrame, int, tuple[beat.Period, ...]]:
+def judge(
+    lines: pl.DataFrame, periods: tuple[beat.Period, ...] | None = None
+) -> tuple[pl.DataFrame, int, tuple[beat.Period, ...]]:
     """Each line's excess, noise and joint gain (``measured``) over its baseline (``baselines``) in the job's
-    communication cycle (``cycle``, read from the clean single steps) and its own beat (``beat.find``), that
-    cycle and that beat."""
+    communication cycle (``cycle``, read from the clean single steps) and its own beat (``periods``, found
+    from the lines when not given: ``beat.find``), that cycle and that beat."""
     singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
     size = cycle(singles)
-    periods = tuple(beat.find(lines))
+    periods = tuple(beat.find(lines)) if periods is None else periods
     return measured(baselines(lines.lazy(), size, periods)).collect(), size, periods

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
 from analyzer.attribution.excess import judge
 from analyzer.attribution.grid import end_rates, grid_physics
@@ -39,6 +40,7 @@ def attribute(
     job: JobFigures,
     skew_seconds: float | None = None,
     evidence: pl.DataFrame | None = None,
+    beat_steps: pl.DataFrame | None = None,
 ) -> Blame:
     """The whole method: steps split, steady figures, physics, skew, reconciliation, placement.
 
@@ -53,6 +55,8 @@ def attribute(
         evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
             profiler or NCCL timings): the step's measure instead of its duration; a step without it takes
             its log's own communication time where the log has one (``logged_communication_seconds``).
+        beat_steps: ``schemas.STEPS`` rows to read the job's own beat from, where ``parsed_steps`` are too
+            few to show it (a live window); None: ``parsed_steps``.
 
     Returns:
         The blame.
@@ -72,7 +76,8 @@ def attribute(
         skew_seconds, correlation = find_skew(lines, signal)
     steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
     lines = lines_with_physics(lines, steps, caused)
-    judged, size, periods = judge(lines)
+    periods = None if beat_steps is None else tuple(beat.find(read_lines(beat_steps, None)))
+    judged, size, periods = judge(lines, periods)
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     judged, gains, shares, steps = network_time(judged, caused, steps, around)
     steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
