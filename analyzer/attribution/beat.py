@@ -25,14 +25,13 @@ from analyzer.attribution.rules import (
 FORMULA = """\
 hits(line; P, p) = how many of the line's n steps s have s mod P = p
 heavy lines      = the lines with more hits than the fewest (every line of the job's usual length)
-beat             = the smallest period P <= BEAT_LONGEST_STEPS (and its phase p) whose heavy lines' CYCLE_SLOW_QUANTILE of excess
-                   stands CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise over the other lines' median
-                   (noise: their MAD), over at least CYCLE_MIN_REPEATS lines of each, the other lines'
-                   upper quantile within one level, and its slow heavy lines unlikely by chance:
-                   hypergeometric tail * periods and phases tried < one-sided tail of SIGNIFICANT_SIGMAS;
-                   then, on what that period leaves, the next, up to BEAT_PERIODS
+beat             = the smallest P <= BEAT_LONGEST_STEPS (at its likeliest phase p) whose heavy lines'
+                   CYCLE_SLOW_QUANTILE of excess stands CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise over
+                   the other lines' median (noise: their MAD; at least CYCLE_MIN_REPEATS lines of each),
+                   the other lines' upper quantile within one level, and its slow heavy lines unlikely by
+                   chance: hypergeometric tail * periods and phases tried < one-sided tail of
+                   SIGNIFICANT_SIGMAS; then, on what that period leaves, the next, up to BEAT_PERIODS
 """
-
 Period = tuple[int, int]  # (P steps, phase p)
 # The steps read from a run's first: twice the repeats the longest period needs.
 STEPS_READ = 2 * CYCLE_MIN_REPEATS * BEAT_LONGEST_STEPS
@@ -86,9 +85,8 @@ def _first_period(last: np.ndarray, n: int, excess: np.ndarray) -> Period | None
     for k in range(n):
         by_step[last - k - first] = excess
     longest = min(by_step.size // CYCLE_MIN_REPEATS, BEAT_LONGEST_STEPS)
-    tried = (
-        longest * (longest + 1) // 2
-    )  # every (period, phase) looked at: the family a chance match hides in
+    # Every (period, phase) looked at: the family a chance match hides in.
+    tried = longest * (longest + 1) // 2
     for size in range(2, longest + 1):
         phase = _likeliest_phase(last, n, excess, size, by_step, first)
         if phase is not None and stands_out(excess, hits(last, n, (size, phase)), tried):
@@ -172,8 +170,8 @@ def _left_by(excess: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def beat_columns(periods: list[Period]) -> list[pl.Expr]:
     """Per line, its hits of each period (``beat_0``, ...): part of its baseline's key."""
-    first = pl.col("step") - pl.col("n")
+    before = pl.col("step") - pl.col("n")  # the step before the line's first
     return [
-        ((pl.col("step") - phase) // size - (first - phase) // size).alias(f"beat_{k}")
+        ((pl.col("step") - phase) // size - (before - phase) // size).alias(f"beat_{k}")
         for k, (size, phase) in enumerate(periods)
     ]
