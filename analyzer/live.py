@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from analyzer import blame, network, schemas
+from analyzer.attribution import beat
 from analyzer.thresholds import Thresholds
 
 
@@ -76,6 +77,9 @@ class Window:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.steps = schemas.empty("steps")
+        # The run's first steps, kept past the window: the job's own beat (a DiLoCo sync every N steps
+        # seen through interval lines) needs more repeats than a window holds (``beat.STEPS_READ``).
+        self.first_steps = schemas.empty("steps")
         self._readings: list[pl.DataFrame] = []
         self.newest: datetime | None = None
         self.unplaced = 0  # step rows without a wall clock: they cannot be placed in time, so are not kept
@@ -86,7 +90,16 @@ class Window:
         self.unplaced += rows.height - placed.height
         if placed.height:
             self.steps = pl.concat([self.steps, placed], how="vertical_relaxed")
+            self._keep_first(placed)
             self._advance(placed.select(pl.coalesce("end_time", "start_time").max()).item())
+
+    def _keep_first(self, placed: pl.DataFrame) -> None:
+        first = self.first_steps["step"].min() if self.first_steps.height else placed["step"].min()
+        if first is None:
+            return
+        early = placed.filter(pl.col("step") < first + beat.STEPS_READ)  # type: ignore[operator]
+        if early.height:
+            self.first_steps = pl.concat([self.first_steps, early], how="vertical_relaxed")
 
     def add_readings(self, rows: pl.DataFrame) -> None:
         """Keep new ``schemas.TELEMETRY`` rows."""
@@ -140,7 +153,14 @@ def compute(window: Window, members: pl.DataFrame, job: blame.JobFigures, thresh
         return Figures(network_seconds=zeros, network_peak_seconds=dict(zeros))
     net = network.analyse_telemetry(window.readings().lazy(), thresholds, members, job.traffic_class)
     blamed = blame.attribute(
-        window.steps, net.physics, net.ends, net.round_trips, members, job, window.settings.skew_seconds
+        window.steps,
+        net.physics,
+        net.ends,
+        net.round_trips,
+        members,
+        job,
+        window.settings.skew_seconds,
+        beat_steps=window.first_steps,
     )
     return _read(blamed, net.events, links, window.settings.recent_seconds)
 

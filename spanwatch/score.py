@@ -684,6 +684,15 @@ def event_scores(truth: Truth, events: pl.DataFrame) -> dict[str, Any]:
         "episodes": network.height,
         "episodes_found": found,
         "episodes_missed": [_describe(row) for row in missed.iter_rows(named=True)],
+        # Missed episodes that did not slow the job, by kind (a diagnosis: an incast is seen only through
+        # the traffic it holds back, so one while the job sent nothing on its link moved no counter).
+        "missed_harmless": dict(
+            missed.filter(~pl.col("affects_job").fill_null(True))  # unknown is not harmless
+            .group_by("kind")
+            .len()
+            .sort("kind")
+            .iter_rows()
+        ),
         "events": judged.height,
         "events_matched": right,
         "events_outside_run": events.height - judged.height,

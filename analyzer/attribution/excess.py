@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.attribution import beat
 from analyzer.attribution.rules import (
     BASELINE_SECONDS,
     BASELINE_WINDOWS_PER_SPAN,
@@ -57,24 +58,28 @@ def cycle(durations: pl.DataFrame) -> int:
     return 1
 
 
-def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
-    """Per rank (and position in the cycle, for single steps): the median and noise of clean lines' seconds
-    per step (clean: no physical cause); all lines when none is clean. A line with a wall clock takes the
-    median of the clean lines around it (``local_baselines``) where there are any.
+def baselines(lines: pl.LazyFrame, size: int, periods: tuple[beat.Period, ...] = ()) -> pl.LazyFrame:
+    """Per rank, position in the cycle (for single steps) and hits of the job's own beat: the median and
+    noise of clean lines' seconds per step (clean: no physical cause); all lines when none is clean. A line
+    with a wall clock takes the median of the clean lines around it (``local_baselines``) where there are
+    any.
 
     Args:
         lines: ``rank``, ``step``, ``n``, ``per_step``, ``physics`` (the line's summed estimate), and
             ``lo`` where known.
         size: the communication cycle (``cycle``).
+        periods: the job's own beat (``beat.find``).
     """
     position = pl.when(pl.col("n") == 1).then(pl.col("step") % size).otherwise(-1)
-    keyed = lines.with_columns(position=position)
+    beats = beat.beat_columns(list(periods))
+    keyed = lines.with_columns(*beats, position=position)
+    key = ["rank", "position", *(column.meta.output_name() for column in beats)]
     clean = pl.col("physics") <= 0
     med = pl.coalesce(pl.col("per_step").filter(clean).median(), pl.col("per_step").median())
     # Columns over groups rather than grouped tables joined back: each line is one row throughout.
-    keyed = keyed.with_columns(baseline=med.over("rank", "position"))
+    keyed = keyed.with_columns(baseline=med.over(key))
     if "lo" in keyed.collect_schema().names():
-        keyed = keyed.join(local_baselines(keyed), on=["rank", "step"], how="left")
+        keyed = keyed.join(local_baselines(keyed, key), on=["rank", "step"], how="left")
         keyed = keyed.with_columns(baseline=pl.coalesce("local", "baseline")).drop("local")
     # A line's seconds per step average its n steps: its deviation times the root of n is one step's.
     deviation = (pl.col("per_step") - pl.col("baseline")).abs() * pl.col("n").sqrt()
@@ -87,18 +92,18 @@ def baselines(lines: pl.LazyFrame, size: int) -> pl.LazyFrame:
     quiet = (pl.col("position") >= 0) & (
         pl.col("usual") < pl.col("usual").max().over("rank") - SIGNIFICANT_SIGMAS * pl.col("sigma")
     )
-    return keyed.with_columns(communicates=~quiet).drop("position", "usual")
+    return keyed.with_columns(communicates=~quiet).drop(*key[1:], "usual")
 
 
-def local_baselines(keyed: pl.LazyFrame) -> pl.LazyFrame:
-    """Per line with a wall clock, the median seconds per step of the clean lines of its rank and cycle
-    position within +-``BASELINE_SECONDS`` / 2: step times drift (a shared host, a data pipeline, thermal
-    limits), and a run-wide median reads the drift as excess, or hides an episode under it.
+def local_baselines(keyed: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    """Per line with a wall clock, the median seconds per step of the clean lines of its key (``by``: its
+    rank, cycle position and beat) within +-``BASELINE_SECONDS`` / 2: step times drift (a shared host, a
+    data pipeline, thermal limits), and a run-wide median reads the drift as excess, or hides an episode
+    under it.
 
     Returns:
         ``rank``, ``step``, ``local`` (null where no clean line is near).
     """
-    by = ["rank", "position"]
     timed = keyed.filter(pl.col("lo").is_not_null()).sort("lo")
     full, half = round(BASELINE_SECONDS * 1e6), round(BASELINE_SECONDS * 1e6 / 2)
     clean = pl.col("per_step").filter(pl.col("physics") <= 0)
@@ -170,9 +175,13 @@ def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def judge(lines: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def judge(
+    lines: pl.DataFrame, periods: tuple[beat.Period, ...] | None = None
+) -> tuple[pl.DataFrame, int, tuple[beat.Period, ...]]:
     """Each line's excess, noise and joint gain (``measured``) over its baseline (``baselines``) in the job's
-    communication cycle (``cycle``, read from the clean single steps), and that cycle."""
+    communication cycle (``cycle``, read from the clean single steps) and its own beat (``periods``, found
+    from the lines when not given: ``beat.find``), that cycle and that beat."""
     singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
     size = cycle(singles)
-    return measured(baselines(lines.lazy(), size)).collect(), size
+    periods = tuple(beat.find(lines)) if periods is None else periods
+    return measured(baselines(lines.lazy(), size, periods)).collect(), size, periods

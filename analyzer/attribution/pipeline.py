@@ -7,16 +7,18 @@
 3. ``episode``: what each link added, from the physics of the job's traffic class, on a regular grid;
 4. ``skew``: the host-vs-switch clock skew, by cross-correlation;
 5. ``step_windows``: each step's physics per link, over its collectives' windows;
-6. ``excess``: each line's excess over its clean baseline, and its noise;
-7. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
+6. ``beat``: the job's own periods (DiLoCo's sync, checkpoints) at the resolution of its log;
+7. ``excess``: each line's excess over its clean baseline (of its cycle position and beat), and its noise;
+8. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
    the excess by their errors; the rest ``unexplained``;
-8. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
+9. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
 from analyzer.attribution.excess import judge
 from analyzer.attribution.grid import end_rates, grid_physics
@@ -38,6 +40,7 @@ def attribute(
     job: JobFigures,
     skew_seconds: float | None = None,
     evidence: pl.DataFrame | None = None,
+    beat_steps: pl.DataFrame | None = None,
 ) -> Blame:
     """The whole method: steps split, steady figures, physics, skew, reconciliation, placement.
 
@@ -52,6 +55,8 @@ def attribute(
         evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
             profiler or NCCL timings): the step's measure instead of its duration; a step without it takes
             its log's own communication time where the log has one (``logged_communication_seconds``).
+        beat_steps: ``schemas.STEPS`` rows to read the job's own beat from, where ``parsed_steps`` are too
+            few to show it (a live window); None: ``parsed_steps``.
 
     Returns:
         The blame.
@@ -71,7 +76,8 @@ def attribute(
         skew_seconds, correlation = find_skew(lines, signal)
     steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
     lines = lines_with_physics(lines, steps, caused)
-    judged, size = judge(lines)
+    periods = None if beat_steps is None else tuple(beat.find(read_lines(beat_steps, None)))
+    judged, size, periods = judge(lines, periods)
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     judged, gains, shares, steps = network_time(judged, caused, steps, around)
     steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
@@ -80,6 +86,7 @@ def attribute(
         "skew_correlation": correlation,
         "skew_estimated": correlation is not None,
         "communication_cycle_steps": size,
+        "job_beat": [{"every_steps": every, "phase": phase} for every, phase in periods],
         "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
         "interval_lines": int((lines["n"] > 1).sum()),
         "lines_not_placeable": int(lines["lo"].is_null().sum()),

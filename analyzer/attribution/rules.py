@@ -23,9 +23,10 @@ STEPS = {
     "episode": "3. The episode cost per link, from physics",
     "skew": "4. Clock skew",
     "step_windows": "5. Each step's physics, over its collectives' windows",
-    "excess": "6. The step's excess over its clean baseline, and its noise",
-    "reconcile": "7. Reconciliation of the physics with the measured excess",
-    "placement": "8. Placement of interval lines' iterations",
+    "beat": "6. The job's own beat, at the resolution of its log",
+    "excess": "7. The step's excess over its clean baseline, and its noise",
+    "reconcile": "8. Reconciliation of the physics with the measured excess",
+    "placement": "9. Placement of interval lines' iterations",
 }
 
 Value = TypeVar("Value", int, float, tuple[int, ...])
@@ -159,6 +160,23 @@ CYCLE_NOISE_FLOOR_SECONDS = _rule(
     "the clean steps' noise is never read as less than this (a perfectly even log)",
     _PRINCIPLE + "timing resolution (microsecond timestamps)",
     _T + "excess.py::test_cycle_finds_a_sync_every_four_steps",
+)
+BEAT_PERIODS = _rule(
+    "BEAT_PERIODS",
+    2,
+    "beat",
+    "the job's own periods looked for, each on what the ones before leave",
+    _PRINCIPLE + "a job has two rhythms of its own in the spec: DiLoCo's outer sync and its checkpoints",
+    _T + "beat.py::test_a_sync_and_a_checkpoint_are_both_found",
+)
+BEAT_LONGEST_STEPS = _rule(
+    "BEAT_LONGEST_STEPS",
+    500,
+    "beat",
+    "the longest period of its own a job is searched for (the search costs its square in steps read)",
+    _PRINCIPLE
+    + "the longest DiLoCo outer-sync interval the spec draws (1-500 inner steps, as in DiLoCo's runs)",
+    _T + "beat.py::test_a_sync_every_22_steps_is_found_through_lines_of_12",
 )
 # Step 2: the steady cost.
 STEADY_ROUND_TRIPS = _rule(

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 from synthetic_fabric import T0, Episode, config_yaml, step_rows, write_archive
 
-from analyzer import blame, live, topology
+from analyzer import blame, live, schemas, topology
 from analyzer.archive_tail import ArchiveTail
+from analyzer.attribution import beat
 from analyzer.errors import IngestError
 from analyzer.ingest import tail as tail_module
 from analyzer.ingest.tail import LogTail
@@ -138,7 +139,21 @@ def test_the_window_blames_the_episode_link_soon_and_stays_bounded(tmp_path: Pat
     during = [seen[t] for t in (45, 50)]
     assert all(s["l1"] > 0.1 and s["l2"] == 0.0 for s in during), seen
     assert all(seen[t]["l1"] == 0.0 for t in (20, 30, 70, 80)), seen
+    # The run's first steps, kept for the job's own beat: here all of them (a short run).
+    assert window.first_steps.height == len(step_rows(120, episodes, ranks=2)) > window.steps.height
     tail.close()
+
+
+def test_the_window_keeps_the_runs_first_steps_for_the_beat_and_no_more() -> None:
+    window = live.Window(live.Settings(window_seconds=30.0))
+    for chunk in range(3):
+        steps = range(1 + chunk * 3000, 1 + (chunk + 1) * 3000)
+        rows = pl.DataFrame(
+            {"step": list(steps), "rank": 0, "end_time": [T0 + timedelta(seconds=0.1 * s) for s in steps]}
+        )
+        window.add_steps(pl.concat([schemas.empty("steps"), rows], how="diagonal_relaxed"))
+    assert window.steps.height < 400  # the window: 30 s of 0.1 s steps
+    assert window.first_steps["step"].to_list() == list(range(1, 1 + beat.STEPS_READ))
 
 
 def _seconds(row: dict[str, object]) -> tuple[float, float]:

@@ -123,6 +123,15 @@ def test_congestion_on_the_wrong_wave_or_queue_is_no_detection(tmp_path: Path) -
     assert any(m.startswith("congestion on L1") for m in missed)
 
 
+def test_missed_episodes_that_did_not_slow_the_job_are_counted_by_kind(tmp_path: Path) -> None:
+    """A diagnosis, not a goal: recall still counts them."""
+    result = scored(tmp_path, events=EVENTS[:1])
+    missed = result["detail"]["events"]["episodes_missed"]
+    assert len(missed) == 2  # the wave down (it slowed the job) and the optical degradation (it did not)
+    assert result["detail"]["events"]["missed_harmless"] == {"optical_degradation": 1}
+    assert result["event_recall"] == pytest.approx(1 / 3)
+
+
 def test_a_missed_wave_down_lowers_recall(tmp_path: Path) -> None:
     # Only drops while the wave was down: a congestion-family event cannot stand for an outage.
     drops = {
