@@ -269,9 +269,10 @@ def _table(rows: Sequence[Row]) -> pl.DataFrame:
     ids = pl.Series([distinct.setdefault(pairs, len(distinct)) for pairs in lbls], dtype=pl.UInt32())
     spread = [dict(pairs) for pairs in distinct]
     columns = {
-        name: pl.Series(name, [d.get(name) for d in spread], pl.String()).gather(ids) for name in SERIES_LABELS
+        name: pl.Series(name, [d.get(name) for d in spread], pl.String()).gather(ids)
+        for name in SERIES_LABELS
     }
-    data: dict[str, Sequence[object]] = {
+    data: dict[str, Sequence[object] | pl.Series] = {
         "time": time,
         "received_time": received,
         "device": device,

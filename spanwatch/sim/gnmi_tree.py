@@ -301,9 +301,7 @@ def plan(all_groups: list[Group], want: list[Elem]) -> Plan:
 
     It depends on the groups' prefixes only, which are the same from one snapshot to the next.
     """
-    return [
-        (i, len(want) <= len(g.prefix)) for i, g in enumerate(all_groups) if _match(want, g.prefix)
-    ]
+    return [(i, len(want) <= len(g.prefix)) for i, g in enumerate(all_groups) if _match(want, g.prefix)]
 
 
 def planned(all_groups: list[Group], want: list[Elem], chosen: Plan) -> list[Group]:

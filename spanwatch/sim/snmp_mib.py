@@ -86,7 +86,8 @@ def build(s: Snapshot, d: int, device: str, kinds: Kinds = PYSNMP) -> Table:
     if order is None:
         if len(_ORDER) >= ORDER_LIMIT:
             _ORDER.clear()
-        order = _ORDER[oids] = sorted(range(len(oids)), key=oids.__getitem__)  # stable, as sorting the rows was
+        # A stable sort by OID, as sorting the rows was.
+        order = _ORDER[oids] = sorted(range(len(oids)), key=oids.__getitem__)
     return [oids[i] for i in order], [rows[i][1] for i in order]
 
 
