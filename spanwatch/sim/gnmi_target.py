@@ -72,7 +72,7 @@ class SimTarget(GnmiServer):
         self.published = published
         self._cache: tuple[Snapshot | None, list[tree.Group]] = (None, [])
         # Each path's ``tree.plan`` (by the path list's id, the list held so the id stays its own), valid
-        # while the groups' prefixes are the same objects (the parsed paths are shared: they are).
+        # while the groups' prefixes stay the same (they do from one snapshot to the next).
         self._plans: dict[int, tuple[list[tree.Elem], tree.Plan]] = {}
         self._prefixes: list[list[tree.Elem]] = []
         self._planned_for: list[tree.Group] | None = None
@@ -87,10 +87,10 @@ class SimTarget(GnmiServer):
     def _plan(self, every: list[tree.Group], want: list[tree.Elem]) -> tree.Plan:
         if every is not self._planned_for:  # new groups (a new snapshot): same prefixes, same plans?
             self._planned_for = every
-            old = self._prefixes
-            if len(every) != len(old) or any(g.prefix is not p for g, p in zip(every, old, strict=True)):
+            prefixes = [g.prefix for g in every]
+            if prefixes != self._prefixes:  # (the same objects, usually: compared by identity first)
                 self._plans.clear()
-                self._prefixes = [g.prefix for g in every]
+                self._prefixes = prefixes
         known = self._plans.get(id(want))
         if known is not None and known[0] is want:
             return known[1]

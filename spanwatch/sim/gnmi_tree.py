@@ -102,8 +102,9 @@ def _stat(name: str, s: Snapshot, key: str, d: int, w: int, scale: float = 1.0) 
     paths = _STAT_PATHS.get(name)
     if paths is None:
         paths = _STAT_PATHS[name] = [_p(f"{name}/{part}") for part in _STAT_PARTS]
+    typed = gnmi_pb2.TypedValue  # ``_f`` inline: the values are floats already (a snapshot's gauges)
     return [
-        (path, _f(v * scale))
+        (path, typed(double_val=v * scale))
         for path, v in zip(paths, values, strict=True)
         if not math.isnan(v)  # a wave down has no signal: the leaf is absent, not a made-up 0
     ]
