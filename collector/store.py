@@ -20,6 +20,7 @@ of its own; the exposition joins the family name, that text and the value at scr
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -308,10 +309,20 @@ class Store:
         n = 0
         for s in samples:
             metric = s.metric
-            problem = _invalid(s, _spec(metric).is_counter)
-            if problem is not None:
-                self.invalid(device, source, problem, metric)
-                continue
+            is_counter = _IS_COUNTER.get(metric)
+            if is_counter is None:
+                is_counter = _IS_COUNTER[metric] = _spec(metric).is_counter
+            raw = s.raw
+            # The common valid readings pass inline; anything else is judged by ``_invalid``.
+            if not (
+                (raw.__class__ is int and 0 <= raw <= counters.MAX64 and math.isfinite(s.scale))
+                if is_counter
+                else s.value.__class__ is float
+            ):
+                problem = _invalid(s, is_counter)
+                if problem is not None:
+                    self.invalid(device, source, problem, metric)
+                    continue
             family = families.get(metric)
             if family is None:
                 family = families[metric] = {}
@@ -430,10 +441,14 @@ class Store:
 
     def _bound(self, device: str, s: Sample, elapsed: float) -> float | None:
         """How far the counter of ``s`` can have moved in ``elapsed`` seconds (device units), or None."""
-        per_unit = _BYTES_PER_UNIT.get(CATALOG[s.metric].unit)
+        metric = s.metric
+        if metric in _PER_UNIT:
+            per_unit = _PER_UNIT[metric]
+        else:
+            per_unit = _PER_UNIT[metric] = _BYTES_PER_UNIT.get(CATALOG[metric].unit)
         if per_unit is None or s.scale != 1.0:
             return None
-        interface = next((v for k, v in s.labels if k == "interface"), None)
+        interface = _interface_of(s.labels)
         speed = self._speed.get((device, interface or ""))
         if speed is None:
             return None
@@ -565,6 +580,16 @@ class Store:
     def _gone(self, series: Series) -> None:
         if self.changes is not None:
             self.changes.gone.append(series)
+
+
+_IS_COUNTER: dict[str, bool] = {}  # metric -> whether the catalogue says counter (ingest's hot loop)
+_PER_UNIT: dict[str, float | None] = {}  # metric -> ``_BYTES_PER_UNIT`` of its unit (``_bound``)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _interface_of(lbls: Labels) -> str | None:
+    """The ``interface`` label's value (sample labels repeat: looked up once each)."""
+    return next((v for k, v in lbls if k == "interface"), None)
 
 
 def _spec(metric: str) -> MetricSpec:

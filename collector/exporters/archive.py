@@ -264,11 +264,15 @@ def _table(rows: Sequence[Row]) -> pl.DataFrame:
         "uint64": pl.UInt64(),
     }
     time, received, device, source, metric, lbls, link, value, counter = zip(*rows, strict=True)
-    columns: dict[str, list[str | None]] = {name: [None] * len(rows) for name in SERIES_LABELS}
-    for i, pairs in enumerate(lbls):
-        for name, v in pairs:
-            columns[name][i] = v
-    data: dict[str, Sequence[object]] = {
+    # Rows repeat a few thousand label sets: each column is its values per distinct set, gathered per row.
+    distinct: dict[tuple[tuple[str, str], ...], int] = {}
+    ids = pl.Series([distinct.setdefault(pairs, len(distinct)) for pairs in lbls], dtype=pl.UInt32())
+    spread = [dict(pairs) for pairs in distinct]
+    columns = {
+        name: pl.Series(name, [d.get(name) for d in spread], pl.String()).gather(ids)
+        for name in SERIES_LABELS
+    }
+    data: dict[str, Sequence[object] | pl.Series] = {
         "time": time,
         "received_time": received,
         "device": device,

@@ -30,6 +30,7 @@ MODELS = (
 )
 ON_CHANGE_CHECK_S = 0.1
 MIN_INTERVAL_S = 0.1
+PLAN_LIMIT = 1000
 
 
 class Subscription:
@@ -70,6 +71,11 @@ class SimTarget(GnmiServer):
         self.epoch_ns = epoch_ns
         self.published = published
         self._cache: tuple[Snapshot | None, list[tree.Group]] = (None, [])
+        # Each path's ``tree.plan`` (by the path list's id, the list held so the id stays its own), valid
+        # while the groups' prefixes stay the same (they do from one snapshot to the next).
+        self._plans: dict[int, tuple[list[tree.Elem], tree.Plan]] = {}
+        self._prefixes: list[list[tree.Elem]] = []
+        self._planned_for: list[tree.Group] | None = None
 
     def groups(self) -> tuple[Snapshot, list[tree.Group]]:
         """The latest snapshot and its groups (built once per snapshot)."""
@@ -77,6 +83,22 @@ class SimTarget(GnmiServer):
         if self._cache[0] is not snap:
             self._cache = (snap, tree.groups(snap, self.device, self.epoch_ns))
         return snap, self._cache[1]
+
+    def _plan(self, every: list[tree.Group], want: list[tree.Elem]) -> tree.Plan:
+        if every is not self._planned_for:  # new groups (a new snapshot): same prefixes, same plans?
+            self._planned_for = every
+            prefixes = [g.prefix for g in every]
+            if prefixes != self._prefixes:  # (the same objects, usually: compared by identity first)
+                self._plans.clear()
+                self._prefixes = prefixes
+        known = self._plans.get(id(want))
+        if known is not None and known[0] is want:
+            return known[1]
+        if len(self._plans) >= PLAN_LIMIT:  # one-off paths (Get requests) must not pile up
+            self._plans.clear()
+        chosen = tree.plan(every, want)
+        self._plans[id(want)] = (want, chosen)
+        return chosen
 
     def current(self) -> tuple[int, list[tree.Group]]:
         """The time of the data served now (ns) and its groups (another data source overrides this)."""
@@ -89,7 +111,7 @@ class SimTarget(GnmiServer):
         seen: set[int] = set()
         out: list[tree.Group] = []
         for want in wants:
-            for g in tree.select(every, want):
+            for g in tree.planned(every, want, self._plan(every, want)):
                 key = id(g)
                 if key not in seen:
                     seen.add(key)

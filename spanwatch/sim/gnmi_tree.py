@@ -92,14 +92,39 @@ def _s(value: str) -> Any:
     return gnmi_pb2.TypedValue(string_val=value)
 
 
+_STAT_PARTS = ("instant", "min", "max", "avg")
+_STAT_PATHS: dict[str, list[list[Elem]]] = {}  # a stat container's four leaf paths, by its name
+
+
 def _stat(name: str, s: Snapshot, key: str, d: int, w: int, scale: float = 1.0) -> list[Leaf]:
     lo, hi, avg = s.stats[key]
     values = (s.gauges[key][d][w], lo[d][w], hi[d][w], avg[d][w])
+    paths = _STAT_PATHS.get(name)
+    if paths is None:
+        paths = _STAT_PATHS[name] = [_p(f"{name}/{part}") for part in _STAT_PARTS]
+    typed = gnmi_pb2.TypedValue  # ``_f`` inline: the values are floats already (a snapshot's gauges)
     return [
-        (_p(f"{name}/{part}"), _f(v * scale))
-        for part, v in zip(("instant", "min", "max", "avg"), values, strict=True)
+        (path, typed(double_val=v * scale))
+        for path, v in zip(paths, values, strict=True)
         if not math.isnan(v)  # a wave down has no signal: the leaf is absent, not a made-up 0
     ]
+
+
+_PFC_PATHS: list[tuple[list[Elem], list[Elem], list[Elem]]] = []
+
+
+def _pfc_paths() -> list[tuple[list[Elem], list[Elem], list[Elem]]]:
+    """Per priority, the in-frames, out-frames and stuck-count leaf paths (made once)."""
+    if not _PFC_PATHS:
+        _PFC_PATHS.extend(
+            (
+                _p(f"priorities/priority[index={prio}]/state/in-frames"),
+                _p(f"priorities/priority[index={prio}]/state/out-frames"),
+                _p(f"watchdog/tx-queues/tx-queue[index={prio}][queue-type=UNICAST]/state/stuck-count"),
+            )
+            for prio in range(8)
+        )
+    return _PFC_PATHS
 
 
 def groups(s: Snapshot, d: int, epoch_ns: int) -> list[Group]:
@@ -138,16 +163,10 @@ def _interface(s: Snapshot, d: int, w: int, epoch_ns: int) -> list[Group]:
         )
     ]
     pfc: list[Leaf] = []
-    for prio in range(8):
+    rx, tx, storms = c["pfc_rx_frames"][d][w], c["pfc_tx_frames"][d][w], c["pfc_storms"][d][w]
+    for prio, (in_frames, out_frames, stuck) in enumerate(_pfc_paths()):
         ours = prio == s.queue
-        pfc += [
-            (_p(f"priorities/priority[index={prio}]/state/in-frames"), _u(c["pfc_rx_frames"][d][w] * ours)),
-            (_p(f"priorities/priority[index={prio}]/state/out-frames"), _u(c["pfc_tx_frames"][d][w] * ours)),
-            (
-                _p(f"watchdog/tx-queues/tx-queue[index={prio}][queue-type=UNICAST]/state/stuck-count"),
-                _u(c["pfc_storms"][d][w] * ours),
-            ),
-        ]
+        pfc += [(in_frames, _u(rx * ours)), (out_frames, _u(tx * ours)), (stuck, _u(storms * ours))]
     return [
         Group(_p(f"{base}/state/counters"), counters),
         Group(_p(f"{base}/state"), [(_p("oper-status"), _s("UP" if up else "DOWN"))]),
@@ -275,13 +294,23 @@ def _match(want: list[Elem], have: list[Elem]) -> bool:
     return True
 
 
-def select(all_groups: list[Group], want: list[Elem]) -> list[Group]:
-    """The groups (or parts of groups) under the path ``want`` (empty: everything)."""
+Plan = list[tuple[int, bool]]
+
+
+def plan(all_groups: list[Group], want: list[Elem]) -> Plan:
+    """Which groups the path ``want`` reaches, by index, and whether whole (else some of their leaves).
+
+    It depends on the groups' prefixes only, which are the same from one snapshot to the next.
+    """
+    return [(i, len(want) <= len(g.prefix)) for i, g in enumerate(all_groups) if _match(want, g.prefix)]
+
+
+def planned(all_groups: list[Group], want: list[Elem], chosen: Plan) -> list[Group]:
+    """The groups (or parts of groups) under ``want`` that ``chosen`` (its ``plan``) names."""
     out = []
-    for g in all_groups:
-        if not _match(want, g.prefix):
-            continue
-        if len(want) <= len(g.prefix):
+    for i, whole in chosen:
+        g = all_groups[i]
+        if whole:
             out.append(g)
             continue
         rest = want[len(g.prefix) :]
@@ -289,6 +318,11 @@ def select(all_groups: list[Group], want: list[Elem]) -> list[Group]:
         if leaves:
             out.append(Group(g.prefix, leaves))
     return out
+
+
+def select(all_groups: list[Group], want: list[Elem]) -> list[Group]:
+    """The groups (or parts of groups) under the path ``want`` (empty: everything)."""
+    return planned(all_groups, want, plan(all_groups, want))
 
 
 def _path(e: list[Elem]) -> Any:

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from collector.clock import FakeClock
+from collector.contracts.catalog import SERIES_LABELS
 from collector.exporters.archive import Archive
 
 T0 = 1_764_496_800 * 10**9  # 2025-11-30T10:00:00Z
@@ -83,6 +84,31 @@ def test_layout_schema_and_values(tmp_path: Path) -> None:
     )
     assert df["counter"].drop_nulls().max() == 9
     assert not list(tmp_path.rglob(".*"))  # no temporary file left behind
+
+
+def test_each_row_carries_its_own_labels(tmp_path: Path) -> None:
+    """Rows sharing label sets and rows with sets of their own, in any order: every row's label columns
+    are its own pairs and null elsewhere (the columns are built once per distinct set)."""
+    archive = Archive(tmp_path, FakeClock(), writer="w1")
+    sets = [
+        (),
+        (("interface", "Eth0"),),
+        (("interface", "Eth0"), ("queue", "3")),
+        (("interface", "Eth1"), ("lane", "2"), ("direction", "rx")),
+        (("pool", "0"), ("component", "OpticalChannel1/2")),
+        (("priority", "3"),),
+    ]
+    expected = {}
+    for i in range(600):
+        pairs = sets[(i * 7) % len(sets)] if i % 5 else (("interface", f"Eth{i}"),)
+        archive.add((T0 + i, T0 + i, "sw1", "snmp", "dci_interface_oper_up", pairs, None, float(i), None))
+        expected[float(i)] = dict(pairs)
+    archive.flush()
+    df = pl.read_parquet(tmp_path, hive_partitioning=True)
+    assert df.height == 600
+    for row in df.iter_rows(named=True):
+        own = expected[row["value"]]
+        assert {k: row[k] for k in SERIES_LABELS} == {k: own.get(k) for k in SERIES_LABELS}
 
 
 def test_a_failed_flush_keeps_its_rows(tmp_path: Path) -> None:
