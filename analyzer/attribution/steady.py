@@ -12,6 +12,9 @@ from analyzer.attribution.rules import JOB_LINK_SHARE, MAD_TO_SIGMA, STEADY_ROUN
 # The step's formula (``docs/method.md``; the capitals are ``rules``).
 FORMULA = """\
 bytes(link)  = job bytes per step * rate(link) / sum rate      (0 below JOB_LINK_SHARE)
+rate(link)   = the mean over its ends of the median rate per window; a job sending in fewer than half
+               of the windows: the smaller of its ends' mean rates over the run (their mean where that
+               is 0 on every link)
 steady(link) = bytes(link) / capacity(link) + STEADY_ROUND_TRIPS * rtt(link)
 """
 
@@ -87,10 +90,18 @@ def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.
     """The job's bytes per step and direction per link: its total spread as the job class's typical rates
     spread (ECMP by flow), or, without a declared total, the rate times the median step. A job that sends
     in fewer than half of the windows (DiLoCo syncing every N steps) has no typical rate anywhere: its mean
-    rates over the run spread it then (its bytes per sync where the total is declared per sync)."""
-    per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean(), mean=pl.col("mean_rate").mean())
-    if not float(per_link["rate"].sum()) > 0:
-        per_link = per_link.with_columns(rate=pl.col("mean").fill_nan(None).fill_null(0.0))
+    rates over the run spread it then (its bytes per sync where the total is declared per sync), the
+    smaller of a link's two directions: over a whole run another tenant's load in the class weighs as much
+    as the job's few exchanges, and an exchange (an all-reduce over several channels) crosses each link
+    both ways where a tenant's load need not. Where no link carries the class both ways (the job did not
+    exchange in the run), the mean of the two directions, as before."""
+    per_link = rates.group_by("link").agg(
+        rate=pl.col("base_rate").mean(), both=pl.col("mean_rate").min(), mean=pl.col("mean_rate").mean()
+    )
+    # Typical rates, else what both directions carry, else (no link carries the class both ways) the mean.
+    for fallback in ("both", "mean"):
+        if not float(per_link["rate"].sum()) > 0:
+            per_link = per_link.with_columns(rate=pl.col(fallback).fill_nan(None).fill_null(0.0))
     if not float(per_link["rate"].sum()) > 0:  # no job-class counters: the spread is unknown
         return per_link.clear().select("link", bytes=pl.col("rate"))
     share = pl.col("rate") / pl.col("rate").sum()

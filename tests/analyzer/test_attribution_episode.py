@@ -306,3 +306,36 @@ def test_a_job_that_sends_in_few_windows_is_spread_by_its_mean_rate() -> None:
     assert rates["base_rate"].to_list() == [0.0, 0.0]
     spread = steady.link_bytes(rates, steady.JobFigures(bytes_per_step=8e9), 1.0).sort("link")
     assert spread["bytes"].to_list() == pytest.approx([6e9, 2e9])
+
+
+def test_a_sparse_job_is_spread_by_what_both_directions_carry() -> None:
+    # DiLoCo syncing every 20 steps over l2 only, both ways; another tenant's load in the job's class on
+    # l1, one way, for 5 windows: over the run it outweighs the job's two syncs, but is not the job's.
+    n = 40
+    sync = [2e9 if i % 20 == 19 else 0.0 for i in range(n)]
+    tenant = [5e9 if 10 <= i < 15 else 0.0 for i in range(n)]
+    ends = {("l1", "a"): tenant, ("l1", "b"): [0.0] * n, ("l2", "a"): sync, ("l2", "b"): sync}
+    amounts = pl.DataFrame(
+        [
+            {"window": i, "link": link, "device": device, "seconds": 1.0, "sent": values[i]}
+            for (link, device), values in ends.items()
+            for i in range(n)
+        ]
+    )
+    spread = steady.link_bytes(steady.job_rates(amounts), steady.JobFigures(bytes_per_step=2e9), 1.0)
+    assert dict(spread.iter_rows()) == pytest.approx({"l1": 0.0, "l2": 2e9})
+
+
+def test_a_sparse_job_that_never_exchanged_both_ways_keeps_the_mean_of_its_directions() -> None:
+    n = 40
+    one_way = [2e9 if i % 20 == 19 else 0.0 for i in range(n)]
+    ends = {("l1", "a"): one_way, ("l1", "b"): [0.0] * n}
+    amounts = pl.DataFrame(
+        [
+            {"window": i, "link": link, "device": device, "seconds": 1.0, "sent": values[i]}
+            for (link, device), values in ends.items()
+            for i in range(n)
+        ]
+    )
+    spread = steady.link_bytes(steady.job_rates(amounts), steady.JobFigures(bytes_per_step=2e9), 1.0)
+    assert dict(spread.iter_rows()) == pytest.approx({"l1": 2e9})
