@@ -13,12 +13,13 @@ rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscrib
   network's or a connection's start), and the deepest backlog did not shrink by ``drain_rate`` (a process
   that drains a backlog, as after start-up's dials and first rounds, has room). The heaviest targets
   (updates per second) carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``)
-  get twice their interval, up to ``max_factor`` times the configured one. While any target is shed, it
-  goes on shedding while the loop is busier than ``stale_busy`` and a batch is still ``restore_lag`` late:
-  keeping up at the edge is not keeping values fresh;
+  get twice their interval, up to ``max_factor`` times the configured one. While any target is shed (the
+  process was past capacity), it goes on shedding while a batch is still ``restore_lag`` late: keeping up
+  at the edge is not keeping values fresh;
 - **restore**: no batch of any stream was ``restore_lag`` intervals behind for ``restore_hold`` seconds:
   the lightest shed targets get half their interval back while the loop's busy share, predicted with
-  their updates doubled, stays under ``restore_busy``.
+  their updates doubled, stays under ``restore_busy``, and the spell's worst lag, grown in proportion,
+  stays under ``restore_lag`` (a restore that would make values late would only be shed again).
 
 After any change nothing more is decided for ``settle_intervals`` of the longest new interval: the first
 rounds at the new interval must arrive before the lag says anything about the new load. The numbers
@@ -57,11 +58,12 @@ class ShedSettings:
     capacity: a stream that keeps up drains each round before the next, however bursty, while one that
     does not keeps a floor of backlog; past half an interval its values get older than 1.5 intervals."""
     saturated: float = 0.85
-    """Busy share of the event loop (wall time not spent waiting for I/O) from which it has no room. Past
-    capacity it measured 0.86-0.99 a period (bench/README.md, issue 33): not 1, as a loop also waits for
-    the CPU on a shared machine and its streams' drains gather for part of an interval while behind. A
-    loop with more spare time read what arrived when it arrived: a backlog then was made upstream (a
-    starved sender, a starting connection), and a longer interval is not the process's cure."""
+    """Busy share of the event loop (wall time running or waiting for a CPU, not waiting for I/O) from
+    which it has no room. Past capacity it read 0.86-0.99 a period (bench/README.md, issue 33), not 1: the
+    streams' drains gather for part of an interval while behind, and a loop waits briefly for I/O between
+    bursts even when the backlog sits in grpc. A loop with more spare time read what arrived when it
+    arrived: a backlog then was made upstream (a starved sender, a starting connection), and a longer
+    interval is not the process's cure."""
     drain_rate: float = 0.1
     """Seconds of backlog per second that the deepest backlog must shrink by for a process to count as
     catching up (not overloaded): after start-up a process with room drains the first rounds' backlog at
@@ -69,19 +71,17 @@ class ShedSettings:
     period-to-period noise of a backlog held at a steady level, and reached by any process with that much
     spare capacity."""
     shed_periods: int = 2
-    """Periods in a row of overload (or of late values while shed) before shedding: one GC pause or
-    burst is not overload."""
+    """Periods in a row of overload before shedding, or of a batch ``restore_lag`` late while already
+    shed before shedding more: one GC pause or burst is not overload. Once past capacity the bound is the
+    values' age, whoever makes them late: brought to 0.94x by a first step, a process keeps up, but a
+    round's lag nears an interval and values age past 1.5 intervals; and a longer interval lightens the
+    device, the network and the exposition's relay share of an interval as well as the process."""
     shed_share: float = 0.5
     """Share of the process's updates whose targets are doubled per step: the load drops by a quarter
     (1.25x capacity -> 0.94x); a step that is not enough is followed by another once settled."""
     deep_lag: float = 2.0
     """Intervals behind, held by every batch, past which every target is doubled at once: a backlog of
     two rounds that never drains is far past capacity, and steps of a quarter would take a minute."""
-    stale_busy: float = 0.75
-    """Busy share above which a process that is already shedding goes on shedding while a batch is
-    ``restore_lag`` late: brought to 0.94x by a first step, it keeps up, but a round's lag nears an
-    interval and values age past 1.5 intervals; this takes it under 3/4. (Only while shed: a process that
-    never fell behind is not shed for being busy.)"""
     settle_intervals: float = 2.0
     """After a change, wait this many of the longest interval (and at least two periods) before judging:
     the new subscriptions start empty (what grpc held for the old ones is dropped with them), but the
@@ -91,9 +91,9 @@ class ShedSettings:
     every value is then at most 1.5 intervals old, the issue's staleness bound."""
     restore_busy: float = 0.6
     """Busy share the process may reach once restored targets send twice as much (their share of the
-    updates, of the loop's mean busy share over the quiet spell): a quarter under ``stale_busy``, so a
-    prediction that is a quarter short does not shed again (it is on the safe side: a loop's fixed work,
-    scrapes and timers, does not double)."""
+    updates, of the loop's mean busy share over the quiet spell): a prediction 40 % short still leaves it
+    under ``saturated``, and it errs on the safe side (a loop's fixed work, scrapes and timers, does not
+    double)."""
     restore_hold: float = 30.0
     """Seconds with room before a restore step: far longer than it takes to shed, so it cannot flap."""
     max_factor: int = 8
@@ -123,8 +123,8 @@ class ShedPolicy:
     """The decision, as a state machine over periods (pure: time and measurements are given)."""
 
     settings: ShedSettings = field(default_factory=ShedSettings)
-    _over: int = 0  # periods in a row of overload (or late values in a busy loop while shed)
-    _room: tuple[float, float, int] | None = None  # quiet spell: (since when, sum of busy shares, periods)
+    _over: int = 0  # periods in a row of overload (or of late values while shed)
+    _room: tuple[float, float, int, float] | None = None  # quiet spell: since, busy sum, periods, worst lag s
     _settled_at: float | None = None  # no decision before this time (None: not started)
     _deepest: tuple[float, float] | None = None  # (the deepest backlog floor, seconds; when) last period
 
@@ -152,22 +152,24 @@ class ShedPolicy:
             return {}
         floor = max(load.floor / load.interval for load in loads.values())
         peak = max(load.lag / load.interval for load in loads.values())
+        worst_lag = max(load.lag for load in loads.values())  # seconds
         overloaded = floor >= s.shed_lag and busy >= s.saturated and not draining
         shed = any(load.factor > 1 for load in loads.values())
-        stale = shed and busy >= s.stale_busy and peak >= s.restore_lag
+        stale = shed and peak >= s.restore_lag
         self._over = self._over + 1 if overloaded or stale else 0
         if peak >= s.restore_lag:
             self._room = None
         elif self._room is None:
-            self._room = (now, busy, 1)
+            self._room = (now, busy, 1, worst_lag)
         else:
-            self._room = (self._room[0], self._room[1] + busy, self._room[2] + 1)
+            since, busy_sum, periods, worst = self._room
+            self._room = (since, busy_sum + busy, periods + 1, max(worst, worst_lag))
         changes: dict[str, int] = {}
         if self._over >= s.shed_periods:
             changes = self._shed(loads, 1.0 if overloaded and floor >= s.deep_lag else s.shed_share)
         elif self._room is not None and now - self._room[0] >= s.restore_hold:
-            _, busy_sum, periods = self._room
-            changes = self._restore(loads, busy_sum / periods, s.restore_busy)
+            _, busy_sum, periods, worst = self._room
+            changes = self._restore(loads, busy_sum / periods, worst)
         if changes:
             longest = max(
                 loads[name].interval * factor / loads[name].factor for name, factor in changes.items()
@@ -193,9 +195,11 @@ class ShedPolicy:
             carried += load.updates_per_second
         return changes
 
-    def _restore(self, loads: Mapping[str, StreamLoad], busy: float, limit: float) -> dict[str, int]:
+    def _restore(self, loads: Mapping[str, StreamLoad], busy: float, worst: float) -> dict[str, int]:
         """Halve the intervals of the lightest shed targets while the predicted busy share stays under
-        ``limit``: a target's share of the loop is taken as its share of the process's updates."""
+        ``restore_busy`` and the spell's worst lag (``worst`` seconds), grown with it, under
+        ``restore_lag`` of the target's new interval: a target's share of the loop is taken as its share
+        of the process's updates."""
         total = sum(load.updates_per_second for load in loads.values())
         shed = [(n, load) for n, load in loads.items() if load.factor > 1]
         shed.sort(key=lambda item: (item[1].updates_per_second, item[0]))
@@ -203,7 +207,9 @@ class ShedPolicy:
         changes: dict[str, int] = {}
         for name, load in shed:
             extra = busy * load.updates_per_second / total if total > 0 else 0.0
-            if predicted + extra > limit:
+            after = predicted + extra
+            grown = worst * after / busy if busy > 0 else worst
+            if after > self.settings.restore_busy or grown >= self.settings.restore_lag * load.interval / 2:
                 break
             predicted += extra
             changes[name] = load.factor // 2
