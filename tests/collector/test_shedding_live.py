@@ -116,7 +116,7 @@ async def test_a_stream_the_collector_cannot_keep_up_with_is_shed_then_restored(
         await _until(lambda: store.value("spanwatch_gnmi_shed_updates_total", DEV) > shed_at, within=5)  # type: ignore[operator]
 
         source.cost = 0.0  # the load falls
-        await _until(lambda: source.factor == 1, within=20)
+        await _until(lambda: source.factor == 1, within=40)  # slower on a loaded machine: lag guards restores
         await _until(lambda: _requested(server) == 0.1, within=5)
         assert store.value("spanwatch_gnmi_sample_interval_seconds", DEV) == 0.1
         assert any("load fell: sample interval" in r.getMessage() for r in caplog.records)
