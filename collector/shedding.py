@@ -4,22 +4,29 @@ Folding (``collector.coalesce``) keeps the exposition fresh while a stream is be
 what grpc has already queued: past capacity the lag keeps growing. The cure is at the device: a stream
 resubscribed with a longer sample interval sends less. One ``Shedder`` per process (the streams of a
 process share its event loop, so capacity is the process's) looks every ``period`` at what each stream
-showed and asks ``ShedPolicy`` which targets to resubscribe:
+showed and at how busy the event loop was (``collector.loop_busy``: the share of the wall time it worked
+rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscribe:
 
-- **shed**: a stream whose every batch was more than ``shed_lag`` of its intervals behind, for
-  ``shed_periods`` periods in a row (it never caught up): the heaviest targets (updates per second)
-  carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``) get twice their
-  interval, up to ``max_factor`` times the configured one. The CPU the process had then is remembered as
-  its capacity, and shedding goes on while the process uses more than ``shed_util`` of it and a batch is
-  still ``restore_lag`` late;
-- **restore**: the process had room (no batch of any stream ``restore_lag`` intervals behind) for
-  ``restore_hold`` seconds: the lightest shed targets get half their interval back while the process's
-  CPU, predicted with their updates doubled, stays under ``restore_share`` of that capacity.
+- **shed** only when the process cannot keep up: for ``shed_periods`` periods in a row a stream's every
+  batch was more than ``shed_lag`` of its intervals behind (it never caught up), the loop had no time to
+  spare (busy share ``saturated`` or more: the lateness is the process's own, not the device's, the
+  network's or a connection's start), and the deepest backlog did not shrink by ``drain_rate`` (a process
+  that drains a backlog, as after start-up's dials and first rounds, has room). The heaviest targets
+  (updates per second) carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``)
+  get twice their interval, up to ``max_factor`` times the configured one. While any target is shed (the
+  process was past capacity), it goes on shedding while a batch is still ``restore_lag`` late: keeping up
+  at the edge is not keeping values fresh;
+- **restore**: no batch of any stream was ``restore_lag`` intervals behind for ``restore_hold`` seconds:
+  the lightest shed targets get half their interval back while the loop's busy share, predicted with
+  their updates doubled, stays under ``restore_busy``, and the spell's worst lag, grown in proportion,
+  stays under ``restore_lag`` (a restore that would make values late would only be shed again).
 
 After any change nothing more is decided for ``settle_intervals`` of the longest new interval: the first
 rounds at the new interval must arrive before the lag says anything about the new load. The numbers
-(``ShedSettings``) are why each step cannot flap: shedding needs a sustained backlog (or late values
-near a capacity already seen), restoring a long quiet spell and a prediction with room to spare.
+(``ShedSettings``) are why each step cannot flap: shedding needs a sustained backlog in a saturated loop
+(or late values in a busy one while already shed), restoring a long quiet spell and a prediction with room
+to spare. The busy share is wall time, so a machine that gives the process less CPU shows as a busier
+loop: the capacity is whatever the machine gives, measured every period, never a remembered figure.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from collector.loop_busy import LoopBusy
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +57,25 @@ class ShedSettings:
     """Intervals behind that, held by every batch of a period (the stream never caught up), mean over
     capacity: a stream that keeps up drains each round before the next, however bursty, while one that
     does not keeps a floor of backlog; past half an interval its values get older than 1.5 intervals."""
-    shed_util: float = 0.75
-    """Share of the capacity above which a process that ran out of it goes on shedding while a batch is
-    ``restore_lag`` late: brought to 0.94x by a first step, it would sit where a round's lag nears an
-    interval; this takes it under 3/4. (Without late batches, CPU alone is no reason: on a busy machine
-    the capacity seen is small and noisy.)"""
+    saturated: float = 0.85
+    """Busy share of the event loop (wall time running or waiting for a CPU, not waiting for I/O) from
+    which it has no room. Past capacity it read 0.86-0.99 a period (bench/README.md, issue 33), not 1: the
+    streams' drains gather for part of an interval while behind, and a loop waits briefly for I/O between
+    bursts even when the backlog sits in grpc. A loop with more spare time read what arrived when it
+    arrived: a backlog then was made upstream (a starved sender, a starting connection), and a longer
+    interval is not the process's cure."""
+    drain_rate: float = 0.1
+    """Seconds of backlog per second that the deepest backlog must shrink by for a process to count as
+    catching up (not overloaded): after start-up a process with room drains the first rounds' backlog at
+    its spare share of the loop, while one past capacity holds or grows it; a tenth is far above the
+    period-to-period noise of a backlog held at a steady level, and reached by any process with that much
+    spare capacity."""
     shed_periods: int = 2
-    """Periods in a row over ``shed_lag`` (or ``shed_util``) before shedding: one GC pause or burst is
-    not overload."""
+    """Periods in a row of overload before shedding, or of a batch ``restore_lag`` late while already
+    shed before shedding more: one GC pause or burst is not overload. Once past capacity the bound is the
+    values' age, whoever makes them late: brought to 0.94x by a first step, a process keeps up, but a
+    round's lag nears an interval and values age past 1.5 intervals; and a longer interval lightens the
+    device, the network and the exposition's relay share of an interval as well as the process."""
     shed_share: float = 0.5
     """Share of the process's updates whose targets are doubled per step: the load drops by a quarter
     (1.25x capacity -> 0.94x); a step that is not enough is followed by another once settled."""
@@ -69,14 +89,11 @@ class ShedSettings:
     restore_lag: float = 0.5
     """Intervals behind (the worst batch of any stream) under which the process counts as having room:
     every value is then at most 1.5 intervals old, the issue's staleness bound."""
-    restore_share: float = 0.5
-    """Share of the capacity the process may reach once restored targets send twice as much. Capacity is
-    the CPU the process got the last time it could not keep up (a busy machine gives it less than a
-    core), else one core; half of it is where the lag of a round stays under half an interval (measured
-    in bench/README.md: 102k of 205k updates/s read at most 1.5 intervals old)."""
-    capacity_memory: float = 600.0
-    """Seconds a capacity seen at overload is believed: a machine that got quieter is tried again, at the
-    cost of one shed at most this often."""
+    restore_busy: float = 0.6
+    """Busy share the process may reach once restored targets send twice as much (their share of the
+    updates, of the loop's mean busy share over the quiet spell): a prediction 40 % short still leaves it
+    under ``saturated``, and it errs on the safe side (a loop's fixed work, scrapes and timers, does not
+    double)."""
     restore_hold: float = 30.0
     """Seconds with room before a restore step: far longer than it takes to shed, so it cannot flap."""
     max_factor: int = 8
@@ -106,47 +123,53 @@ class ShedPolicy:
     """The decision, as a state machine over periods (pure: time and measurements are given)."""
 
     settings: ShedSettings = field(default_factory=ShedSettings)
-    _over: int = 0  # periods in a row over shed_lag
-    _room_since: float | None = None  # since when every stream was under restore_lag
+    _over: int = 0  # periods in a row of overload (or of late values while shed)
+    _room: tuple[float, float, int, float] | None = None  # quiet spell: since, busy sum, periods, worst lag s
     _settled_at: float | None = None  # no decision before this time (None: not started)
-    _capacity: tuple[float, float] | None = None  # (CPU in cores, when) at the last overload
+    _deepest: tuple[float, float] | None = None  # (the deepest backlog floor, seconds; when) last period
 
-    def capacity(self, now: float) -> float:
-        """The CPU, in cores, the process is believed to be able to use."""
-        if self._capacity is not None and now - self._capacity[1] > self.settings.capacity_memory:
-            self._capacity = None
-        return 1.0 if self._capacity is None else self._capacity[0]
-
-    def decide(self, now: float, loads: Mapping[str, StreamLoad], util: float) -> dict[str, int]:
+    def decide(self, now: float, loads: Mapping[str, StreamLoad], busy: float) -> dict[str, int]:
         """The targets to resubscribe and their new factors (empty: nothing to do).
 
         Args:
             now: monotonic seconds.
             loads: each target's stream over the last period.
-            util: the process's CPU over the last period, in cores.
+            busy: the share of the last period's wall time the process's event loop worked (0..1).
         """
         s = self.settings
         if self._settled_at is None:
             self._settled_at = now + s.start_grace
-        if not loads or now < self._settled_at:
+        if not loads:
+            return {}
+        # The backlog's trend is followed through the grace and settling, so the first period judged
+        # already says whether the process is draining what it holds.
+        deepest = max(load.floor for load in loads.values())
+        draining = self._deepest is not None and deepest <= self._deepest[0] - s.drain_rate * (
+            now - self._deepest[1]
+        )
+        self._deepest = (deepest, now)
+        if now < self._settled_at:
             return {}
         floor = max(load.floor / load.interval for load in loads.values())
         peak = max(load.lag / load.interval for load in loads.values())
-        overloaded = floor >= s.shed_lag
-        capacity = self.capacity(now)  # (forgets one seen too long ago)
-        busy = self._capacity is not None and util >= s.shed_util * capacity and peak >= s.restore_lag
-        self._over = self._over + 1 if overloaded or busy else 0
+        worst_lag = max(load.lag for load in loads.values())  # seconds
+        overloaded = floor >= s.shed_lag and busy >= s.saturated and not draining
+        shed = any(load.factor > 1 for load in loads.values())
+        stale = shed and peak >= s.restore_lag
+        self._over = self._over + 1 if overloaded or stale else 0
         if peak >= s.restore_lag:
-            self._room_since = None
-        elif self._room_since is None:
-            self._room_since = now
+            self._room = None
+        elif self._room is None:
+            self._room = (now, busy, 1, worst_lag)
+        else:
+            since, busy_sum, periods, worst = self._room
+            self._room = (since, busy_sum + busy, periods + 1, max(worst, worst_lag))
         changes: dict[str, int] = {}
         if self._over >= s.shed_periods:
-            if overloaded:
-                self._capacity = (max(util, 0.05), now)
-            changes = self._shed(loads, 1.0 if floor >= s.deep_lag else s.shed_share)
-        elif self._room_since is not None and now - self._room_since >= s.restore_hold:
-            changes = self._restore(loads, util, s.restore_share * capacity)
+            changes = self._shed(loads, 1.0 if overloaded and floor >= s.deep_lag else s.shed_share)
+        elif self._room is not None and now - self._room[0] >= s.restore_hold:
+            _, busy_sum, periods, worst = self._room
+            changes = self._restore(loads, busy_sum / periods, worst)
         if changes:
             longest = max(
                 loads[name].interval * factor / loads[name].factor for name, factor in changes.items()
@@ -154,7 +177,7 @@ class ShedPolicy:
             longest = max(longest, max(load.interval for load in loads.values()))
             self._settled_at = now + max(s.settle_intervals * longest, 2 * s.period)
             self._over = 0
-            self._room_since = None
+            self._room = None
         return changes
 
     def _shed(self, loads: Mapping[str, StreamLoad], share: float) -> dict[str, int]:
@@ -172,17 +195,21 @@ class ShedPolicy:
             carried += load.updates_per_second
         return changes
 
-    def _restore(self, loads: Mapping[str, StreamLoad], util: float, limit: float) -> dict[str, int]:
-        """Halve the intervals of the lightest shed targets while the predicted CPU stays under ``limit``
-        (cores): a target's CPU is taken as its share of the process's updates."""
+    def _restore(self, loads: Mapping[str, StreamLoad], busy: float, worst: float) -> dict[str, int]:
+        """Halve the intervals of the lightest shed targets while the predicted busy share stays under
+        ``restore_busy`` and the spell's worst lag (``worst`` seconds), grown with it, under
+        ``restore_lag`` of the target's new interval: a target's share of the loop is taken as its share
+        of the process's updates."""
         total = sum(load.updates_per_second for load in loads.values())
         shed = [(n, load) for n, load in loads.items() if load.factor > 1]
         shed.sort(key=lambda item: (item[1].updates_per_second, item[0]))
-        predicted = util
+        predicted = busy
         changes: dict[str, int] = {}
         for name, load in shed:
-            extra = util * load.updates_per_second / total if total > 0 else 0.0
-            if predicted + extra > limit:
+            extra = busy * load.updates_per_second / total if total > 0 else 0.0
+            after = predicted + extra
+            grown = worst * after / busy if busy > 0 else worst
+            if after > self.settings.restore_busy or grown >= self.settings.restore_lag * load.interval / 2:
                 break
             predicted += extra
             changes[name] = load.factor // 2
@@ -241,27 +268,40 @@ class Shedder:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        busy = LoopBusy(loop)
         wall, cpu = loop.time(), self.cpu_seconds()
-        while True:
-            await asyncio.sleep(self.settings.period)
-            now, cpu_now = loop.time(), self.cpu_seconds()
-            util = (cpu_now - cpu) / max(now - wall, 1e-9)
-            wall, cpu = now, cpu_now
-            with contextlib.suppress(Exception):  # a bug here must not stop the streams; it is logged
-                self.step(now, util)
+        try:
+            while True:
+                await asyncio.sleep(self.settings.period)
+                now, cpu_now = loop.time(), self.cpu_seconds()
+                util = (cpu_now - cpu) / max(now - wall, 1e-9)
+                wall, cpu = now, cpu_now
+                share = busy.share()
+                with contextlib.suppress(Exception):  # a bug here must not stop the streams; it is logged
+                    # a loop that cannot be measured: its CPU is the best guess (one thread runs it)
+                    self.step(now, min(util, 1.0) if share is None else share, util)
+        finally:
+            busy.close()
 
-    def step(self, now: float, util: float) -> dict[str, int]:
-        """One decision over the registered streams; applies and returns it."""
+    def step(self, now: float, busy: float, util: float | None = None) -> dict[str, int]:
+        """One decision over the registered streams; applies and returns it.
+
+        Args:
+            now: monotonic seconds.
+            busy: the event loop's busy share over the last period.
+            util: the process's CPU over it, in cores (for the log line).
+        """
         try:
             loads = {name: stream.shed_load() for name, stream in self.streams.items()}
-            changes = self.policy.decide(now, loads, util)
+            changes = self.policy.decide(now, loads, busy)
+            cpu = "" if util is None else f", CPU {util:.2f} of a core"
             for name, factor in changes.items():
                 load = loads[name]
                 why = (
                     f"a stream stayed {max(x.floor / x.interval for x in loads.values()):.1f} intervals "
-                    f"behind, CPU {util:.2f} of a core"
+                    f"behind, event loop busy {busy:.2f}{cpu}"
                     if factor > load.factor
-                    else f"room: CPU {util:.2f} of a core"
+                    else f"room: event loop busy {busy:.2f}{cpu}"
                 )
                 self.streams[name].shed_to(factor, why)
             return changes
