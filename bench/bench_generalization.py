@@ -213,7 +213,7 @@ def report(rows: list[dict[str, Any]], seed: int, mode: str) -> list[str]:
     passed = sum(r["passed"] for r in rows)
     walls = [r["wall_s"] for r in rows]
     out = [
-        f"## {len(rows)} random scenarios (seeds {seed}..{seed + len(rows) - 1}), {mode} path",
+        f"## {len(rows)} random scenarios (seeds {seed}..{max(r['seed'] for r in rows)}), {mode} path",
         "",
         f"**Meet every goal: {passed / len(rows):.1%} ({passed} of {len(rows)})**; quiet runs: "
         f"{sum(bool(r.get('quiet')) for r in rows)}; wall per run p50 {_quantile(walls, 0.5):.1f} s, "
