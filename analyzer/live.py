@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from analyzer import blame, network, schemas
-from analyzer.attribution import beat
+from analyzer.attribution import beat, pipeline
 from analyzer.thresholds import Thresholds
 
 
@@ -80,6 +80,8 @@ class Window:
         # The run's first steps, kept past the window: the job's own beat (a DiLoCo sync every N steps
         # seen through interval lines) needs more repeats than a window holds (``beat.STEPS_READ``).
         self.first_steps = schemas.empty("steps")
+        self._beat: tuple[beat.Period, ...] = ()
+        self._beat_rows = 0  # first_steps' rows the beat was read from: it is read again only as they grow
         self._readings: list[pl.DataFrame] = []
         self.newest: datetime | None = None
         self.unplaced = 0  # step rows without a wall clock: they cannot be placed in time, so are not kept
@@ -100,6 +102,12 @@ class Window:
         early = placed.filter(pl.col("step") < first + beat.STEPS_READ)  # type: ignore[operator]
         if early.height:
             self.first_steps = pl.concat([self.first_steps, early], how="vertical_relaxed")
+
+    def beat(self) -> tuple[beat.Period, ...]:
+        """The job's own beat, read from the run's first steps (again only when more of them came)."""
+        if self.first_steps.height != self._beat_rows:
+            self._beat, self._beat_rows = pipeline.read_beat(self.first_steps), self.first_steps.height
+        return self._beat
 
     def add_readings(self, rows: pl.DataFrame) -> None:
         """Keep new ``schemas.TELEMETRY`` rows."""
@@ -160,7 +168,7 @@ def compute(window: Window, members: pl.DataFrame, job: blame.JobFigures, thresh
         members,
         job,
         window.settings.skew_seconds,
-        beat_steps=window.first_steps,
+        beat_periods=window.beat(),
     )
     return _read(blamed, net.events, links, window.settings.recent_seconds)
 

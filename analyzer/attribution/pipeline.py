@@ -40,7 +40,7 @@ def attribute(
     job: JobFigures,
     skew_seconds: float | None = None,
     evidence: pl.DataFrame | None = None,
-    beat_steps: pl.DataFrame | None = None,
+    beat_periods: tuple[beat.Period, ...] | None = None,
 ) -> Blame:
     """The whole method: steps split, steady figures, physics, skew, reconciliation, placement.
 
@@ -55,8 +55,8 @@ def attribute(
         evidence: optional ``step``, ``rank``, ``communication`` (exposed communication per step from a
             profiler or NCCL timings): the step's measure instead of its duration; a step without it takes
             its log's own communication time where the log has one (``logged_communication_seconds``).
-        beat_steps: ``schemas.STEPS`` rows to read the job's own beat from, where ``parsed_steps`` are too
-            few to show it (a live window); None: ``parsed_steps``.
+        beat_periods: the job's own beat where ``parsed_steps`` are too few to show it (a live window reads
+            it from the run's first steps: ``read_beat``); None: found from ``parsed_steps``.
 
     Returns:
         The blame.
@@ -76,8 +76,7 @@ def attribute(
         skew_seconds, correlation = find_skew(lines, signal)
     steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
     lines = lines_with_physics(lines, steps, caused)
-    periods = None if beat_steps is None else tuple(beat.find(read_lines(beat_steps, None)))
-    judged, size, periods = judge(lines, periods)
+    judged, size, periods = judge(lines, beat_periods)
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     judged, gains, shares, steps = network_time(judged, caused, steps, around)
     steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
@@ -92,3 +91,8 @@ def attribute(
         "lines_not_placeable": int(lines["lo"].is_null().sum()),
     }
     return outputs(steps, judged, shares, links, summary)
+
+
+def read_beat(parsed_steps: pl.DataFrame) -> tuple[beat.Period, ...]:
+    """The job's own beat from ``schemas.STEPS`` rows (``beat.find`` over their lines)."""
+    return tuple(beat.find(read_lines(parsed_steps, None)))

@@ -156,6 +156,23 @@ def test_the_window_keeps_the_runs_first_steps_for_the_beat_and_no_more() -> Non
     assert window.first_steps["step"].to_list() == list(range(1, 1 + beat.STEPS_READ))
 
 
+def test_the_window_reads_the_beat_again_only_as_its_first_steps_grow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[int] = []
+    monkeypatch.setattr(live.pipeline, "read_beat", lambda steps: reads.append(steps.height) or ((22, 0),))
+    window = live.Window(live.Settings(window_seconds=30.0))
+    for first in (1, 101, 20_001):  # the last steps are past the first ones kept
+        steps = range(first, first + 100)
+        rows = pl.DataFrame(
+            {"step": list(steps), "rank": 0, "end_time": [T0 + timedelta(seconds=0.1 * s) for s in steps]}
+        )
+        window.add_steps(pl.concat([schemas.empty("steps"), rows], how="diagonal_relaxed"))
+        assert window.beat() == ((22, 0),)
+        assert window.beat() == ((22, 0),)
+    assert reads == [100, 200]
+
+
 def _seconds(row: dict[str, object]) -> tuple[float, float]:
     return tuple(  # type: ignore[return-value]
         (pl.Series([str(row[k])]).str.to_datetime(time_zone="UTC")[0] - T0).total_seconds()
