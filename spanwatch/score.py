@@ -42,6 +42,7 @@ GOALS: dict[str, tuple[str, float]] = {
 # The figures the timing link between logs and telemetry decides. Events and steady figures come from the
 # telemetry alone, so a shifted log cannot move them: the control must fail one of these.
 TIMING_FIGURES: tuple[str, ...] = ("step_error", "false_blame", "link_error", "misplaced_blame")
+EVENT_FIGURES: tuple[str, ...] = ("event_recall", "event_precision")
 
 # Kind families: an event matches an episode only within one family. Truth kinds and the analyzer's
 # event kinds (analyzer/events.py RULES) side by side; a kind in no family never matches.
@@ -800,7 +801,15 @@ def figures(truth: Truth, analysis: Analysis) -> dict[str, Any]:
         "event_precision": events.pop("event_precision"),
         "steady_error": steady,
     }
-    out["failed"] = {name: _why(name, out[name]) for name in GOALS if not met(name, out[name])}
+    # 0/0 is no verdict: a truth with no network episode leaves nothing to recall, an analysis with no
+    # event inside the run nothing to be precise about. The other figure still judges (an event invented
+    # on a quiet network fails precision, an episode missed fails recall), so this hides no error.
+    unjudged = [name for name in EVENT_FIGURES if out[name] is None]
+    out["failed"] = {
+        name: _why(name, out[name]) for name in GOALS if name not in unjudged and not met(name, out[name])
+    }
+    if unjudged:
+        out["not_applicable"] = unjudged
     out["detail"] = {
         "steps": steps.height,
         "truth_seconds": float(steps["truth_seconds"].sum()),
@@ -943,7 +952,7 @@ def score(truth: Truth, folder: Path) -> dict[str, Any]:
         control["not_applicable"] = (
             f"a quiet run: no episode cost any step {CLEAN_STEP_SECONDS * 1e3:g} ms or more in the truth"
         )
-        out["not_applicable"] = list(RELATIVE_FIGURES)
+        out["not_applicable"] = [*out.get("not_applicable", []), *RELATIVE_FIGURES]
         out["failed"] = {k: v for k, v in out["failed"].items() if k not in RELATIVE_FIGURES}
     why = [f"{name}: {reason}" for name, reason in out["failed"].items()]
     problem = None if quiet else _control_problem(control)

@@ -6,6 +6,7 @@ network excess nor as noise."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -31,6 +32,9 @@ beat             = the smallest P <= BEAT_LONGEST_STEPS (at its likeliest phase 
                    the other lines' upper quantile within one level, and its slow heavy lines unlikely by
                    chance: hypergeometric tail * periods and phases tried < one-sided tail of
                    SIGNIFICANT_SIGMAS; then, on what that period leaves, the next, up to BEAT_PERIODS
+on the beat      : a job that sends only on its beat (no typical rate on any link end: steady.sends_sparsely)
+                   has network time only on its beat's steps: a line holding any gives them all of its own
+                   (by their placed weights, evenly where placement gave them none), with the line's link mix
 """
 Period = tuple[int, int]  # (P steps, phase p)
 # The steps read from a run's first: twice the repeats the longest period needs.
@@ -175,3 +179,48 @@ def beat_columns(periods: list[Period]) -> list[pl.Expr]:
         ((pl.col("step") - phase) // size - (before - phase) // size).alias(f"beat_{k}")
         for k, (size, phase) in enumerate(periods)
     ]
+
+
+def on_the_beat(
+    steps: pl.DataFrame, shares: pl.DataFrame, periods: Sequence[Period]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A job that sends only on its beat (DiLoCo's sync: ``steady.sends_sparsely``) is held by the network
+    only on the beat's steps, so an interval line holding any gives them all of its network time: by their
+    placed weights, evenly where placement gave them none (a stall read a poll early lands on the step
+    before the sync), each with the line's mix of links.
+
+    Args:
+        steps: ``placement.steps_placed``' steps (``rank``, ``line``, ``step``, ``weight``).
+        shares: its link shares (``rank``, ``step``, ``link``, ``device``, ``cause``, ``share``).
+        periods: the beat (``find``); every period's steps may sync (a checkpoint's cannot be told apart).
+
+    Returns:
+        (the steps with their weights moved, the link shares of every step).
+    """
+    if not periods:
+        return steps, shares
+    line = ["rank", "line"]
+    beat = pl.any_horizontal([(pl.col("step") - phase) % size == 0 for size, phase in periods])
+    marked = steps.with_columns(on_beat=beat & (pl.len().over(line) > 1))
+    moving = marked.filter(pl.col("on_beat").any().over(line))
+    if moving.is_empty():
+        return steps, shares
+    kept = pl.when("on_beat").then(pl.col("weight")).otherwise(0.0)
+    even = pl.when("on_beat").then(1.0 / pl.col("on_beat").sum().over(line)).otherwise(0.0)
+    weight = pl.when(kept.sum().over(line) > 0).then(kept / kept.sum().over(line)).otherwise(even)
+    moved = moving.with_columns(weight=weight)
+    # The line's link mix: each step's normalised shares by its old weight, given to its beat steps.
+    old = moving.select("rank", "line", "step", "weight")
+    mix = (
+        shares.select("rank", "step", "link", "device", "cause", "share")
+        .join(old, on=["rank", "step"])
+        .filter(pl.col("share") > 0)
+        .with_columns(share=pl.col("share") / pl.col("share").sum().over("rank", "step") * pl.col("weight"))
+        .sort("share", descending=True)
+        .group_by(*line, "link")
+        .agg(pl.col("device", "cause").first(), pl.col("share").sum())
+    )
+    given = moved.filter("on_beat").select(*line, "step").join(mix, on=line)  # the columns the tables read
+    steps = pl.concat([marked.join(moving, on=["rank", "step"], how="anti"), moved]).drop("on_beat")
+    shares = pl.concat([shares.join(old, on=["rank", "step"], how="anti"), given], how="diagonal_relaxed")
+    return steps, shares

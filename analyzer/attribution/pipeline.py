@@ -11,7 +11,8 @@
 7. ``excess``: each line's excess over its clean baseline (of its cycle position and beat), and its noise;
 8. ``reconcile``: each link's physics scaled by its own gain, shared as the airport game, weighed against
    the excess by their errors; the rest ``unexplained``;
-9. ``placement``: an interval line's iterations placed where its network time fell; then the tables.
+9. ``placement``: an interval line's iterations placed where its network time fell (a job that sends only on
+   its beat: on the beat's steps); then the tables.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
 from analyzer.attribution.reconcile import network_time
 from analyzer.attribution.skew import find_skew
-from analyzer.attribution.steady import JobFigures, link_bytes, steady
+from analyzer.attribution.steady import JobFigures, link_bytes, sends_sparsely, steady
 from analyzer.attribution.step_windows import lines_with_physics, physics_per_step
 from analyzer.attribution.tables import Blame, outputs
 
@@ -80,6 +81,8 @@ def attribute(
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     judged, gains, shares, steps = network_time(judged, caused, steps, around)
     steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
+    if sends_sparsely(rates):
+        steps, shares = beat.on_the_beat(steps, shares, periods)
     summary: dict[str, object] = {
         "skew_seconds": skew_seconds,
         "skew_correlation": correlation,

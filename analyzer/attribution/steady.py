@@ -86,6 +86,18 @@ def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise, mean_rate=mean)
 
 
+def sends_sparsely(rates: pl.DataFrame) -> bool:
+    """Whether the job sends in fewer than half of the windows (DiLoCo syncing every N steps): its class
+    carries bytes over the run (``mean_rate``) but has no typical rate (``base_rate``, a median over the
+    windows) on any link end.
+
+    Args:
+        rates: ``job_rates`` of every link end.
+    """
+    sent = float(rates["mean_rate"].fill_nan(None).fill_null(0.0).sum())
+    return sent > 0 and not float(rates["base_rate"].fill_nan(None).fill_null(0.0).sum()) > 0
+
+
 def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.DataFrame:
     """The job's bytes per step and direction per link: its total spread as the job class's typical rates
     spread (ECMP by flow), or, without a declared total, the rate times the median step. A job that sends

@@ -87,3 +87,39 @@ def test_a_few_slow_lines_on_one_period_of_many_are_chance() -> None:
     assert beat.stands_out(line_excess, counts)  # as the rule reads one period alone
     assert not beat.stands_out(line_excess, counts, tried=30 * 31 // 2)  # among all those tried
     assert beat.find(lines) == []
+
+
+def _placed(weights: dict[int, float]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One interval line of steps 701-704 (rank 0) with placed weights, and link shares per step."""
+    steps = pl.DataFrame({"rank": 0, "line": 704, "step": list(weights), "weight": list(weights.values())})
+    shares = pl.DataFrame(
+        {
+            "rank": 0,
+            "step": [701, 701, 703],
+            "link": ["ab", "bc", "ab"],
+            "device": ["dci-ab", "dci-bc", "dci-ab"],
+            "cause": "queueing",
+            "share": [0.6, 0.2, 1.0],
+        }
+    )
+    return steps, shares
+
+
+def test_a_sparse_senders_network_time_moves_onto_its_sync_step() -> None:
+    # Seed 509562 (DiLoCo, sync every 13, a log every 4): a 17.8 s sync held by congestion was placed on
+    # step 701, the step before the sync (702 = 54 x 13), a poll early; step_error 2.0.
+    steps, shares = _placed({701: 0.9, 702: 0.0, 703: 0.1, 704: 0.0})
+    moved, given = beat.on_the_beat(steps, shares, [(13, 0)])
+    assert dict(moved.select("step", "weight").iter_rows()) == {701: 0.0, 702: 1.0, 703: 0.0, 704: 0.0}
+    # The line's link mix, by the old weights: ab 0.9 x 0.75 + 0.1 x 1, bc 0.9 x 0.25.
+    mix = dict(given.filter(pl.col("step") == 702).select("link", "share").iter_rows())
+    assert abs(mix["ab"] - 0.775) < 1e-12 and abs(mix["bc"] - 0.225) < 1e-12
+    assert given.filter(pl.col("step") != 702).is_empty()
+
+
+def test_lines_without_a_sync_step_and_single_steps_keep_their_weights() -> None:
+    steps, shares = _placed({701: 0.9, 702: 0.0, 703: 0.1, 704: 0.0})
+    moved, given = beat.on_the_beat(steps, shares, [(13, 5)])  # no step of the line is on this beat
+    assert moved.sort("step").equals(steps.sort("step")) and given.equals(shares)
+    single = pl.DataFrame({"rank": 0, "line": 702, "step": [702], "weight": [1.0]})
+    assert beat.on_the_beat(single, shares, [(13, 0)])[0].equals(single)

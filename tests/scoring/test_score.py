@@ -390,6 +390,24 @@ def test_a_quiet_run_that_invents_a_cost_fails(tmp_path: Path) -> None:
     assert not result["passed"]
 
 
+def test_events_are_not_judged_where_there_is_nothing_to_judge(tmp_path: Path) -> None:
+    # A run whose only episode is a straggler (seed 509560 of the random family): no network episode to
+    # recall and, rightly, no event. Recall and precision are 0/0 there: no verdict, not a failure.
+    stall = [e for e in EPISODES if e["kind"] == "compute_stall"]
+    result = scored(tmp_path, truth_doc(costs={}, episodes=stall), costs={}, events=[])
+    assert result["event_recall"] is None and result["event_precision"] is None
+    assert result["not_applicable"] == ["event_recall", "event_precision", "step_error", "misplaced_blame"]
+    assert result["passed"], result["why"]
+    # The other figure still judges: an event invented on that quiet network fails precision ...
+    invented = scored(tmp_path / "invented", truth_doc(costs={}, episodes=stall), costs={}, events=EVENTS[:1])
+    assert result["event_recall"] is None and invented["event_precision"] == 0.0
+    assert "event_precision" in invented["failed"] and not invented["passed"]
+    # ... and an episode missed fails recall, with no event to be imprecise about.
+    missed = scored(tmp_path / "missed", events=[])
+    assert missed["event_recall"] == 0.0 and missed["event_precision"] is None
+    assert missed["not_applicable"] == ["event_precision"] and not missed["passed"]
+
+
 def test_a_run_with_any_true_cost_keeps_its_control(tmp_path: Path) -> None:
     result = scored(tmp_path, truth_doc(costs={12: {"L1": 0.002}}), costs={12: {"L1": 0.002}})
     assert not score.is_quiet(score.read_truth(tmp_path / "truth.json"))
