@@ -346,9 +346,18 @@ class Store:
                     tracks.add(ls.key, metric, track)
                 else:
                     elapsed = now - track.seen
-                    bound = self._bound(device, s, elapsed)
                     track.seen = now
-                    if counters.advance(track, s.raw, s.width, s.epoch, bound, elapsed):
+                    up = raw - track.last_raw
+                    if up >= 0 and s.epoch == track.epoch:
+                        # The common reading (no decrease, same epoch) counts its increase whatever the
+                        # bound (``counters.advance``): inline, without working out a bound it ignores.
+                        track.last_raw = raw
+                        track.total += up
+                        if elapsed > 0:
+                            track.peak = max(track.peak, up / elapsed)
+                    elif counters.advance(
+                        track, raw, s.width, s.epoch, self._bound(device, s, elapsed), elapsed
+                    ):
                         self.inc(
                             "dci_counter_discontinuities_total", (("device", device), ("metric", metric))
                         )

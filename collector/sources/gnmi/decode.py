@@ -323,11 +323,11 @@ class Decoder:
             counters were decoded.
         """
         out: list[Sample] = []
+        append = out.append
         deferred: list[tuple[_Leaf, Any]] = []
         epochs = self._epochs
         late = False
         for u in updates:
-            val = u.val
             pb = u.path.SerializeToString()
             leaf: Any = sub.get(pb)
             if leaf is None:
@@ -335,18 +335,31 @@ class Decoder:
                 if leaf is not _OVER_CAP or self._remember_over_cap():
                     sub[pb] = leaf
             if leaf is _NOMATCH:
-                continue
+                continue  # an unmapped path: its value is never read
+            val = u.val
             if leaf.__class__ is not _Leaf:
                 if leaf is _OVER_CAP:
                     self.over_cap += 1
                 else:  # the path only maps when the value is a JSON document
                     self._json(leaf, val, deferred)
                 continue
-            if leaf.plain_counter and val.WhichOneof("value") == "uint_val":  # the common case, inline
+            if leaf.plain_counter:  # the common case, inline
                 raw = val.uint_val
-                epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
-                out.append(Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts))
-                continue
+                # an unset oneof member reads 0, so a non-zero uint_val is the value set
+                if raw or val.WhichOneof("value") == "uint_val":
+                    key = leaf.epoch_key
+                    append(
+                        Sample(
+                            leaf.metric,
+                            leaf.labels,
+                            float(raw),
+                            raw,
+                            64,
+                            None if key is None else epochs.get(key),
+                            ts,
+                        )
+                    )
+                    continue
             try:
                 scalar = _scalar(val)
             except BadJson:
