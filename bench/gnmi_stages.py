@@ -25,7 +25,6 @@ Run: ``.venv/bin/python bench/gnmi_stages.py [--shape subtree16 scale16 subtree2
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -128,7 +127,10 @@ def in_process(blobs: list[bytes], interfaces: int, per_note: int, repeat: int) 
     # a folded batch skips decoding, which is not the path measured here)
     never_waited = time.monotonic() + 1e9
     queued = [
-        [(b, never_waited, gnmi_pb2.SubscribeResponse.FromString(b).update.timestamp + 1_000_000) for b in batch]
+        [
+            (b, never_waited, gnmi_pb2.SubscribeResponse.FromString(b).update.timestamp + 1_000_000)
+            for b in batch
+        ]
         for batch in batches
     ]
 
@@ -300,7 +302,9 @@ def main() -> None:
             plain = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
             stages["grpc receive"] = min(receive(blobs, plain) for _ in range(args.repeat))
             off = {**plain, "GRPC_EXPERIMENTS": "-event_engine_client"}
-            stages["grpc receive, -event_engine_client"] = min(receive(blobs, off) for _ in range(args.repeat))
+            stages["grpc receive, -event_engine_client"] = min(
+                receive(blobs, off) for _ in range(args.repeat)
+            )
         us = {k: round(v / total * 1e6, 3) for k, v in stages.items()}
         print(f"{shape}: {total} updates, {per_note} per notification (us of CPU per update)")
         for name, value in us.items():
