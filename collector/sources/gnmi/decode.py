@@ -247,6 +247,7 @@ class Decoder:
         self._markers: dict[Any, object] = {}  # epoch key -> the reset marker's last value
         self._epochs: dict[Any, int] = {}  # epoch key -> how many times that marker changed
         self._live: dict[tuple[str, Labels], list[Elem]] = {}  # series seen -> path, for deletes
+        self._labels: dict[Labels, Labels] = {}  # the cached decisions' label sets, one object each
         self.invalid: list[str] = []  # reasons of values dropped while decoding; the source drains it
 
     def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
@@ -286,6 +287,7 @@ class Decoder:
 
     def _clear_cache(self) -> None:
         self._cache.clear()
+        self._labels.clear()
         self._size = 0
         self._over_cached = 0
 
@@ -419,6 +421,9 @@ class Decoder:
                 if self.max_series is not None and len(self._live) >= self.max_series:
                     return _OVER_CAP
                 self._live[ident] = elems
+        # One tuple per label set, shared by its leaves: the store recognises an interface's next
+        # counter by identity instead of hashing its labels again.
+        lbls = self._labels.setdefault(lbls, lbls)
         return _Leaf(rule, lbls, rule.epoch_key(elems), elems)
 
     def _maps_below(self, elems: list[Elem]) -> bool:
