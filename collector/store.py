@@ -364,8 +364,8 @@ class Store:
                         # bound (``counters.advance``): inline, without working out a bound it ignores.
                         track.last_raw = raw
                         track.total += up
-                        if elapsed > 0:
-                            track.peak = max(track.peak, up / elapsed)
+                        if elapsed > 0 and up / elapsed > track.peak:
+                            track.peak = up / elapsed
                     elif counters.advance(
                         track, raw, s.width, s.epoch, self._bound(device, s, elapsed), elapsed
                     ):
