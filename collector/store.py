@@ -342,7 +342,7 @@ class Store:
                 run_set = ls
             n += 1
             value: int | float
-            if s.raw is None:
+            if raw is None:
                 value = s.value
                 exact = None
                 if metric == SPEED_METRIC:
