@@ -352,7 +352,7 @@ class Store:
                     run_tracks = tracks.of(ls.key)
                 track = run_tracks.get(metric)
                 if track is None:
-                    track = counters.start(s.raw, s.epoch, now)
+                    track = counters.start(raw, s.epoch, now)
                     tracks.add(ls.key, metric, track)
                     run_tracks = None  # ``of`` may have answered a fresh empty dict
                 else:
