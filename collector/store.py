@@ -307,6 +307,11 @@ class Store:
             tracks = self._tracks[source] = Tracks()
         families, keys, changes = self.families, self._keys, self.changes
         n = 0
+        # Samples of one label set come together (an interface's counters, sharing one labels tuple):
+        # its label set and counter tracks are looked up once for the run, not once per sample.
+        run_labels: Labels | None = None
+        run_set: LabelSet | None = None
+        run_tracks: dict[str, counters.CounterTrack] | None = None
         for s in samples:
             metric = s.metric
             is_counter = _IS_COUNTER.get(metric)
@@ -326,29 +331,44 @@ class Store:
             family = families.get(metric)
             if family is None:
                 family = families[metric] = {}
-            ls = keys.get((device, s.labels))
+            if s.labels is not run_labels:
+                run_labels, run_set, run_tracks = s.labels, keys.get((device, s.labels)), None
+            ls = run_set
             series = family.get(ls.full) if ls is not None else None
             if series is None or ls is None:
                 ls = self._admit(device, ls, target, s, source)
                 if ls is None:
                     continue
+                run_set = ls
             n += 1
             value: int | float
-            if s.raw is None:
+            if raw is None:
                 value = s.value
                 exact = None
                 if metric == SPEED_METRIC:
                     self._note_speed(device, s)
             else:
-                track = tracks.of(ls.key).get(metric)
+                if run_tracks is None:
+                    run_tracks = tracks.of(ls.key)
+                track = run_tracks.get(metric)
                 if track is None:
-                    track = counters.start(s.raw, s.epoch, now)
+                    track = counters.start(raw, s.epoch, now)
                     tracks.add(ls.key, metric, track)
+                    run_tracks = None  # ``of`` may have answered a fresh empty dict
                 else:
                     elapsed = now - track.seen
-                    bound = self._bound(device, s, elapsed)
                     track.seen = now
-                    if counters.advance(track, s.raw, s.width, s.epoch, bound, elapsed):
+                    up = raw - track.last_raw
+                    if up >= 0 and s.epoch == track.epoch:
+                        # The common reading (no decrease, same epoch) counts its increase whatever the
+                        # bound (``counters.advance``): inline, without working out a bound it ignores.
+                        track.last_raw = raw
+                        track.total += up
+                        if elapsed > 0 and up / elapsed > track.peak:
+                            track.peak = up / elapsed
+                    elif counters.advance(
+                        track, raw, s.width, s.epoch, self._bound(device, s, elapsed), elapsed
+                    ):
                         self.inc(
                             "dci_counter_discontinuities_total", (("device", device), ("metric", metric))
                         )

@@ -247,6 +247,7 @@ class Decoder:
         self._markers: dict[Any, object] = {}  # epoch key -> the reset marker's last value
         self._epochs: dict[Any, int] = {}  # epoch key -> how many times that marker changed
         self._live: dict[tuple[str, Labels], list[Elem]] = {}  # series seen -> path, for deletes
+        self._labels: dict[Labels, Labels] = {}  # the cached decisions' label sets, one object each
         self.invalid: list[str] = []  # reasons of values dropped while decoding; the source drains it
 
     def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
@@ -286,6 +287,7 @@ class Decoder:
 
     def _clear_cache(self) -> None:
         self._cache.clear()
+        self._labels.clear()
         self._size = 0
         self._over_cached = 0
 
@@ -323,11 +325,11 @@ class Decoder:
             counters were decoded.
         """
         out: list[Sample] = []
+        append = out.append
         deferred: list[tuple[_Leaf, Any]] = []
         epochs = self._epochs
         late = False
         for u in updates:
-            val = u.val
             pb = u.path.SerializeToString()
             leaf: Any = sub.get(pb)
             if leaf is None:
@@ -335,18 +337,31 @@ class Decoder:
                 if leaf is not _OVER_CAP or self._remember_over_cap():
                     sub[pb] = leaf
             if leaf is _NOMATCH:
-                continue
+                continue  # an unmapped path: its value is never read
+            val = u.val
             if leaf.__class__ is not _Leaf:
                 if leaf is _OVER_CAP:
                     self.over_cap += 1
                 else:  # the path only maps when the value is a JSON document
                     self._json(leaf, val, deferred)
                 continue
-            if leaf.plain_counter and val.WhichOneof("value") == "uint_val":  # the common case, inline
+            if leaf.plain_counter:  # the common case, inline
                 raw = val.uint_val
-                epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
-                out.append(Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts))
-                continue
+                # an unset oneof member reads 0, so a non-zero uint_val is the value set
+                if raw or val.WhichOneof("value") == "uint_val":
+                    key = leaf.epoch_key
+                    append(
+                        Sample(
+                            leaf.metric,
+                            leaf.labels,
+                            float(raw),
+                            raw,
+                            64,
+                            None if key is None else epochs.get(key),
+                            ts,
+                        )
+                    )
+                    continue
             try:
                 scalar = _scalar(val)
             except BadJson:
@@ -406,6 +421,9 @@ class Decoder:
                 if self.max_series is not None and len(self._live) >= self.max_series:
                     return _OVER_CAP
                 self._live[ident] = elems
+        # One tuple per label set, shared by its leaves: the store recognises an interface's next
+        # counter by identity instead of hashing its labels again.
+        lbls = self._labels.setdefault(lbls, lbls)
         return _Leaf(rule, lbls, rule.epoch_key(elems), elems)
 
     def _maps_below(self, elems: list[Elem]) -> bool:

@@ -469,9 +469,10 @@ class GnmiSource:
         def flush() -> None:
             self._fold(store, pending)
 
+        health = _BatchHealth()
         for resp, received in readings:
             try:
-                samples = self._decode(store, resp, received, flush=flush)
+                samples = self._decode(store, resp, received, flush=flush, health=health)
             except Exception as e:  # one bad update must not end the stream (issue 16)
                 store.invalid(self.device, SOURCE, "decode_error", type(e).__name__)
                 continue
@@ -483,6 +484,7 @@ class GnmiSource:
                 store.ingest(self.device, SOURCE, samples, received)
         if pending:
             self._fold(store, pending, items[-1][2])
+        health.apply(self, store)
         self._observe_lag(store, parsed)  # skipped responses too: how late they were is the point
 
     def _backlog(self, waited: float, parsed: list[tuple[Any, int]]) -> float:
@@ -558,12 +560,19 @@ class GnmiSource:
             store.ingest(self.device, SOURCE, samples, received)
 
     def _decode(
-        self, store: Store, resp: Any, received: int, flush: Callable[[], None] | None = None
+        self,
+        store: Store,
+        resp: Any,
+        received: int,
+        flush: Callable[[], None] | None = None,
+        health: _BatchHealth | None = None,
     ) -> list[Sample]:
         """The samples of one response; deletes, invalid values and health are applied to ``store``.
 
         Args:
             flush: called before a delete is applied, so readings folded ahead of it land first.
+            health: gathers the update count and clock offset of a batch, for ``store`` once at its end
+                (None: applied now).
         """
         self.responses += 1
         if not resp.HasField("update"):
@@ -588,9 +597,15 @@ class GnmiSource:
         if now - self._pruned >= PRUNE_SECONDS:
             self._pruned = now
             self.decoder.prune(lambda metric, lbls: store.holds(self.device, metric, lbls))
-        self._count_updates(store, len(n.update))
+        if health is None:
+            self._count_updates(store, len(n.update))
+            if n.timestamp:
+                offset = self._clock_offset(n.timestamp, received)
+                store.set("spanwatch_gnmi_clock_offset_seconds", self._dev, offset)
+            return samples
+        health.updates += len(n.update)
         if n.timestamp:
-            self._clock_offset(store, n.timestamp, received)
+            health.offset = self._clock_offset(n.timestamp, received)
         return samples
 
     def _count_updates(self, store: Store, count: int) -> None:
@@ -600,9 +615,9 @@ class GnmiSource:
         if self.factor > 1:
             store.inc("spanwatch_gnmi_shed_updates_total", self._dev, count * (self.factor - 1))
 
-    def _clock_offset(self, store: Store, ts: int, received: int) -> None:
+    def _clock_offset(self, ts: int, received: int) -> float:
+        """Fold one timestamp into the clock offset, logging a skew once per excursion; the offset."""
         offset = self.offset.observe(ts, received)
-        store.set("spanwatch_gnmi_clock_offset_seconds", self._dev, offset)
         skewed = abs(offset) > self.skew_warning
         if skewed and not self._skewed:
             log.warning(
@@ -611,6 +626,24 @@ class GnmiSource:
                 offset,
             )
         self._skewed = skewed
+        return offset
+
+
+class _BatchHealth:
+    """A batch's health figures, written once at its end rather than once per response (the store's
+    values after the batch are the same)."""
+
+    __slots__ = ("offset", "updates")
+
+    def __init__(self) -> None:
+        self.updates = 0  # updates of the responses decoded
+        self.offset: float | None = None  # the clock offset after the last timestamped one
+
+    def apply(self, source: GnmiSource, store: Store) -> None:
+        if self.updates:
+            source._count_updates(store, self.updates)
+        if self.offset is not None:
+            store.set("spanwatch_gnmi_clock_offset_seconds", source._dev, self.offset)
 
 
 def _largest_power_of_two(limit: float) -> int:
