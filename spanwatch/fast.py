@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import itertools
 import json
+import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,10 +48,10 @@ from spanwatch.fast_feeds import (
     Timing,
     streams_of,
 )
-from spanwatch.sim import snapshot, snmp_mib
+from spanwatch.fast_model import Model, ModelInProcess, ModelProcess, stepped
+from spanwatch.sim import snmp_mib
 from spanwatch.sim.commands import write_config
 from spanwatch.sim.gnmi_target import SimTarget
-from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.scenario import Scenario
 
@@ -78,6 +79,7 @@ def record(
     epoch_s: float | None = None,
     timing: Timing | None = None,
     timing_seed: int | None = None,
+    model_process: bool | None = None,
 ) -> Recording:
     """Record ``scenario`` into ``out`` in simulated time (see the module docstring).
 
@@ -90,22 +92,26 @@ def record(
             too the recording is reproducible); another seed is another run of the live path (other poll
             and sample phases). The epoch's fraction of a second matters as well: the analysis bins on
             absolute time.
+        model_process: step the model in a second process, beside the collector's work (the same files;
+            default: where the platform can fork, ``spanwatch.fast_model``).
     """
     out.mkdir(parents=True, exist_ok=True)
     sim = SimulatedFabric(scenario)
     sim.t0 = time.time() if epoch_s is None else epoch_s
     _placeholder_ports(sim)
-    log = JobLog(scenario, out, sim.host)
-    sim.on_step = log.write
     config_path = write_config(sim, out, LISTEN)
+    if model_process is None:
+        model_process = "fork" in multiprocessing.get_all_start_methods()
+    model: Model = ModelProcess(sim, out) if model_process else ModelInProcess(sim, out)
     try:
-        recorder = _Recorder(sim, config_path, timing or Timing(), timing_seed)
+        recorder = _Recorder(sim, model, config_path, timing or Timing(), timing_seed)
         metrics = asyncio.run(recorder.run())
+        model.finish()
     finally:
-        log.close()
+        model.close()
     (out / "metrics.txt").write_text(metrics)
     (out / "truth.json").write_text(json.dumps(sim.truth(), indent=1))
-    return Recording(out, log.path, sim, metrics)
+    return Recording(out, model.log_path, sim, metrics)
 
 
 def _placeholder_ports(sim: SimulatedFabric) -> None:
@@ -125,9 +131,10 @@ class _Recorder:
     """The event loop of one recording: model steps, snapshots, and the collector's work at wall times."""
 
     def __init__(
-        self, sim: SimulatedFabric, config_path: Path, timing: Timing, timing_seed: int | None
+        self, sim: SimulatedFabric, model: Model, config_path: Path, timing: Timing, timing_seed: int | None
     ) -> None:
         self.sim = sim
+        self.model = model
         self.config_path = config_path
         self.timing = timing
         # Its own stream, so the model's draws (seeded by the scenario) are the live path's.
@@ -283,22 +290,39 @@ class _Recorder:
 
     # -- the model ---------------------------------------------------------------------------------------
     async def _run_model(self) -> None:
-        sim, t = self.sim, self.timing
-        f = sim.fabric
+        """Snapshots at the live path's times, and the collector's work between them.
+
+        The draws from ``rng`` come in the live order (a snapshot's time, its lag, the collector's work
+        before it, its delivery, its gNMI rounds, the next snapshot's time), but the next snapshot is
+        asked for before this one is read: a model in another process steps meanwhile.
+        """
+        sim, t, model = self.sim, self.timing, self.model
+        dt = sim.fabric.dt
         duration = float(sim.scenario.duration) + t.tail_s
         published = 0.0  # wall time of the last publication
-        while f.t < duration:
-            due = f.t + t.snapshot_s + float(self.rng.uniform(0.0, t.snapshot_slack_s))
-            while f.t + f.dt <= due + 1e-12:
-                f.step()
-            sim.drain()
-            wall = max(published, f.t + t.lag(self.rng))
+        now = sim.fabric.t  # the model's time once it has answered every request
+        more = now < duration
+        if more:
+            now = self._request(now, dt)
+        while more:
+            taken = now  # the model time of the snapshot asked for last
+            wall = max(published, taken + t.lag(self.rng))
             await self._until(wall)  # what happened before this snapshot was published saw the last one
             published = wall
-            self.holder.snap = snapshot.take(f, round((sim.t0 + f.t) * 1e9), f.t, self.holder.snap)
             delivered = wall + t.deliver(self.rng)
-            for source, stream in self.streams:
-                responses = stream.sample(f.t, float(self.rng.uniform()))
+            splits = [float(self.rng.uniform()) for _ in self.streams]
+            more = taken < duration
+            if more:
+                now = self._request(now, dt)
+            self.holder.snap = model.snapshot()
+            for (source, stream), split in zip(self.streams, splits, strict=True):
+                responses = stream.sample(taken, split)
                 if responses:
                     self.at(delivered, self._deliver(source, responses))
         await self._until(duration)
+
+    def _request(self, now: float, dt: float) -> float:
+        """Ask the model for its next snapshot; returns the model time it will be taken at."""
+        due = now + self.timing.snapshot_s + float(self.rng.uniform(0.0, self.timing.snapshot_slack_s))
+        self.model.request(due)
+        return stepped(now, dt, due)

@@ -1,0 +1,65 @@
+"""The fast recording with its model in a second process against the same recording in one process.
+
+The model's process steps the next snapshot while the recorder does the collector's work on the last one
+(``spanwatch.fast_model``): that must change no byte of what the recording writes (truth, the job's log,
+the last exposition) and no archive row, and a model that fails must fail the recording with its reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from spanwatch import fast_model
+from spanwatch.fast import record
+from spanwatch.fast_model import ModelError, stepped
+from spanwatch.sim import scenario as scenarios
+from spanwatch.sim.fabric import Fabric
+
+EPOCH_S = 1_790_000_000.25
+
+
+def _archive(out: Path) -> pl.DataFrame:
+    frame = pl.read_parquet(str(out / "archive" / "**" / "*.parquet"), hive_partitioning=True)
+    return frame.sort(frame.columns, nulls_last=True)
+
+
+@pytest.mark.parametrize("name", ["wave-down-reroute", "incast-lossy-shallow"])
+def test_a_model_in_another_process_records_the_same(name: str, tmp_path: Path) -> None:
+    path = scenarios.shipped_named(name)
+    assert path is not None
+    s = scenarios.scaled(scenarios.load(path), 0.4)
+    one = record(s, tmp_path / "one", epoch_s=EPOCH_S, model_process=False)
+    two = record(s, tmp_path / "two", epoch_s=EPOCH_S, model_process=True)
+    for file in ("truth.json", "metrics.txt", one.log.name):
+        assert (tmp_path / "one" / file).read_bytes() == (tmp_path / "two" / file).read_bytes(), file
+    assert two.log == tmp_path / "two" / one.log.name
+    a, b = _archive(tmp_path / "one"), _archive(tmp_path / "two")
+    assert a.height > 1000 and a.equals(b, null_equal=True)
+    # The model's final state came back: the truth the caller reads is the stepped model's.
+    assert two.sim.truth() == one.sim.truth() and two.sim.steps
+
+
+def test_the_recorder_follows_the_model_time_step_for_step() -> None:
+    """``stepped`` (the recorder's count) ends where ``Fabric.step`` ends, to the bit, on a long run."""
+    f = Fabric(scenarios.builtin(5.0))
+    now, due = f.t, 0.0
+    for k in range(40):
+        due = now + 0.1 + 0.03 * ((k * 7919) % 13) / 13
+        now = stepped(now, f.dt, due)
+        while f.t + f.dt <= due + fast_model.TOLERANCE_S:
+            f.step()
+        assert f.t == now
+
+
+def test_a_failing_model_fails_the_recording_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> object:
+        raise RuntimeError("the model broke here")
+
+    monkeypatch.setattr(fast_model, "advance", broken)  # the forked process inherits the patch
+    with pytest.raises(ModelError, match="the model broke here"):
+        record(scenarios.builtin(3.0), tmp_path, epoch_s=EPOCH_S, model_process=True)
