@@ -24,8 +24,6 @@ def run_once(scenario_path: Path, length: str, out: Path, epoch_s: float) -> dic
     in a process forked before the recording while this one scores (its CPU counted once it has ended, in
     ``report+score``); else the report, then the score.
     """
-    from analyzer.analysis import Analysis
-    from spanwatch.analyze import scored
     from spanwatch.demo import analysis_inputs, write_claims
     from spanwatch.fast import record
     from spanwatch.sim import scenario as scenarios
@@ -52,6 +50,9 @@ def run_once(scenario_path: Path, length: str, out: Path, epoch_s: float) -> dic
     reporter = ReportProcess() if ReportProcess is not None else None
     recording = record(s, out, epoch_s=epoch_s)
     mark = timed("record", mark)
+    from analyzer.analysis import Analysis  # polars: after the report's process is forked, as the demo does
+    from spanwatch.analyze import scored
+
     write_claims(out, recording.sim.scenario)
     inputs = analysis_inputs(out, recording.log)
     Analysis(inputs).run().write(out)
