@@ -2,7 +2,7 @@
 
 ``record(scenario, out)`` writes into ``out`` what the live demo's recording writes (``config.yaml``,
 ``community``, ``archive/``, the job's log, ``truth.json``, ``metrics.txt``): the fabric model is stepped
-as fast as the CPU allows, and the archive is the one the collector would have written, because the
+as fast as the CPU allows (in a second process, one snapshot ahead: ``fast_model``), and the archive is the one the collector would have written, because the
 collector's own code writes it: each switch's SNMP table (``snmp_mib``) is walked by ``SnmpSource``
 through its ``Poller`` (mapping, Counter32 wraps, sysUpTime, no row for a wave with no signal), each
 switch's gNMI notifications (its ``SimTarget`` subscriptions, on the snapshots' clock) are decoded by
