@@ -103,7 +103,7 @@ class ModelProcess:
         ours, theirs = multiprocessing.Pipe()
         # fork: the child starts from this very model (its state, its random generators), nothing pickled.
         self.process = multiprocessing.get_context("fork").Process(
-            target=_serve, args=(theirs, sim, out), name="spanwatch-model", daemon=True
+            target=_serve, args=(theirs, ours, sim, out), name="spanwatch-model", daemon=True
         )
         self.process.start()
         theirs.close()
@@ -146,8 +146,9 @@ class _Failed:
         self.text = text
 
 
-def _serve(conn: Connection, sim: SimulatedFabric, out: Path) -> None:
+def _serve(conn: Connection, recorders_end: Connection, sim: SimulatedFabric, out: Path) -> None:
     """The model's process: a snapshot per requested time, then the final state on ``None``."""
+    recorders_end.close()  # its fork's copy: so that the recorder's end closing (it died) ends the wait here
     try:
         log = JobLog(sim.scenario, out, sim.host)
         sim.on_step = log.write

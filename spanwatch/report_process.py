@@ -35,7 +35,10 @@ class ReportProcess:
         fork = _can_fork()
         self.method = "fork" if fork else "spawn"
         context = multiprocessing.get_context("fork") if fork else multiprocessing.get_context("spawn")
-        self.process = context.Process(target=_serve, args=(theirs,), name="spanwatch-report", daemon=True)
+        # Forked, it holds a copy of our end too; it closes it, so that our end closing (we died) ends it.
+        self.process = context.Process(
+            target=_serve, args=(theirs, ours), name="spanwatch-report", daemon=True
+        )
         self.process.start()
         theirs.close()
         self.conn = ours
@@ -83,8 +86,9 @@ class _Failed:
     traceback: str | None
 
 
-def _serve(conn: Connection) -> None:
+def _serve(conn: Connection, demos_end: Connection) -> None:
     """The report's process: imports first, then one report when asked (``None``: none)."""
+    demos_end.close()
     try:
         # What rendering imports anyway, done while the recording runs.
         import matplotlib.backends.backend_svg

@@ -7,6 +7,9 @@ the last exposition) and no archive row, and a model that fails must fail the re
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -63,3 +66,46 @@ def test_a_failing_model_fails_the_recording_with_its_reason(
     monkeypatch.setattr(fast_model, "advance", broken)  # the forked process inherits the patch
     with pytest.raises(ModelError, match="the model broke here"):
         record(scenarios.builtin(3.0), tmp_path, epoch_s=EPOCH_S, model_process=True)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_a_killed_demo_leaves_no_process_behind(tmp_path: Path) -> None:
+    """SIGKILL on ``demo --fast`` mid-recording: its model and report processes see their pipes close and
+    end (no cleanup of the demo's runs then)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "spanwatch.cli",
+        "demo",
+        "--fast",
+        "--duration",
+        "120",
+        "--out",
+        str(tmp_path),
+    ]
+    demo = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(children := _children(demo.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(children) == 2, children  # the report's process, the model's
+    finally:
+        demo.kill()
+        demo.wait()
+    deadline = time.monotonic() + 30
+    while (alive := [c for c in children if Path(f"/proc/{c}").exists() and not _zombie(c)]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+    assert not alive
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return False
