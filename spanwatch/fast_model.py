@@ -110,7 +110,11 @@ class ModelProcess:
         self.conn = ours
 
     def request(self, due: float) -> None:
-        self.conn.send(due)
+        try:
+            self.conn.send(due)
+        except OSError:  # it has ended: it says why in what it sent last
+            while True:
+                self._receive()
 
     def snapshot(self) -> Snapshot:
         answer = self._receive()

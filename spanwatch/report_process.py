@@ -45,7 +45,8 @@ class ReportProcess:
 
     def render(self, analysis_dir: Path, config: Path | None, claims: Path | None) -> None:
         """Start ``write_report(analysis_dir, config, claims)`` there."""
-        self.conn.send((analysis_dir, config, claims))
+        with contextlib.suppress(OSError):  # it has ended (failed importing): ``written`` says why
+            self.conn.send((analysis_dir, config, claims))
 
     def written(self) -> list[Path]:
         """The files written (``write_report``'s answer), or its exception raised here."""
