@@ -2,7 +2,8 @@
 
 ``record(scenario, out)`` writes into ``out`` what the live demo's recording writes (``config.yaml``,
 ``community``, ``archive/``, the job's log, ``truth.json``, ``metrics.txt``): the fabric model is stepped
-as fast as the CPU allows (in a second process, one snapshot ahead: ``fast_model``), and the archive is the one the collector would have written, because the
+as fast as the CPU allows (in a second process, to every snapshot time planned ahead: ``fast_model``,
+``fast_schedule``), and the archive is the one the collector would have written, because the
 collector's own code writes it: each switch's SNMP table (``snmp_mib``) is walked by ``SnmpSource``
 through its ``Poller`` (mapping, Counter32 wraps, sysUpTime, no row for a wave with no signal), each
 switch's gNMI notifications (its ``SimTarget`` subscriptions, on the snapshots' clock) are decoded by
@@ -20,7 +21,7 @@ import itertools
 import json
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from spanwatch.fast_feeds import (
     streams_of,
 )
 from spanwatch.fast_model import Model, ModelInProcess, ModelProcess, stepped
+from spanwatch.fast_schedule import Lookahead, ScheduleError, next_poll
 from spanwatch.sim import snmp_mib
 from spanwatch.sim.commands import write_config
 from spanwatch.sim.gnmi_target import SimTarget
@@ -143,6 +145,7 @@ class _Recorder:
         self.holder = SnapshotHolder(sim.snap)
         self.events: list[Event] = []
         self._seq = itertools.count()
+        self.lookahead = Lookahead(timing)  # the polls and probe windows, for the snapshot times
 
     def at(self, wall_s: float, action: Callable[[float], Any]) -> None:
         heapq.heappush(self.events, (wall_s, next(self._seq), action))
@@ -199,6 +202,7 @@ class _Recorder:
                 first = base + phases[target.name] * interval
                 first += interval * max(0.0, np.ceil((start - first) / interval))
                 self.at(first, self._poll_every(poller, walker, d, interval))
+                self.lookahead.poll(first, interval)
             if target.gnmi is not None:
                 gnmi = GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=self.clock)
                 server = SimTarget(self.holder, d, epoch_ns)
@@ -232,6 +236,7 @@ class _Recorder:
                 prober = TargetProber(link.name, target, probe, self.store, self.clock)
                 phase = i / len(probe.targets) * probe.interval / probe.count  # ``Probes.apply``
                 self.at(start + phase + probe.interval, self._probe_every(prober, fibre_rtt))
+                self.lookahead.probe(start + phase + probe.interval, probe.interval, probe.count)
 
     # -- the collector's work, each at its wall time -------------------------------------------------
     def _poll_every(
@@ -243,10 +248,7 @@ class _Recorder:
             self.clock.set(now)
             walker.load(snmp_mib.build(self.holder.snap, d, name, WIRE), self.timing.poll(self.rng))
             await poller.poll_once()
-            nxt = now + interval
-            while nxt < self.clock.now:  # an overrun skips intervals, as ``Poller.run`` does
-                nxt += interval
-            self.at(nxt, poll)
+            self.at(next_poll(now, interval, self.clock.now), poll)
 
         return poll
 
@@ -293,19 +295,23 @@ class _Recorder:
         """Snapshots at the live path's times, and the collector's work between them.
 
         The draws from ``rng`` come in the live order (a snapshot's time, its lag, the collector's work
-        before it, its delivery, its gNMI rounds, the next snapshot's time), but the next snapshot is
-        asked for before this one is read: a model in another process steps meanwhile.
+        before it, its delivery, its gNMI rounds, the next snapshot's time); the model is given every
+        snapshot time at the start (``fast_schedule``: the same draws, replayed), so that a model in another
+        process steps on while this one works, and each time drawn here is checked against them.
         """
         sim, t, model = self.sim, self.timing, self.model
         dt = sim.fabric.dt
         duration = float(sim.scenario.duration) + t.tail_s
+        planned = self.lookahead.snapshot_times(self.rng, len(self.streams), sim.fabric.t, dt, duration)
+        model.plan(planned)
+        asked = iter(planned)
         published = 0.0  # wall time of the last publication
-        now = sim.fabric.t  # the model's time once it has answered every request
+        now = sim.fabric.t  # the model's time once it has taken the snapshot asked for last
         more = now < duration
         if more:
-            now = self._request(now, dt)
+            now = self._next(now, dt, asked)
         while more:
-            taken = now  # the model time of the snapshot asked for last
+            taken = now
             wall = max(published, taken + t.lag(self.rng))
             await self._until(wall)  # what happened before this snapshot was published saw the last one
             published = wall
@@ -313,7 +319,7 @@ class _Recorder:
             splits = [float(self.rng.uniform()) for _ in self.streams]
             more = taken < duration
             if more:
-                now = self._request(now, dt)
+                now = self._next(now, dt, asked)
             self.holder.snap = model.snapshot()
             for (source, stream), split in zip(self.streams, splits, strict=True):
                 responses = stream.sample(taken, split)
@@ -321,8 +327,10 @@ class _Recorder:
                     self.at(delivered, self._deliver(source, responses))
         await self._until(duration)
 
-    def _request(self, now: float, dt: float) -> float:
-        """Ask the model for its next snapshot; returns the model time it will be taken at."""
+    def _next(self, now: float, dt: float, planned: Iterator[float]) -> float:
+        """The next snapshot's time, drawn as the live path draws it (and as planned); returns the model
+        time it is taken at."""
         due = now + self.timing.snapshot_s + float(self.rng.uniform(0.0, self.timing.snapshot_slack_s))
-        self.model.request(due)
+        if due != next(planned, None):
+            raise ScheduleError(f"snapshot at {due!r} s drawn, not the one planned: the lookahead has parted")
         return stepped(now, dt, due)

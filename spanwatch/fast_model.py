@@ -1,10 +1,11 @@
 """The fast recording's model side: the fabric stepped to each snapshot the recorder asks for.
 
-The recorder (``spanwatch.fast``) asks for snapshot k+1 before it reads snapshot k, so that a model in a
-second process (``ModelProcess``, the default on a machine with fork) steps the next tenth of a second
-while the recorder does the collector's work for the last one: the wall time of a recording falls to
-about the model's alone, the CPU stays the same (plus the snapshots' pickling). ``ModelInProcess`` does
-the same arithmetic in the recorder's process, on demand. Either way the model steps exactly as the live
+The recorder (``spanwatch.fast``) plans every snapshot time at the start (``spanwatch.fast_schedule``), so
+that a model in a second process (``ModelProcess``, the default on a machine with fork) steps on from one
+to the next while the recorder does the collector's work on the snapshots already taken (a few of them
+ahead, as far as the pipe holds): the wall time of a recording falls to about the model's alone, the CPU
+stays the same (plus the snapshots' pickling). ``ModelInProcess`` does the same arithmetic in the
+recorder's process, on demand. Either way the model steps exactly as the live
 fabric does: ``Fabric.step`` until the asked time, the completed steps to the job's log, ``snapshot.take``.
 """
 
@@ -56,11 +57,11 @@ class Model(Protocol):
 
     log_path: Path
 
-    def request(self, due: float) -> None:
-        """Ask for the snapshot after stepping to ``due`` (model seconds); requests are answered in order."""
+    def plan(self, dues: list[float]) -> None:
+        """Ask for a snapshot after stepping to each of ``dues`` (model seconds, increasing), in order."""
 
     def snapshot(self) -> Snapshot:
-        """The snapshot of the oldest unanswered request (waiting for it)."""
+        """The next snapshot planned (waiting for it)."""
 
     def finish(self) -> None:
         """Close the job's log and leave the model's final state (fabric, steps) in the recorder's ``sim``."""
@@ -80,8 +81,8 @@ class ModelInProcess:
         self._due: deque[float] = deque()
         self._last = sim.snap
 
-    def request(self, due: float) -> None:
-        self._due.append(due)
+    def plan(self, dues: list[float]) -> None:
+        self._due.extend(dues)
 
     def snapshot(self) -> Snapshot:
         self._last = advance(self.sim, self._due.popleft(), self._last)
@@ -95,7 +96,7 @@ class ModelInProcess:
 
 
 class ModelProcess:
-    """The model stepped in a forked process, answering requests over a pipe as soon as they arrive."""
+    """The model stepped in a forked process, sending each planned snapshot over a pipe as soon as taken."""
 
     def __init__(self, sim: SimulatedFabric, out: Path) -> None:
         self.sim = sim
@@ -109,9 +110,9 @@ class ModelProcess:
         theirs.close()
         self.conn = ours
 
-    def request(self, due: float) -> None:
+    def plan(self, dues: list[float]) -> None:
         try:
-            self.conn.send(due)
+            self.conn.send(dues)
         except OSError:  # it has ended: it says why in what it sent last
             while True:
                 self._receive()
@@ -151,15 +152,16 @@ class _Failed:
 
 
 def _serve(conn: Connection, recorders_end: Connection, sim: SimulatedFabric, out: Path) -> None:
-    """The model's process: a snapshot per requested time, then the final state on ``None``."""
+    """The model's process: a snapshot per planned time, then the final state when asked (``None``)."""
     recorders_end.close()  # its fork's copy: so that the recorder's end closing (it died) ends the wait here
     try:
         log = JobLog(sim.scenario, out, sim.host)
         sim.on_step = log.write
         last = sim.snap
-        while (due := conn.recv()) is not None:
-            last = advance(sim, due, last)
-            conn.send(last)
+        while (dues := conn.recv()) is not None:
+            for due in dues:
+                last = advance(sim, due, last)
+                conn.send(last)
         log.close()
         sim.on_step = None
         conn.send((sim.fabric, sim.steps))

@@ -7,10 +7,12 @@ the last exposition) and no archive row, and a model that fails must fail the re
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from spanwatch import fast_model
 from spanwatch.fast import record
 from spanwatch.fast_model import ModelError, stepped
+from spanwatch.fast_schedule import Lookahead, ScheduleError
 from spanwatch.sim import scenario as scenarios
 from spanwatch.sim.fabric import Fabric
 
@@ -109,3 +112,29 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return False
+
+
+def test_the_planned_snapshot_times_are_the_ones_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model is given every snapshot time up front (``fast_schedule``); the recorder draws each one
+    anyway and stops at the first that differs: planned times a hair off fail the recording."""
+    real = Lookahead.snapshot_times
+    planned: list[list[float]] = []
+
+    def spy(self: Lookahead, *args: Any) -> list[float]:
+        planned.append(real(self, *args))
+        return planned[-1]
+
+    monkeypatch.setattr(Lookahead, "snapshot_times", spy)
+    record(scenarios.builtin(4.0), tmp_path / "right", epoch_s=EPOCH_S, model_process=False)
+    assert len(planned[0]) > 30 and planned[0] == sorted(planned[0])
+
+    def off(self: Lookahead, *args: Any) -> list[float]:
+        dues = real(self, *args)
+        dues[20] = math.nextafter(dues[20], math.inf)
+        return dues
+
+    monkeypatch.setattr(Lookahead, "snapshot_times", off)
+    with pytest.raises(ScheduleError, match="planned"):
+        record(scenarios.builtin(4.0), tmp_path / "wrong", epoch_s=EPOCH_S, model_process=True)
