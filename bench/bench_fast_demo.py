@@ -2,7 +2,7 @@
 
 Issue 29's target: a 120 s scenario recorded, analysed and scored in <= 10 s on this 2-core machine. Each
 run is one subprocess (``spanwatch/fast_phases.py``, run by path on the checkout PYTHONPATH names) doing
-what ``demo --fast`` does (record, claims, analysis, report, score) on a fixed epoch, so that two checkouts
+what ``demo --fast`` does (record, claims, analysis, report and score) on a fixed epoch, so that two checkouts
 given the same scenario must write the same files; it reports wall and CPU seconds per phase. After timing, the outputs of the two checkouts are compared (``compare``): the same
 truth, step log, archive rows and score, or the speed-up changed the model.
 
@@ -40,7 +40,7 @@ DRIVER = (
 DURATION_S = 120.0
 EPOCH_S = 1_790_000_000.25  # a fixed start: the analysis bins on absolute time, so both runs share it
 RELATIVE = 1e-9  # float round-off allowed between two checkouts (sums in another order)
-PHASES = ("record", "analysis", "report", "score")
+PHASES = ("record", "analysis", "report+score")  # the report renders beside the score (demo --fast)
 
 
 def run_checkout(checkout: Path, scenario_path: Path, length: str, out: Path) -> dict[str, Any]:
@@ -85,11 +85,27 @@ def _jsonl(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _report(out: Path, name: str) -> str:
+    """A report file with its folder's path made neutral (the report names where it was written)."""
+    return (out / name).read_text().replace(str(out.parent), "<parent>")
+
+
 def compare(ref: Path, new: Path) -> list[str]:
-    """What differs between two output folders: truth, step logs, score, archive rows (empty: the same)."""
+    """What differs between two output folders: truth, step logs, score, report, archive rows (empty: the
+    same). The folders should share their name: the report's title is the folder's."""
     problems: list[str] = []
     for name in ("truth.json", "score.json"):
         _close(json.loads((ref / name).read_text()), json.loads((new / name).read_text()), name, problems)
+    if (ref / "report.json").is_file():
+        _close(
+            json.loads(_report(ref, "report.json")),
+            json.loads(_report(new, "report.json")),
+            "report.json",
+            problems,
+        )
+        for name in ("report.md", "report.html"):
+            if _report(ref, name) != _report(new, name):
+                problems.append(f"{name}: differs")
     logs = sorted(p.name for p in ref.glob("*.jsonl")) + sorted(p.name for p in ref.glob("*.log"))
     for name in logs:
         _close(
@@ -142,7 +158,8 @@ def main() -> None:
         for k in range(args.runs):
             for name, checkout in checkouts.items():  # alternate, so load drifts hit both alike
                 scenario = args.scenario if str(args.scenario) == BUILTIN else args.scenario.resolve()
-                results[name].append(run_checkout(checkout, scenario, length, root / f"{name}-{k}"))
+                out = root / f"{name}-{k}" / "demo"  # one folder name: the report's title
+                results[name].append(run_checkout(checkout, scenario, length, out))
         print(
             f"demo --fast, {args.scenario.name} ({what}), {args.runs} run(s) each, load average "
             f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} cores (medians, seconds)"
@@ -169,8 +186,11 @@ def main() -> None:
                 + " | ".join(f"x{b[p] / max(t[p], 1e-9):.2f}" for p in PHASES)
                 + " |"
             )
-            problems = compare(root / "baseline-0", root / "this-0")
-            print("outputs: " + ("the same (truth, step log, archive, score)" if not problems else "DIFFER"))
+            problems = compare(root / "baseline-0" / "demo", root / "this-0" / "demo")
+            print(
+                "outputs: "
+                + ("the same (truth, step log, archive, score, report)" if not problems else "DIFFER")
+            )
             for line in problems[:20]:
                 print("  " + line)
 

@@ -34,6 +34,7 @@ from spanwatch.sim.scenario import Scenario
 
 if TYPE_CHECKING:
     from analyzer.analysis import AnalysisInputs
+    from spanwatch.report_process import ReportProcess
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
@@ -69,21 +70,34 @@ def run(args: argparse.Namespace) -> int:
         return list_scenarios()
     if args.fast:
         from spanwatch.fast import record
+        from spanwatch.report_process import ReportProcess
 
-        recording = record(scenario(args, args.duration), args.out)
-        summarise(args.out, recording.metrics, recording.sim)
-        status, ran, log_path = 0, recording.sim.scenario, recording.log
-    else:
-        demo = Demo(args)
-        status = asyncio.run(demo.run())
-        ran, log_path = demo.scenario, demo.log.path
+        ran = scenario(args, args.duration)
+        # Forked before the recording starts any thread; it imports the report's modules meanwhile.
+        reporter = None if args.no_analysis else ReportProcess()
+        try:
+            recording = record(ran, args.out)
+            summarise(args.out, recording.metrics, recording.sim)
+            if not args.no_analysis:
+                conclude(args.out, ran, recording.log, reporter)
+        finally:
+            if reporter is not None:
+                reporter.close()
+        return 0
+    demo = Demo(args)
+    status = asyncio.run(demo.run())
     if not args.no_analysis:
-        write_claims(args.out, ran)
-        report, result = analyse(args.out, log_path)
-        for line in answer(args.out, result):
-            print(line)
-        print(f"report: {report}")
+        conclude(args.out, demo.scenario, demo.log.path)
     return status
+
+
+def conclude(out: Path, ran: Scenario, log_path: Path, reporter: ReportProcess | None = None) -> None:
+    """The claims, the analysis, the report and the score of a finished run, then the demo's answer."""
+    write_claims(out, ran)
+    report, result = analyse(out, log_path, reporter)
+    for line in answer(out, result):
+        print(line)
+    print(f"report: {report}")
 
 
 def answer(out: Path, score: dict[str, Any]) -> list[str]:
@@ -156,22 +170,30 @@ def write_claims(out: Path, s: Scenario) -> Path:
     return path
 
 
-def analyse(out: Path, log: Path | None = None) -> tuple[Path, dict[str, Any]]:
+def analyse(
+    out: Path, log: Path | None = None, reporter: ReportProcess | None = None
+) -> tuple[Path, dict[str, Any]]:
     """Analyse a finished demo folder with its claims and score it against its truth.
 
-    Returns the HTML report's path and the score.
+    Returns the HTML report's path and the score. With ``reporter`` the report is rendered there while
+    this process scores (the same files).
 
     The claims file is in ``out`` (``write_claims``; the shipped one when absent), so the folder holds
     everything the report came from and ``spanwatch report OUT --claims OUT/claims.yaml`` re-renders it.
     """
     from analyzer.analysis import Analysis
-    from analyzer.report.command import write_report
     from spanwatch.analyze import scored
 
     inputs = analysis_inputs(out, log)
     Analysis(inputs).run().write(out)
-    report = write_report(out, inputs.config, inputs.claims)[0]
-    return report, scored(out / "truth.json", inputs, out)
+    if reporter is None:
+        from analyzer.report.command import write_report
+
+        report = write_report(out, inputs.config, inputs.claims)[0]
+        return report, scored(out / "truth.json", inputs, out)
+    reporter.render(out, inputs.config, inputs.claims)
+    result = scored(out / "truth.json", inputs, out)
+    return reporter.written()[0], result
 
 
 def analysis_inputs(out: Path, log: Path | None = None) -> AnalysisInputs:

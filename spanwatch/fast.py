@@ -2,7 +2,8 @@
 
 ``record(scenario, out)`` writes into ``out`` what the live demo's recording writes (``config.yaml``,
 ``community``, ``archive/``, the job's log, ``truth.json``, ``metrics.txt``): the fabric model is stepped
-as fast as the CPU allows, and the archive is the one the collector would have written, because the
+as fast as the CPU allows (in a second process, to every snapshot time planned ahead: ``fast_model``,
+``fast_schedule``), and the archive is the one the collector would have written, because the
 collector's own code writes it: each switch's SNMP table (``snmp_mib``) is walked by ``SnmpSource``
 through its ``Poller`` (mapping, Counter32 wraps, sysUpTime, no row for a wave with no signal), each
 switch's gNMI notifications (its ``SimTarget`` subscriptions, on the snapshots' clock) are decoded by
@@ -18,8 +19,9 @@ import asyncio
 import heapq
 import itertools
 import json
+import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,10 +49,11 @@ from spanwatch.fast_feeds import (
     Timing,
     streams_of,
 )
-from spanwatch.sim import snapshot, snmp_mib
+from spanwatch.fast_model import Model, ModelInProcess, ModelProcess, stepped
+from spanwatch.fast_schedule import Lookahead, ScheduleError, next_poll
+from spanwatch.sim import snmp_mib
 from spanwatch.sim.commands import write_config
 from spanwatch.sim.gnmi_target import SimTarget
-from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.scenario import Scenario
 
@@ -78,6 +81,7 @@ def record(
     epoch_s: float | None = None,
     timing: Timing | None = None,
     timing_seed: int | None = None,
+    model_process: bool | None = None,
 ) -> Recording:
     """Record ``scenario`` into ``out`` in simulated time (see the module docstring).
 
@@ -90,22 +94,26 @@ def record(
             too the recording is reproducible); another seed is another run of the live path (other poll
             and sample phases). The epoch's fraction of a second matters as well: the analysis bins on
             absolute time.
+        model_process: step the model in a second process, beside the collector's work (the same files;
+            default: where the platform can fork, ``spanwatch.fast_model``).
     """
     out.mkdir(parents=True, exist_ok=True)
     sim = SimulatedFabric(scenario)
     sim.t0 = time.time() if epoch_s is None else epoch_s
     _placeholder_ports(sim)
-    log = JobLog(scenario, out, sim.host)
-    sim.on_step = log.write
     config_path = write_config(sim, out, LISTEN)
+    if model_process is None:
+        model_process = "fork" in multiprocessing.get_all_start_methods()
+    model: Model = ModelProcess(sim, out) if model_process else ModelInProcess(sim, out)
     try:
-        recorder = _Recorder(sim, config_path, timing or Timing(), timing_seed)
+        recorder = _Recorder(sim, model, config_path, timing or Timing(), timing_seed)
         metrics = asyncio.run(recorder.run())
+        model.finish()
     finally:
-        log.close()
+        model.close()
     (out / "metrics.txt").write_text(metrics)
     (out / "truth.json").write_text(json.dumps(sim.truth(), indent=1))
-    return Recording(out, log.path, sim, metrics)
+    return Recording(out, model.log_path, sim, metrics)
 
 
 def _placeholder_ports(sim: SimulatedFabric) -> None:
@@ -125,9 +133,10 @@ class _Recorder:
     """The event loop of one recording: model steps, snapshots, and the collector's work at wall times."""
 
     def __init__(
-        self, sim: SimulatedFabric, config_path: Path, timing: Timing, timing_seed: int | None
+        self, sim: SimulatedFabric, model: Model, config_path: Path, timing: Timing, timing_seed: int | None
     ) -> None:
         self.sim = sim
+        self.model = model
         self.config_path = config_path
         self.timing = timing
         # Its own stream, so the model's draws (seeded by the scenario) are the live path's.
@@ -136,6 +145,7 @@ class _Recorder:
         self.holder = SnapshotHolder(sim.snap)
         self.events: list[Event] = []
         self._seq = itertools.count()
+        self.lookahead = Lookahead(timing)  # the polls and probe windows, for the snapshot times
 
     def at(self, wall_s: float, action: Callable[[float], Any]) -> None:
         heapq.heappush(self.events, (wall_s, next(self._seq), action))
@@ -192,6 +202,7 @@ class _Recorder:
                 first = base + phases[target.name] * interval
                 first += interval * max(0.0, np.ceil((start - first) / interval))
                 self.at(first, self._poll_every(poller, walker, d, interval))
+                self.lookahead.poll(first, interval)
             if target.gnmi is not None:
                 gnmi = GnmiSource(target.name, target.gnmi, sets=mappings.gnmi_sets(target), clock=self.clock)
                 server = SimTarget(self.holder, d, epoch_ns)
@@ -225,6 +236,7 @@ class _Recorder:
                 prober = TargetProber(link.name, target, probe, self.store, self.clock)
                 phase = i / len(probe.targets) * probe.interval / probe.count  # ``Probes.apply``
                 self.at(start + phase + probe.interval, self._probe_every(prober, fibre_rtt))
+                self.lookahead.probe(start + phase + probe.interval, probe.interval, probe.count)
 
     # -- the collector's work, each at its wall time -------------------------------------------------
     def _poll_every(
@@ -236,10 +248,7 @@ class _Recorder:
             self.clock.set(now)
             walker.load(snmp_mib.build(self.holder.snap, d, name, WIRE), self.timing.poll(self.rng))
             await poller.poll_once()
-            nxt = now + interval
-            while nxt < self.clock.now:  # an overrun skips intervals, as ``Poller.run`` does
-                nxt += interval
-            self.at(nxt, poll)
+            self.at(next_poll(now, interval, self.clock.now), poll)
 
         return poll
 
@@ -283,22 +292,45 @@ class _Recorder:
 
     # -- the model ---------------------------------------------------------------------------------------
     async def _run_model(self) -> None:
-        sim, t = self.sim, self.timing
-        f = sim.fabric
+        """Snapshots at the live path's times, and the collector's work between them.
+
+        The draws from ``rng`` come in the live order (a snapshot's time, its lag, the collector's work
+        before it, its delivery, its gNMI rounds, the next snapshot's time); the model is given every
+        snapshot time at the start (``fast_schedule``: the same draws, replayed), so that a model in another
+        process steps on while this one works, and each time drawn here is checked against them.
+        """
+        sim, t, model = self.sim, self.timing, self.model
+        dt = sim.fabric.dt
         duration = float(sim.scenario.duration) + t.tail_s
+        planned = self.lookahead.snapshot_times(self.rng, len(self.streams), sim.fabric.t, dt, duration)
+        model.plan(planned)
+        asked = iter(planned)
         published = 0.0  # wall time of the last publication
-        while f.t < duration:
-            due = f.t + t.snapshot_s + float(self.rng.uniform(0.0, t.snapshot_slack_s))
-            while f.t + f.dt <= due + 1e-12:
-                f.step()
-            sim.drain()
-            wall = max(published, f.t + t.lag(self.rng))
+        now = sim.fabric.t  # the model's time once it has taken the snapshot asked for last
+        more = now < duration
+        if more:
+            now = self._next(now, dt, asked)
+        while more:
+            taken = now
+            wall = max(published, taken + t.lag(self.rng))
             await self._until(wall)  # what happened before this snapshot was published saw the last one
             published = wall
-            self.holder.snap = snapshot.take(f, round((sim.t0 + f.t) * 1e9), f.t, self.holder.snap)
             delivered = wall + t.deliver(self.rng)
-            for source, stream in self.streams:
-                responses = stream.sample(f.t, float(self.rng.uniform()))
+            splits = [float(self.rng.uniform()) for _ in self.streams]
+            more = taken < duration
+            if more:
+                now = self._next(now, dt, asked)
+            self.holder.snap = model.snapshot()
+            for (source, stream), split in zip(self.streams, splits, strict=True):
+                responses = stream.sample(taken, split)
                 if responses:
                     self.at(delivered, self._deliver(source, responses))
         await self._until(duration)
+
+    def _next(self, now: float, dt: float, planned: Iterator[float]) -> float:
+        """The next snapshot's time, drawn as the live path draws it (and as planned); returns the model
+        time it is taken at."""
+        due = now + self.timing.snapshot_s + float(self.rng.uniform(0.0, self.timing.snapshot_slack_s))
+        if due != next(planned, None):
+            raise ScheduleError(f"snapshot at {due!r} s drawn, not the one planned: the lookahead has parted")
+        return stepped(now, dt, due)

@@ -138,6 +138,13 @@ class Fabric:
         self._delay_at = self.delay_steps * size + self.ar  # + steps x size, modulo the ring: the slot
         self._rtt_at = self.rtt_steps * size + self.ar
         self._classes_at = (np.arange(3) * ring * size)[:, None]
+        # ...and those slots for each step modulo the ring, once: ``(steps x size + at) % ring_size`` depends
+        # on ``steps % ring`` only (integers: the same offsets), so a step looks its own up.
+        slot_base = np.arange(ring)[:, None] * size
+        self._deliver_slots = ((slot_base + self._delay_at) % self._ring_size)[:, None, :] + self._classes_at
+        self._rtt_slots = (slot_base + self._rtt_at) % self._ring_size
+        self._no_bytes = np.zeros(size)  # an empty receive stage (read only: shared by every quiet step)
+        self._no_bytes.flags.writeable = False
         self.noise = 1 + 0.25 * self.rng.standard_normal((NOISE_ROWS, size)).clip(-3, 3)
         self.win_steps = max(1, round(WINDOW_S / dt))
         self.peak, self.peak_o = z(size), z(size)
@@ -279,12 +286,16 @@ class Fabric:
         """``_queues`` while the job's class is idle (``_job_class_idle``): the same arithmetic, less the terms
         that are exact zeros then (nothing admitted, served, dropped or marked in that class; x + 0.0 == x)."""
         acc, q_o = self.acc, self.q_o
-        paused = self.rx_paused[self.lay.peer]
-        acc[PAUSE_RX] += paused
+        if np.count_nonzero(self.rx_paused):
+            paused = self.rx_paused[self.lay.peer]
+            acc[PAUSE_RX] += paused
+        else:  # nobody pauses: adding its zeros changes nothing
+            paused = self.rx_paused
         served = np.zeros((3, self.lay.size))
         srv_o = served[2]
         a_o = self.bg_arrivals[self.steps % NOISE_ROWS]
-        if self.bg_fits and not np.count_nonzero(q_o):
+        empty = self.bg_fits and not np.count_nonzero(q_o)
+        if empty:
             # No background queue and every arrival fits: all of it leaves now, the queue stays empty and
             # unmarked (the general lines below give exactly this).
             srv_o[:] = a_o
@@ -302,9 +313,12 @@ class Fabric:
         self._rate()
         np.maximum(self.peak, 0.0, out=self.peak)
         np.maximum(self.peak_o, q_o, out=self.peak_o)
-        rq = self._deliver(served)
-        held = np.maximum(q_o, 0.0) + np.maximum(rq, 0.0)
-        np.maximum(self.pool_peak, np.add.reduceat(held, self.lay.device_starts), out=self.pool_peak)
+        rq = self._deliver(served, job_sent=False)
+        if empty and rq is self._no_bytes:  # every buffer holds +0.0 bytes: so does every pool
+            np.maximum(self.pool_peak, 0.0, out=self.pool_peak)
+        else:
+            held = np.maximum(q_o, 0.0) + np.maximum(rq, 0.0)
+            np.maximum(self.pool_peak, np.add.reduceat(held, self.lay.device_starts), out=self.pool_peak)
         srv_t: F = served[0]  # zeros
         if self.job.syncing:
             self._causes(srv_t, paused, served[1])
@@ -314,7 +328,7 @@ class Fabric:
         """Congestion notifications reach the sender one round trip later; cut or recover its rate."""
         if np.count_nonzero(sig):  # a notification no larger than what the slot holds changes nothing
             flat = self.signal.reshape(-1)
-            at = (self.steps * self.lay.size + self._rtt_at) % self._ring_size
+            at = self._rtt_slots[self.steps % self.ring]
             flat.put(at, np.maximum(flat.take(at), sig))
         self._rate()
 
@@ -334,20 +348,23 @@ class Fabric:
         self.cut_timer = np.where(cut, self.lay.rtt, self.cut_timer - self.dt)
         now[:] = 0.0
 
-    def _deliver(self, served: F) -> F:
+    def _deliver(self, served: F, job_sent: bool = True) -> F:
         """Put departures (rows T, X, O) on the fibre; what arrives now goes through FCS and the receive
-        stage. Returns the bytes of the job's class in each receive stage after the step.
+        stage. Returns the bytes of the job's class in each receive stage after the step. ``job_sent``
+        False: row T is zeros (the job's class idle).
         """
         srv_t = served[0]
-        lay, acc, size = self.lay, self.acc, self.lay.size
+        lay, acc = self.lay, self.acc
         slot_now = self.steps % self.ring
         arrived = self.line[:, slot_now, :].copy()  # by sender
         self.line[:, slot_now, :] = 0.0
-        at = (self.steps * size + self._delay_at) % self._ring_size + self._classes_at
+        at = self._deliver_slots[slot_now]
         line = self.line.reshape(-1)
         line.put(at, line.take(at) + served)
-        self.in_flight_t += srv_t - arrived[0]
-        if not (np.count_nonzero(arrived[:2]) or np.count_nonzero(self.rq_t) or np.count_nonzero(self.rq_x)):
+        job_arrives = np.count_nonzero(arrived[:2])
+        if job_sent or job_arrives:  # else it would add 0.0 - 0.0
+            self.in_flight_t += srv_t - arrived[0]
+        if not (job_arrives or np.count_nonzero(self.rq_t) or np.count_nonzero(self.rq_x)):
             return self._background_arrives(srv_t, arrived[2])
         arr = arrived.take(lay.peer, axis=1)  # by receiver: the job's, other traffic in its class, background
         if self.optics.lossy:
@@ -392,7 +409,7 @@ class Fabric:
         acc[RX_O] += arr_o
         np.maximum(self.rq_peak, 0.0, out=self.rq_peak)
         self.rx_paused = np.zeros(lay.size, dtype=bool)
-        return np.zeros(lay.size)
+        return self._no_bytes
 
     def _causes(self, srv_t: F, paused: np.ndarray, srv_x: F) -> None:
         """While the job syncs: the service each of its waves did not get this step, by cause (seconds)."""
@@ -434,7 +451,7 @@ class Fabric:
         """Schedule the job's lost bytes for retransmission one round trip from now."""
         if not np.count_nonzero(lost_t):
             return
-        at = (self.steps * self.lay.size + self._rtt_at) % self._ring_size
+        at = self._rtt_slots[self.steps % self.ring]
         retx = self.retx.reshape(-1)
         retx.put(at, retx.take(at) + lost_t)
         self.retx_total += lost_t
