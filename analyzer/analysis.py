@@ -193,6 +193,10 @@ class Analysis:
         job = self._job_class(config, frame)
         # Every stage below blames the class given or inferred.
         self.inputs = i = replace(self.inputs, job_traffic_class=job.value)
+        # The telemetry pass first: the parsed logs (millions of step rows at thousands of ranks) are then
+        # not held through it.
+        net = self._network(config, frame, progress)
+        net.events = topology.place_unlinked(net.events, topology.link_members(config))
         progress("logs", 0, 1)
         logs = self._parse_logs()
         inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
@@ -200,8 +204,6 @@ class Analysis:
         if i.shift_logs_seconds:  # the unshifted tables are not read again: not kept beside them
             logs.result = parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
-        net = self._network(config, frame, progress)
-        net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
         steps, attribution, links, inspector, blamed = self._correlate(parsed, net, skew, config)
