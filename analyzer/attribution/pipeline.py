@@ -89,8 +89,11 @@ def attribute(
     ranks = by_ranks(lines)
     del lines
     for k, part in enumerate(ranks):  # each line's physics; the parts' lines replaced as they go
-        ranks[k] = with_physics(part[0], cells, grid, median_step, skew_seconds)
-    size, periods = rhythm(in_order([part[0] for part in ranks]), beat_periods)
+        ranks[k] = lines_with_physics(part, *steps_of(part, cells, grid, median_step, skew_seconds))
+    # The rhythm reads these of every rank's lines (``excess.rhythm``), not the lines' other columns.
+    size, periods = rhythm(
+        in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
+    )
     summary["communication_cycle_steps"] = size
     summary["job_beat"] = [{"every_steps": every, "phase": phase} for every, phase in periods]
     summary.update(read)
@@ -98,23 +101,23 @@ def attribute(
     blamed = []
     while ranks:
         part = ranks.pop(0)
-        judged, _, _ = judge(part[0].drop("order"), periods, (size, periods))
-        judged, gains, shares, steps = network_time(judged, part[2], part[1], around)
+        # The steps made again rather than kept from the first pass: every rank's at once otherwise.
+        steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
+        judged, _, _ = judge(part.drop("order"), periods, (size, periods))
         del part
+        judged, gains, shares, steps = network_time(judged, caused, steps, around)
+        del caused
         steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
         blamed.append(outputs(steps, judged, shares, links, summary))
         del judged, gains, shares, steps
     return joined(blamed, links, summary)
 
 
-Part = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]  # some ranks' lines, steps and caused steps
-
-
-def by_ranks(lines: pl.DataFrame) -> list[Part]:
+def by_ranks(lines: pl.DataFrame) -> list[pl.DataFrame]:
     """``lines`` in parts of whole ranks, in rank order, each of at most ``physics.STEP_CHUNK_ROWS`` step rows
-    (a rank with more is a part alone), each line with its place in ``lines`` (``order``); the parts' steps
-    and caused steps are empty until ``with_physics`` fills them. Every step of the method after the skew
-    reads a line with its own rank's lines only, or the whole job's rhythm (``excess.rhythm``)."""
+    (a rank with more is a part alone), each line with its place in ``lines`` (``order``). Every step of the
+    method after the skew reads a line with its own rank's lines only, or the whole job's rhythm
+    (``excess.rhythm``)."""
     numbered = lines.with_row_index("order")
     per_rank = numbered.group_by("rank").agg(rows=pl.col("n").sum()).sort("rank")
     groups: list[list[int]] = [[]]
@@ -125,17 +128,14 @@ def by_ranks(lines: pl.DataFrame) -> list[Part]:
             rows = 0
         groups[-1].append(rank)
         rows += count
-    empty = pl.DataFrame()
-    return [(numbered.filter(pl.col("rank").is_in(group)), empty, empty) for group in groups]
+    return [numbered.filter(pl.col("rank").is_in(group)) for group in groups]
 
 
-def with_physics(
+def steps_of(
     lines: pl.DataFrame, cells: pl.DataFrame, grid: pl.DataFrame, median_step: float, skew: float
-) -> Part:
-    """Some ranks' lines with their physics (``lines_with_physics``), their steps and caused steps
-    (``physics_per_step``)."""
-    steps, caused = physics_per_step(expand(lines.lazy()).collect(), cells, grid, median_step, skew)
-    return lines_with_physics(lines, steps, caused), steps, caused
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Some ranks' steps and caused steps (``physics_per_step`` of their lines' steps)."""
+    return physics_per_step(expand(lines.lazy()).collect(), cells, grid, median_step, skew)
 
 
 def in_order(parts: list[pl.DataFrame]) -> pl.DataFrame:

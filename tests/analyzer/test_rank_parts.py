@@ -52,10 +52,10 @@ def test_parts_hold_whole_ranks_in_rank_order_within_the_budget(monkeypatch: pyt
     monkeypatch.setattr(physics, "STEP_CHUNK_ROWS", 4)
     parts = pipeline.by_ranks(lines)
     # Rank 0 (2 step rows), then rank 1 alone (4: 2 + 4 is past the budget), then ranks 2 and 3 (2 + 1).
-    assert [sorted(set(p[0]["rank"])) for p in parts] == [[0], [1], [2, 3]]
+    assert [sorted(set(p["rank"])) for p in parts] == [[0], [1], [2, 3]]
     # Each line keeps its place among all the lines, and the parts hold every line once.
-    assert sorted(pl.concat([p[0] for p in parts])["order"]) == list(range(lines.height))
-    assert pipeline.in_order([p[0] for p in parts]).equals(lines)
+    assert sorted(pl.concat(parts)["order"]) == list(range(lines.height))
+    assert pipeline.in_order(parts).equals(lines)
     assert len(pipeline.by_ranks(lines.clear())) == 1
 
 
