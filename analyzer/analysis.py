@@ -193,15 +193,17 @@ class Analysis:
         job = self._job_class(config, frame)
         # Every stage below blames the class given or inferred.
         self.inputs = i = replace(self.inputs, job_traffic_class=job.value)
+        # The telemetry pass first: the parsed logs (millions of step rows at thousands of ranks) are then
+        # not held through it.
+        net = self._network(config, frame, progress)
+        net.events = topology.place_unlinked(net.events, topology.link_members(config))
         progress("logs", 0, 1)
         logs = self._parse_logs()
         inputs.require_something(logs, i.archive is not None or i.prometheus is not None)
         parsed = logs.result
-        if i.shift_logs_seconds:
-            parsed = shift_times(parsed, i.shift_logs_seconds)
+        if i.shift_logs_seconds:  # the unshifted tables are not read again: not kept beside them
+            logs.result = parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
-        net = self._network(config, frame, progress)
-        net.events = topology.place_unlinked(net.events, topology.link_members(config))
         skew = self._skew()
         progress("correlate", 0, 1)
         steps, attribution, links, inspector, blamed = self._correlate(parsed, net, skew, config)
@@ -292,16 +294,19 @@ class Analysis:
         i = self.inputs
         kineto = parsed.table("kineto_steps")
         inspector = parsed.table("collectives").filter(pl.col("format") == nccl_inspector.NAME)
-        placed = correlate.prepare_steps(parsed.table("steps"))
         per_step = None
         if inspector.height:  # placing nothing would still sort every step
+            placed = correlate.prepare_steps(parsed.table("steps"))
             inspector = gpu_time.inspector_records(inspector.lazy(), placed).collect()
             per_step = gpu_time.inspector_step_communication(inspector.lazy()).collect()
+            del placed
         evidence = _communication(kineto, per_step)
         job = blame.JobFigures(i.job_bytes_per_step, i.job_traffic_class)
         given = None if i.skew_seconds is None and i.prometheus is None else skew
+        # The parsed steps are handed over, not kept: the blame drops them once it has read its lines
+        # (millions of rows at thousands of ranks), and nothing after it reads them.
         blamed = blame.attribute(
-            parsed.table("steps"),
+            parsed.tables.pop("steps", schemas.empty("steps")),
             net.physics,
             net.ends,
             net.round_trips,

@@ -13,7 +13,7 @@ warnings (an archive with no readings, files skipped). ``summary.json`` carries 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ def parse_logs(
     merged = ParseResult(Path())
     out = ParsedLogs(merged)
     first = True
+    group: list[ParseResult] = []
     for path in paths:
         try:
             result = parse(path, log_format)
@@ -87,10 +88,28 @@ def parse_logs(
         out.warnings += file_warnings(path, result)
         if first:
             merged.path, first = result.path, False
-        merged.merge(result)
+        merged.merge(replace(result, tables={}))  # the tables are added a group of files at a time
         merged.lines += result.lines
+        group.append(result)
+        if len(group) == GROUP_FILES:
+            _add_tables(merged, group)
+            group = []
+    _add_tables(merged, group)
     merged.tables = {name: merged.table(name) for name in schemas.TABLES}
     return out
+
+
+# The files' tables are joined this many files at a time into one chunk per table: a chunk per file costs
+# about 25 kB of column overhead per file however few its rows (4,096 small traces: 0.1 GB).
+GROUP_FILES = 64
+
+
+def _add_tables(merged: ParseResult, results: list[ParseResult]) -> None:
+    """The tables of ``results`` added after ``merged``'s, in order, as one chunk per table."""
+    for name in dict.fromkeys(name for result in results for name in result.tables):
+        frames = [result.tables[name] for result in results if name in result.tables]
+        rows = pl.concat(frames, rechunk=True)
+        merged.tables[name] = pl.concat([merged.tables[name], rows]) if name in merged.tables else rows
 
 
 # What one row of each table is, for ``describe`` (in ``schemas.TABLES`` order).

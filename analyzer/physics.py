@@ -226,6 +226,12 @@ CHUNK_ROWS = 250_000
 once (about 30 MB, 0.1 GB while read; ``analyzer.attribution.grid``); a link with more is a chunk alone."""
 
 
+STEP_CHUNK_ROWS = 500_000
+"""A memory budget, not a rule of the method: the step rows (about 0.2 kB each through the blame) of the
+ranks whose per-step stages run at once (``analyzer.attribution.pipeline``); a rank with more is a chunk
+alone."""
+
+
 def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     """What each quantity of each link end added over each window.
 

@@ -175,13 +175,22 @@ def measured(lines: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def judge(
+def rhythm(
     lines: pl.DataFrame, periods: tuple[beat.Period, ...] | None = None
+) -> tuple[int, tuple[beat.Period, ...]]:
+    """The job's communication cycle (``cycle``, read from the clean single steps) and its own beat
+    (``periods``, found from the lines when not given: ``beat.find``), read over every rank's lines."""
+    singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
+    return cycle(singles), tuple(beat.find(lines)) if periods is None else periods
+
+
+def judge(
+    lines: pl.DataFrame,
+    periods: tuple[beat.Period, ...] | None = None,
+    read: tuple[int, tuple[beat.Period, ...]] | None = None,
 ) -> tuple[pl.DataFrame, int, tuple[beat.Period, ...]]:
     """Each line's excess, noise and joint gain (``measured``) over its baseline (``baselines``) in the job's
-    communication cycle (``cycle``, read from the clean single steps) and its own beat (``periods``, found
-    from the lines when not given: ``beat.find``), that cycle and that beat."""
-    singles = lines.filter((pl.col("n") == 1) & (pl.col("physics") <= 0)).select("step", seconds="per_step")
-    size = cycle(singles)
-    periods = tuple(beat.find(lines)) if periods is None else periods
+    ``rhythm`` (``read`` over every rank's lines when ``lines`` are some ranks' only), that cycle and that
+    beat."""
+    size, periods = rhythm(lines, periods) if read is None else read
     return measured(baselines(lines.lazy(), size, periods)).collect(), size, periods

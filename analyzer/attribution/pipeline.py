@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer import physics
 from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
-from analyzer.attribution.excess import judge
+from analyzer.attribution.excess import judge, rhythm
 from analyzer.attribution.grid import end_rates, grid_physics
+from analyzer.attribution.lines import STEP as _STEP
 from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
 from analyzer.attribution.reconcile import network_time
@@ -63,7 +65,9 @@ def attribute(
         The blame.
     """
     lines = read_lines(parsed_steps, evidence)
-    steps = expand(lines.lazy()).collect()
+    # The caller hands the parsed steps over: at thousands of ranks they are millions of rows, and from here
+    # on the step side is worked a few ranks at a time (``by_ranks``), each frame let go once read.
+    del parsed_steps, evidence
     median_step = float(lines["duration"].median() or 0.0)  # type: ignore[arg-type]
     poll = poll_seconds(readings)
     # The amounts per grid cell and link end are read a few links at a time (``grid``: peak memory).
@@ -75,25 +79,85 @@ def attribute(
     correlation = None
     if skew_seconds is None:
         skew_seconds, correlation = find_skew(lines, signal)
-    steps, caused = physics_per_step(steps, cells, grid, median_step, skew_seconds)
-    lines = lines_with_physics(lines, steps, caused)
-    judged, size, periods = judge(lines, beat_periods)
-    around = max(1, round(poll / median_step)) if median_step > 0 else 1
-    judged, gains, shares, steps = network_time(judged, caused, steps, around)
-    steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
-    if sends_sparsely(rates):
-        steps, shares = beat.on_the_beat(steps, shares, periods)
-    summary: dict[str, object] = {
-        "skew_seconds": skew_seconds,
-        "skew_correlation": correlation,
-        "skew_estimated": correlation is not None,
-        "communication_cycle_steps": size,
-        "job_beat": [{"every_steps": every, "phase": phase} for every, phase in periods],
+    del signal
+    summary: dict[str, object] = {"skew_seconds": skew_seconds, "skew_correlation": correlation}
+    summary["skew_estimated"] = correlation is not None
+    read = {
         "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
         "interval_lines": int((lines["n"] > 1).sum()),
         "lines_not_placeable": int(lines["lo"].is_null().sum()),
     }
-    return outputs(steps, judged, shares, links, summary)
+    ranks = by_ranks(lines)
+    del lines
+    for k, part in enumerate(ranks):  # each line's physics; the parts' lines replaced as they go
+        ranks[k] = lines_with_physics(part, *steps_of(part, cells, grid, median_step, skew_seconds))
+    # The rhythm reads these of every rank's lines (``excess.rhythm``), not the lines' other columns.
+    size, periods = rhythm(
+        in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
+    )
+    syncs = periods if sends_sparsely(rates) else []  # a job that sends only on its beat: its syncs
+    summary["communication_cycle_steps"] = size
+    summary["job_beat"] = [{"every_steps": every, "phase": phase} for every, phase in periods]
+    summary.update(read)
+    around = max(1, round(poll / median_step)) if median_step > 0 else 1
+    blamed = []
+    while ranks:
+        part = ranks.pop(0)
+        # The steps made again rather than kept from the first pass: every rank's at once otherwise.
+        steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
+        judged, _, _ = judge(part.drop("order"), periods, (size, periods))
+        del part
+        judged, gains, shares, steps = network_time(judged, caused, steps, around)
+        del caused
+        steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
+        steps, shares = beat.on_the_beat(steps, shares, syncs)
+        blamed.append(outputs(steps, judged, shares, links, summary))
+        del judged, gains, shares, steps
+    return joined(blamed, links, summary)
+
+
+def by_ranks(lines: pl.DataFrame) -> list[pl.DataFrame]:
+    """``lines`` in parts of whole ranks, in rank order, each of at most ``physics.STEP_CHUNK_ROWS`` step rows
+    (a rank with more is a part alone), each line with its place in ``lines`` (``order``). Every step of the
+    method after the skew reads a line with its own rank's lines only, or the whole job's rhythm
+    (``excess.rhythm``)."""
+    numbered = lines.with_row_index("order")
+    per_rank = numbered.group_by("rank").agg(rows=pl.col("n").sum()).sort("rank")
+    groups: list[list[int]] = [[]]
+    rows = 0
+    for rank, count in per_rank.iter_rows():
+        if groups[-1] and rows + count > physics.STEP_CHUNK_ROWS:
+            groups.append([])
+            rows = 0
+        groups[-1].append(rank)
+        rows += count
+    return [numbered.filter(pl.col("rank").is_in(group)) for group in groups]
+
+
+def steps_of(
+    lines: pl.DataFrame, cells: pl.DataFrame, grid: pl.DataFrame, median_step: float, skew: float
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Some ranks' steps and caused steps (``physics_per_step`` of their lines' steps)."""
+    return physics_per_step(expand(lines.lazy()).collect(), cells, grid, median_step, skew)
+
+
+def in_order(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The parts' lines together, in the order they were read (``order``)."""
+    return pl.concat(parts).sort("order").drop("order")
+
+
+def joined(blamed: list[Blame], links: pl.DataFrame, summary: dict[str, object]) -> Blame:
+    """The parts' blames as one (``blamed`` is emptied): their steps in (step, rank) order, as ``outputs``
+    gives them, sorted a column at a time so that the steps are held about once, not twice."""
+    steps = pl.concat([b.steps for b in blamed], rechunk=False)
+    attribution = pl.concat([b.attribution for b in blamed])
+    blamed.clear()
+    order = steps.select(pl.arg_sort_by(_STEP)).to_series()
+    columns = []
+    for name in steps.columns:
+        columns.append(steps.get_column(name).gather(order))
+        steps = steps.drop(name)
+    return Blame(pl.DataFrame(columns), attribution, links, summary)
 
 
 def read_beat(parsed_steps: pl.DataFrame) -> tuple[beat.Period, ...]:
