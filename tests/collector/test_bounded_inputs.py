@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -55,19 +54,22 @@ def test_bad_yaml_is_one_clear_error(tmp_path: Path, content: bytes, message: st
 
 
 def test_check_config_on_an_alias_bomb_exits_1_quickly(tmp_path: Path) -> None:
-    # Reproduction: 9.9 GB and no answer after 120 s. Run in a child with a 1 GB address space cap.
+    # Reproduction: 9.9 GB and no answer after 120 s. Run in a child with a 2 GB address space cap.
     path = tmp_path / "bomb.yml"
     path.write_text(BOMB + "targets: *i\n")
 
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
-
+    # The cap is set by the child itself before it becomes the CLI (no ``preexec_fn``: that makes
+    # subprocess fork rather than vfork, and a fork while an earlier test's gRPC threads are busy runs gRPC's
+    # fork handlers, which aborted the child once in CI).
+    capped = (
+        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3)); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'spanwatch.cli', *sys.argv[1:]])"
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "spanwatch.cli", "check-config", "--config", str(path)],
+        [sys.executable, "-c", capped, "check-config", "--config", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
-        preexec_fn=cap,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert done.returncode == 1
