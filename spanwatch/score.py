@@ -208,6 +208,8 @@ def _episode(item: Any, i: int, run_start: datetime | None, path: Path) -> dict[
         "start_time": start,
         "end_time": end,
         "affects_job": item.get("affects_job"),
+        # Absent (an older truth, a real lab's) is shown: only a simulator that watched says otherwise.
+        "shown": item.get("shown") is not False,
     }
 
 
@@ -347,6 +349,7 @@ def read_truth(path: Path) -> Truth:
         "start_time": TIME,
         "end_time": TIME,
         "affects_job": pl.Boolean(),
+        "shown": pl.Boolean(),
     }
     costs, steps = _steps(raw.get("steps"), path)
     job = raw.get("job")
@@ -665,7 +668,11 @@ def _inside_union(candidates: pl.DataFrame) -> pl.DataFrame:
 
 
 def event_scores(truth: Truth, events: pl.DataFrame) -> dict[str, Any]:
-    """Recall over the network episodes and precision over the events inside the run.
+    """Recall over the network episodes the network showed and precision over the events inside the run.
+
+    An episode the truth marks ``shown: false`` (``spanwatch.sim.witness``: no queue of its class above the
+    marking threshold, no drop or pause on its ports, its wave dark) moved no reading any instrument has, so
+    it is not recalled; an event matching it is still a right one.
 
     Returns:
         ``event_recall`` and ``event_precision`` (None when there is nothing to judge), and counts.
@@ -677,12 +684,15 @@ def event_scores(truth: Truth, events: pl.DataFrame) -> dict[str, Any]:
         judged = events.filter(pl.col("end_time") >= window[0], pl.col("start_time") <= window[1])
     judged = judged.with_row_index("event")
     pairs = event_matches(network, judged)
-    found, right = pairs["episode"].n_unique(), pairs["event"].n_unique()
-    missed = network.join(pairs, on="episode", how="anti")
+    shown = network.filter(pl.col("shown"))
+    found = pairs.join(shown, on="episode", how="semi")["episode"].n_unique()
+    right = pairs["event"].n_unique()
+    missed = shown.join(pairs, on="episode", how="anti")
     return {
-        "event_recall": found / network.height if network.height else None,
+        "event_recall": found / shown.height if shown.height else None,
         "event_precision": right / judged.height if judged.height else None,
-        "episodes": network.height,
+        "episodes": shown.height,
+        "episodes_unshown": network.height - shown.height,
         "episodes_found": found,
         "episodes_missed": [_describe(row) for row in missed.iter_rows(named=True)],
         # Missed episodes that did not slow the job, by kind (a diagnosis: an incast is seen only through

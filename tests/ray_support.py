@@ -3,6 +3,9 @@
 Whether Ray can start is first tried in a child process: on a 2-core machine at a load of 15-20 the raylet
 gives up waiting for its agent ("timed out during startup"), and a failed start inside the test process
 would leave its half-started processes' handles behind. Then the tests are expected failures, saying why.
+The probe passing does not promise the next start (CI, 2026-12-04: the probe started, then the module's own
+``ray.init`` timed out waiting for its GCS port file and left a process whose handle warned in a later
+test): a failed start here is shut down, tried once more, then the tests are expected failures too.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ def ray_session() -> Iterator[None]:
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         pytest.xfail(f"a local Ray did not start on this machine: {last}")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    for attempt in (1, 2):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except (RuntimeError, ConnectionError, TimeoutError) as e:
+            ray.shutdown()  # the half-started processes go with their handles
+            if attempt == 2:
+                pytest.xfail(f"a local Ray did not start on this machine twice: {e}")
     try:
         yield
     finally:

@@ -48,11 +48,13 @@ from spanwatch.sim.layout import ECN_MAX, ECN_MIN, XOFF, XON, F, Layout
 from spanwatch.sim.optics import Optics
 from spanwatch.sim.scenario import Scenario
 from spanwatch.sim.training import TrainingJob
+from spanwatch.sim.witness import Window, Witness
 
 (TX_T, TX_X, TX_O, RX_T, RX_X, RX_O, LOST_T, LOST_X, LOST_O, DROP_T, DROP_X, DROP_O) = range(12)
 (DROP_RX_T, DROP_RX_X, FLUSH_T, FLUSH_X, FLUSH_O, ECN_T, ECN_X, ECN_O) = range(12, 20)
 (PAUSE_HOST, PAUSE_RX, STORMS, FEC_CORR, FEC_UNCORR, ADMITTED) = range(20, 26)
 N_ACC = 26  # PAUSE_* count paused steps (x dt = seconds)
+WITNESSED = [DROP_T, DROP_X, DROP_O, PAUSE_RX, DROP_RX_T, DROP_RX_X]  # the counters ``Witness`` reads
 LOST_CAPACITY, PAUSE, LOSS_RECOVERY, QUEUEING, REROUTE = range(5)  # rows of ``lost``
 CAUSE_NAMES = ("lost_capacity", "pause", "loss_recovery", "queueing", "reroute")
 
@@ -157,6 +159,8 @@ class Fabric:
         self.up = np.ones(size, dtype=bool)
         self.optics = Optics(lay, self.rng, dt)
         self.job = TrainingJob(scenario, self)
+        self.witness = Witness(scenario, lay, self.ecn_min)
+        self._witnessed = self.acc[WITNESSED]
         self._fx_version = -1
         self.cap_step: F = np.zeros(size)  # bytes a wave moves in a step (zero when down): ``_links`` sets it
         self._links(np.zeros(size, dtype=bool))
@@ -496,6 +500,7 @@ class Fabric:
     def _window(self) -> None:
         """Close a 100 ms window: watermarks, pool peaks, optics stats and the PFC watchdog."""
         i = (self.steps // self.win_steps) % WINDOWS
+        self._witness()
         qj = self.q_t + self.q_x
         self.peaks[i], self.peak = self.peak, qj.copy()
         self.peaks_o[i], self.peak_o = self.peak_o, self.q_o.copy()
@@ -509,6 +514,15 @@ class Fabric:
         before = self.pause_run >= WATCHDOG_S
         self.pause_run = np.where(whole, self.pause_run + self.win_steps * self.dt, 0.0)
         self.acc[STORMS] += (self.pause_run >= WATCHDOG_S) & ~before
+
+    def _witness(self) -> None:
+        """Show the window closing now (its peaks, its counters' increase) to the episodes' witness."""
+        counts = self.acc[WITNESSED]
+        d = counts - self._witnessed
+        self._witnessed = counts
+        end = self.t + self.dt
+        window = Window(self.peak, self.peak_o, self.rq_peak, d[0] + d[1], d[3], d[2], d[4] + d[5], self.up)
+        self.witness.window(end - self.win_steps * self.dt, end, window)
 
     # -- views ---------------------------------------------------------------------------------------
     def occupancy(self) -> F:

@@ -40,6 +40,11 @@ below the step noise: the analyzer must not invent them):
   refuses it). Either would be an episode in the truth that the network never showed.
 - A burst is shorter than a poll (that is what the kind means in the spec); the telemetry interval stays at
   the collector's default 1 s: the spec does not vary it, and the goals were set for it.
+
+What it cannot avoid, because only the run decides it: a light congestion that every queue absorbs below
+its marking threshold, an incast the far buffer takes, a degradation of a wave that is down all along. The
+truth marks those ``shown: false`` (``spanwatch.sim.witness``) and event recall does not count them; their
+step cost, if any, is still scored.
 """
 
 from __future__ import annotations

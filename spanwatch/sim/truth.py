@@ -92,6 +92,11 @@ class Episode(_Model):
     queues: list[str] = Field(description="device/interface/queue")
     ranks: list[int] = Field(default_factory=list)
     affects_job: bool = Field(description="a step overlapping it lost > 1 ms to it (network: on its link)")
+    shown: bool | None = Field(
+        default=None,
+        description="the network showed it: a queue of its class above the marking threshold, a drop or a "
+        "pause on its ports, its wave lit, a wave down (spanwatch.sim.witness); null for a compute stall",
+    )
 
 
 class Link(_Model):

@@ -19,6 +19,7 @@ from spanwatch.sim.scenario import (
 from spanwatch.sim.scenario import Episode as ScenarioEpisode
 from spanwatch.sim.training import StepRecord, TrainingJob
 from spanwatch.sim.truth import CAUSES, Causes, Episode, Job, Link, NetworkSeconds, Step, Truth, rfc3339
+from spanwatch.sim.witness import Witness
 
 AFFECTS_S = 1e-3  # an episode slowed the job if a step it overlaps lost more than this to it
 SETTLE_S = 1.0  # queues drain and rates recover after an episode ends: its steps run this much longer
@@ -30,6 +31,7 @@ _ROWS = ("lost_capacity", "pause", "loss_recovery", "queueing", "reroute")
 class Model(Protocol):
     lay: Layout
     job: TrainingJob
+    witness: Witness
 
 
 def _r(x: float) -> float:
@@ -42,7 +44,10 @@ def build_truth(s: Scenario, model: Model, records: list[StepRecord], t0: float)
     links = _links(s, lay, job)
     used = [lay.names[i] for i in np.flatnonzero(lay.job_link)]
     steps = [row for r in records for row in _rows(s, r, used, t0)]
-    episodes = [_episode(s, lay, e, records, t0) for e in s.episodes]
+    episodes = [
+        _episode(s, lay, e, records, t0, shown)
+        for e, shown in zip(s.episodes, model.witness.shown(), strict=True)
+    ]
     return Truth(
         scenario=s.name,
         seed=s.seed,
@@ -152,7 +157,9 @@ def _where(s: Scenario, lay: Layout, e: ScenarioEpisode) -> tuple[list[str], lis
     )
 
 
-def _episode(s: Scenario, lay: Layout, e: ScenarioEpisode, records: list[StepRecord], t0: float) -> Episode:
+def _episode(
+    s: Scenario, lay: Layout, e: ScenarioEpisode, records: list[StepRecord], t0: float, shown: bool | None
+) -> Episode:
     devices, interfaces, components, queues = _where(s, lay, e)
     params = {
         k: v
@@ -183,6 +190,7 @@ def _episode(s: Scenario, lay: Layout, e: ScenarioEpisode, records: list[StepRec
         queues=queues,
         ranks=list(e.ranks) if isinstance(e, ComputeStall) else [],
         affects_job=affects,
+        shown=shown,
     )
 
 

@@ -408,6 +408,31 @@ def test_events_are_not_judged_where_there_is_nothing_to_judge(tmp_path: Path) -
     assert missed["not_applicable"] == ["event_precision"] and not missed["passed"]
 
 
+def test_an_episode_the_network_never_showed_is_not_recalled_but_still_matches(tmp_path: Path) -> None:
+    # Another tenant's congestion at 0.3 of a deep link that every queue absorbed below its marking
+    # threshold (seed 103415 of the random family): the truth says ``shown: false`` (spanwatch.sim.witness).
+    quiet = {"kind": "congestion", "link": "L2", "start": "40s", "duration": "8s", "affects_job": False}
+    unseen = scored(tmp_path / "unseen", truth_doc(episodes=[*EPISODES, {**quiet, "shown": False}]))
+    assert unseen["event_recall"] == 1.0 and unseen["detail"]["events"]["episodes_unshown"] == 1
+    assert unseen["passed"], unseen["why"]
+    # Without the mark (an older truth, a real lab's) the same episode is judged, and missed.
+    judged = scored(tmp_path / "judged", truth_doc(episodes=[*EPISODES, quiet]))
+    assert judged["event_recall"] < 1.0 and "event_recall" in judged["failed"]
+    # An event on it is still right: the network did show something there after all.
+    seen = {
+        "kind": "queue",
+        "link": "L2",
+        "interface": "Ethernet1/2",
+        "queue": "3",
+        "start": 40.0,
+        "end": 47.0,
+    }
+    found = scored(
+        tmp_path / "found", truth_doc(episodes=[*EPISODES, {**quiet, "shown": False}]), events=[*EVENTS, seen]
+    )
+    assert found["event_recall"] == 1.0 and found["event_precision"] == 1.0
+
+
 def test_a_run_with_any_true_cost_keeps_its_control(tmp_path: Path) -> None:
     result = scored(tmp_path, truth_doc(costs={12: {"L1": 0.002}}), costs={12: {"L1": 0.002}})
     assert not score.is_quiet(score.read_truth(tmp_path / "truth.json"))
