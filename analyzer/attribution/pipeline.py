@@ -24,6 +24,7 @@ from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
 from analyzer.attribution.excess import judge, rhythm
 from analyzer.attribution.grid import end_rates, grid_physics
+from analyzer.attribution.impaired import with_ceiling
 from analyzer.attribution.lines import STEP as _STEP
 from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
@@ -105,7 +106,7 @@ def attribute(
         part = ranks.pop(0)
         # The steps made again rather than kept from the first pass: every rank's at once otherwise.
         steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
-        judged, _, _ = judge(part.drop("order"), periods, (size, periods))
+        judged = judged_of(part, periods, size, cells, grid, skew_seconds, poll)
         del part
         judged, gains, shares, steps = network_time(judged, caused, steps, around)
         del caused
@@ -114,6 +115,20 @@ def attribute(
         blamed.append(outputs(steps, judged, shares, links, summary))
         del judged, gains, shares, steps
     return joined(blamed, links, summary)
+
+
+def judged_of(
+    part: pl.DataFrame,
+    periods: tuple[beat.Period, ...],
+    size: int,
+    cells: pl.DataFrame,
+    grid: pl.DataFrame,
+    skew: float,
+    poll: float,
+) -> pl.DataFrame:
+    """Some ranks' lines judged (``excess.judge``), each with its causal ceiling (``impaired.with_ceiling``)."""
+    judged = judge(part.drop("order"), periods, (size, periods))[0]
+    return with_ceiling(judged, part, cells, grid, skew, poll)
 
 
 def by_ranks(lines: pl.DataFrame) -> list[pl.DataFrame]:

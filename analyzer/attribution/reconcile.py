@@ -27,6 +27,8 @@ scaled            = sum over steps of the airport-game (Shapley) split of max ov
 network           = 0 unless excess > GATE_SIGMAS * noise and the block's mean excess is measured;
                     w * excess + (1 - w) * scaled   where |excess - scaled| <= AGREE_SIGMAS * sqrt(vp + vn),
                     min(scaled, excess + ALLOWANCE_SIGMAS * noise) elsewhere
+network           = min(network, impaired + poll)   (causality: impaired, the most seconds one link of the
+                    line carried a cause inside its span, known to a poll: analyzer.attribution.impaired)
 vp = (err * scaled)^2 + (spread / 2)^2,  vn = noise^2,  w = vp / (vp + vn)
 err = the MAD of (excess - scaled) / scaled beyond the timing noise, in [PHYSICS_ERROR_FLOOR, PHYSICS_ERROR]
       (PHYSICS_ERROR with fewer than MIN_ERROR_LINES lines)
@@ -144,6 +146,9 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
         .then(blended)
         .otherwise(capped)
     )
+    # Causality: no more than one of the line's links was impaired inside it, to a poll (``with_ceiling``).
+    if "ceiling" in lines.collect_schema().names():
+        network = pl.min_horizontal(network, pl.col("ceiling").fill_null(float("inf")))
     out = lines.with_columns(network=network)
     return out.with_columns(unexplained=pl.col("excess").clip(lower_bound=0.0) - pl.col("network"))
 

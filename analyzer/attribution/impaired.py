@@ -1,0 +1,75 @@
+"""How long each line's links were impaired: the time the network can have held its steps (causality).
+
+A link holds a step only while it is impaired: while its cells carry a cause (queueing, loss recovery,
+pause, lost capacity). The cells come from readings one poll apart, so an impairment is known to within a
+poll: a line's network time is at most the longest time one of its links was impaired inside the line's
+span, plus one poll (``reconcile``). A straggler's or a stall's wait that coincides with a short burst is
+then not the burst's: the burst impaired the link for a poll or two, not for the whole stall.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def impaired_seconds(
+    lines: pl.DataFrame, cells: pl.DataFrame, grid: pl.DataFrame, skew: float
+) -> pl.DataFrame:
+    """Per line (``rank``, ``step``): ``impaired``, the most seconds any one link carried a cause inside
+    the line's span (switch clock)."""
+    empty = pl.DataFrame(schema={"rank": pl.Int64(), "step": pl.Int64(), "impaired": pl.Float64()})
+    if cells.is_empty() or grid.height < 2:
+        return empty
+    first = grid["time"].dt.epoch("us").min()
+    width = grid["time"].dt.epoch("us").diff().median()
+    last = grid.height - 1
+    shift = round(skew * 1e6)
+    span = lines.filter(pl.col("lo").is_not_null()).select(
+        "rank",
+        "step",
+        lo=pl.col("lo").dt.epoch("us") - shift,
+        hi=pl.col("lo").dt.epoch("us")
+        - shift
+        + (pl.col("duration") * pl.col("n") * 1e6).round().cast(pl.Int64),
+    )
+    index = [((pl.col(c) - first) / width).round().clip(0, last).cast(pl.Int64) for c in ("lo", "hi")]
+    spans = span.select("rank", "step", i0=index[0], i1=index[1])
+    causing = (
+        cells.filter((pl.col("per_step") > 0) | (pl.col("per_second") > 0))
+        .select(cell="window", link="link")
+        .unique()
+        .with_columns(on=pl.lit(1, pl.Int64))
+    )
+    links = causing.select("link").unique()
+    full = grid.select(cell="window").join(links, how="cross")
+    counted = (
+        full.join(causing, on=["cell", "link"], how="left")
+        .sort("link", "cell")
+        .select("link", "cell", c=pl.col("on").fill_null(0).cum_sum().over("link"))
+    )
+    high = counted.select("link", i1="cell", c1="c")
+    low = counted.select("link", i0=pl.col("cell") + 1, c0="c")
+    per_link = (
+        spans.join(links, how="cross")
+        .join(high, on=["link", "i1"], how="left")
+        .join(low, on=["link", "i0"], how="left")
+        .with_columns(cells=pl.col("c1").fill_null(0) - pl.col("c0").fill_null(0))
+    )
+    seconds = width / 1e6
+    return per_link.group_by("rank", "step").agg(impaired=pl.col("cells").max() * seconds)
+
+
+def with_ceiling(
+    judged: pl.DataFrame,
+    lines: pl.DataFrame,
+    cells: pl.DataFrame,
+    grid: pl.DataFrame,
+    skew: float,
+    poll: float,
+) -> pl.DataFrame:
+    """``judged`` with ``ceiling``: the most network time each line can hold, its ``impaired_seconds`` plus a
+    poll (null where the line has no place in time: no ceiling)."""
+    ceiling = impaired_seconds(lines, cells, grid, skew).select(
+        "rank", "step", ceiling=pl.col("impaired") + poll
+    )
+    return judged.join(ceiling, on=["rank", "step"], how="left")
