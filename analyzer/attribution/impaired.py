@@ -55,7 +55,7 @@ def impaired_seconds(
         .join(low, on=["link", "i0"], how="left")
         .with_columns(cells=pl.col("c1").fill_null(0) - pl.col("c0").fill_null(0))
     )
-    seconds = width / 1e6
+    seconds = float(width) / 1e6  # type: ignore[arg-type]
     return per_link.group_by("rank", "step").agg(impaired=pl.col("cells").max() * seconds)
 
 
