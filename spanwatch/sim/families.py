@@ -43,8 +43,9 @@ below the step noise: the analyzer must not invent them):
 
 What it cannot avoid, because only the run decides it: a light congestion that every queue absorbs below
 its marking threshold, an incast the far buffer takes, a degradation of a wave that is down all along. The
-truth marks those ``shown: false`` (``spanwatch.sim.witness``) and event recall does not count them; their
-step cost, if any, is still scored.
+truth marks those ``shown: false`` (``spanwatch.sim.witness``); event recall still judges them (the spec's
+figure), and the score counts their misses apart (``missed_unshown``), so a run that fails only on them is
+told from one that missed what the network showed.
 """
 
 from __future__ import annotations

@@ -408,17 +408,21 @@ def test_events_are_not_judged_where_there_is_nothing_to_judge(tmp_path: Path) -
     assert missed["not_applicable"] == ["event_precision"] and not missed["passed"]
 
 
-def test_an_episode_the_network_never_showed_is_not_recalled_but_still_matches(tmp_path: Path) -> None:
+def test_an_episode_the_network_never_showed_is_still_judged_and_its_miss_is_told_apart(
+    tmp_path: Path,
+) -> None:
     # Another tenant's congestion at 0.3 of a deep link that every queue absorbed below its marking
     # threshold (seed 103415 of the random family): the truth says ``shown: false`` (spanwatch.sim.witness).
+    # Recall stays the spec's (every episode); the diagnosis counts the miss as one the network did not show.
     quiet = {"kind": "congestion", "link": "L2", "start": "40s", "duration": "8s", "affects_job": False}
     unseen = scored(tmp_path / "unseen", truth_doc(episodes=[*EPISODES, {**quiet, "shown": False}]))
-    assert unseen["event_recall"] == 1.0 and unseen["detail"]["events"]["episodes_unshown"] == 1
-    assert unseen["passed"], unseen["why"]
-    # Without the mark (an older truth, a real lab's) the same episode is judged, and missed.
-    judged = scored(tmp_path / "judged", truth_doc(episodes=[*EPISODES, quiet]))
-    assert judged["event_recall"] < 1.0 and "event_recall" in judged["failed"]
-    # An event on it is still right: the network did show something there after all.
+    events = unseen["detail"]["events"]
+    assert unseen["event_recall"] < 1.0 and "event_recall" in unseen["failed"]
+    assert events["episodes_unshown"] == 1 and events["missed_unshown"] == 1
+    # Without the mark (an older truth, a real lab's) the episode counts as shown.
+    judged = scored(tmp_path / "judged", truth_doc(episodes=[*EPISODES, quiet]))["detail"]["events"]
+    assert judged["episodes_unshown"] == 0 and judged["missed_unshown"] == 0
+    # An event on it is a right one: found, it is no miss of either kind.
     seen = {
         "kind": "queue",
         "link": "L2",
@@ -431,6 +435,7 @@ def test_an_episode_the_network_never_showed_is_not_recalled_but_still_matches(t
         tmp_path / "found", truth_doc(episodes=[*EPISODES, {**quiet, "shown": False}]), events=[*EVENTS, seen]
     )
     assert found["event_recall"] == 1.0 and found["event_precision"] == 1.0
+    assert found["detail"]["events"]["missed_unshown"] == 0
 
 
 def test_a_run_with_any_true_cost_keeps_its_control(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Each episode here is one a random scenario draws: a light congestion that every queue absorbs, a heavy one,
 another class's light surge, an incast the far buffer takes, a degradation of a wave that is down all along,
-the wave down itself. The truth says ``shown`` for each, and the scorer recalls only the shown ones.
+the wave down itself. The truth says ``shown`` for each; the scorer counts misses of unshown ones apart.
 """
 
 from __future__ import annotations
