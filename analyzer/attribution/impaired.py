@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.attribution.step_windows import cell_of, cell_seconds, span_sums
+
 
 def impaired_seconds(
     lines: pl.DataFrame, cells: pl.DataFrame, grid: pl.DataFrame, skew: float
@@ -20,43 +22,20 @@ def impaired_seconds(
     empty = pl.DataFrame(schema={"rank": pl.Int64(), "step": pl.Int64(), "impaired": pl.Float64()})
     if cells.is_empty() or grid.height < 2:
         return empty
-    first = grid["time"].dt.epoch("us").min()
-    width = grid["time"].dt.epoch("us").diff().median()
-    last = grid.height - 1
     shift = round(skew * 1e6)
-    span = lines.filter(pl.col("lo").is_not_null()).select(
-        "rank",
-        "step",
-        lo=pl.col("lo").dt.epoch("us") - shift,
-        hi=pl.col("lo").dt.epoch("us")
-        - shift
-        + (pl.col("duration") * pl.col("n") * 1e6).round().cast(pl.Int64),
+    lo = pl.col("lo").dt.epoch("us") - shift
+    hi = lo + (pl.col("duration") * pl.col("n") * 1e6).round().cast(pl.Int64)
+    spans = lines.filter(pl.col("lo").is_not_null()).select(
+        "rank", "step", i0=cell_of(lo, grid), i1=cell_of(hi, grid)
     )
-    index = [((pl.col(c) - first) / width).round().clip(0, last).cast(pl.Int64) for c in ("lo", "hi")]
-    spans = span.select("rank", "step", i0=index[0], i1=index[1])
     causing = (
         cells.filter((pl.col("per_step") > 0) | (pl.col("per_second") > 0))
         .select(cell="window", link="link")
         .unique()
         .with_columns(on=pl.lit(1, pl.Int64))
     )
-    links = causing.select("link").unique()
-    full = grid.select(cell="window").join(links, how="cross")
-    counted = (
-        full.join(causing, on=["cell", "link"], how="left")
-        .sort("link", "cell")
-        .select("link", "cell", c=pl.col("on").fill_null(0).cum_sum().over("link"))
-    )
-    high = counted.select("link", i1="cell", c1="c")
-    low = counted.select("link", i0=pl.col("cell") + 1, c0="c")
-    per_link = (
-        spans.join(links, how="cross")
-        .join(high, on=["link", "i1"], how="left")
-        .join(low, on=["link", "i0"], how="left")
-        .with_columns(cells=pl.col("c1").fill_null(0) - pl.col("c0").fill_null(0))
-    )
-    seconds = float(width) / 1e6  # type: ignore[arg-type]
-    return per_link.group_by("rank", "step").agg(impaired=pl.col("cells").max() * seconds)
+    per_link = span_sums(spans, causing, grid, ["on"])
+    return per_link.group_by("rank", "step").agg(impaired=pl.col("on").max() * cell_seconds(grid))
 
 
 def with_ceiling(

@@ -37,37 +37,15 @@ def on_steps(cells: pl.DataFrame, grid: pl.DataFrame, windows: pl.DataFrame) -> 
                 "cause": pl.String(),
             }
         )
-    first = grid["time"].dt.epoch("us").min()
-    width = grid["time"].dt.epoch("us").diff().median()
-    last = grid.height - 1
-    index = [
-        ((pl.col(c).dt.epoch("us") - first) / width).round().clip(0, last).cast(pl.Int64)
-        for c in ("lo", "hi")
-    ]
+    index = [cell_of(pl.col(c).dt.epoch("us"), grid) for c in ("lo", "hi")]
     spans = windows.select("window", "seconds_step", i0=index[0], i1=index[1])
-    links = cells.select("link").unique()
-    full = grid.select(cell="window").join(links, how="cross")
-    summed = (
-        full.join(cells.rename({"window": "cell"}), on=["cell", "link"], how="left")
-        .sort("link", "cell")
-        .with_columns(
-            a=pl.col("per_step").fill_null(0.0).cum_sum().over("link"),
-            b=pl.col("per_second").fill_null(0.0).cum_sum().over("link"),
-        )
+    summed = span_sums(
+        spans, cells.rename({"window": "cell"}), grid, ["per_step", "per_second"], ["device", "cause"]
     )
-    high = summed.select("link", "device", "cause", i1="cell", a1="a", b1="b")
-    low = summed.select("link", i0=pl.col("cell") + 1, a0="a", b0="b", device0="device", cause0="cause")
-    joined = (
-        spans.join(links, how="cross")
-        .join(high, on=["link", "i1"], how="left")
-        .join(low, on=["link", "i0"], how="left")
-        .with_columns(pl.col("a0", "b0").fill_null(0.0), n=pl.col("i1") - pl.col("i0") + 1)
-    )
-    estimate = (
-        pl.col("a1") - pl.col("a0") + (pl.col("b1") - pl.col("b0")) * pl.col("seconds_step")
-    ) / pl.col("n")
+    n = pl.col("i1") - pl.col("i0") + 1
+    estimate = (pl.col("per_step") + pl.col("per_second") * pl.col("seconds_step")) / n
     # The place and cause of the step's last cell, else of the cell before its first.
-    out = joined.select(
+    out = summed.select(
         "window",
         "link",
         device=pl.coalesce("device", "device0"),
@@ -75,6 +53,53 @@ def on_steps(cells: pl.DataFrame, grid: pl.DataFrame, windows: pl.DataFrame) -> 
         cause=pl.coalesce("cause", "cause0", pl.lit("unclassified")),
     )
     return floor(out)
+
+
+def cell_of(micros: pl.Expr, grid: pl.DataFrame) -> pl.Expr:
+    """The grid cell whose centre is nearest a time (epoch microseconds, switch clock), clipped to the grid."""
+    first = grid["time"].dt.epoch("us").min()
+    width = grid["time"].dt.epoch("us").diff().median()
+    return ((micros - first) / width).round().clip(0, grid.height - 1).cast(pl.Int64)
+
+
+def cell_seconds(grid: pl.DataFrame) -> float:
+    """The grid's cell width in seconds."""
+    return float(grid["time"].dt.epoch("us").diff().median()) / 1e6  # type: ignore[arg-type]
+
+
+def span_sums(
+    spans: pl.DataFrame,
+    per_cell: pl.DataFrame,
+    grid: pl.DataFrame,
+    sums: list[str],
+    ends: list[str] | None = None,
+) -> pl.DataFrame:
+    """Per span (``i0``, ``i1``: its first and last grid cell) and link of ``per_cell``: the sums of the
+    ``sums`` columns over the span's cells, from running totals over the whole grid (two lookups per span and
+    link, however long the span), with the ``ends`` columns of its last cell and, suffixed ``0``, of the cell
+    before its first.
+
+    Args:
+        spans: ``i0``, ``i1`` and any keys.
+        per_cell: ``cell`` (the grid's ``window``), ``link``, the ``sums`` and ``ends`` columns.
+        grid: ``window`` (the cells, regular).
+    """
+    ends = ends or []
+    links = per_cell.select("link").unique()
+    running = (
+        grid.select(cell="window")
+        .join(links, how="cross")
+        .join(per_cell.select("cell", "link", *sums, *ends), on=["cell", "link"], how="left")
+        .sort("link", "cell")
+        .with_columns(pl.col(sums).fill_null(0).cum_sum().over("link"))
+    )
+    high = running.select("link", *sums, *ends, i1="cell")
+    low = running.select("link", *(pl.col(c).alias(f"{c}0") for c in [*sums, *ends]), i0=pl.col("cell") + 1)
+    joined = spans.join(links, how="cross").join(high, on=["link", "i1"], how="left")
+    joined = joined.join(low, on=["link", "i0"], how="left")
+    return joined.with_columns(pl.col(c) - pl.col(f"{c}0").fill_null(0) for c in sums).drop(
+        f"{c}0" for c in sums
+    )
 
 
 def collective_windows(windows: pl.DataFrame, typical_seconds: float, skew_seconds: float) -> pl.DataFrame:
