@@ -345,8 +345,16 @@ def read_grid(readings: pl.DataFrame, median_step: float) -> tuple[pl.DataFrame,
 
 def with_job_rates(amounts: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
     """``read_grid``'s amounts with each end's job-class rate and its noise (``steady.job_rates``; 0 where
-    the end has none)."""
-    rates = rates.select("link", "device", "base_rate", "rate_noise")
+    the end has none; a sparse sender's: its rate when it sends)."""
+    # A job that sends in fewer than half of the windows (DiLoCo's syncs) has no median rate: its own rate
+    # is then its rate when it sends, so its own bursts are never read as other traffic in its class.
+    sparse = pl.col("base_rate").fill_null(0.0) <= 0
+    rates = rates.select(
+        "link",
+        "device",
+        base_rate=pl.when(sparse).then("sending_rate").otherwise("base_rate"),
+        rate_noise=pl.when(sparse).then("sending_noise").otherwise("rate_noise"),
+    )
     return amounts.join(rates, on=["link", "device"], how="left").with_columns(
         pl.col("base_rate", "rate_noise").fill_null(0.0)
     )

@@ -79,11 +79,20 @@ def job_rates(amounts: pl.DataFrame) -> pl.DataFrame:
     traffic, since other traffic in its class comes in episodes; and how much that rate varies from window
     to window (``rate_noise``: the MAD as a standard deviation), as step times drift and windows cut steps
     unevenly. Also its mean rate over the run (``mean_rate``), for a job that sends in fewer than half of
-    the windows (``link_bytes``)."""
+    the windows (``link_bytes``), and its typical rate and noise over the windows it sends in
+    (``sending_rate``, ``sending_noise``): such a job's own bursts (``episode.with_job_rates``)."""
     rate = pl.col("sent") / pl.col("seconds")
     noise = (rate - rate.median()).abs().median() * MAD_TO_SIGMA
     mean = pl.col("sent").sum() / pl.col("seconds").sum()
-    return amounts.group_by("link", "device").agg(base_rate=rate.median(), rate_noise=noise, mean_rate=mean)
+    sending = rate.filter(rate > 0)
+    sending_noise = (sending - sending.median()).abs().median() * MAD_TO_SIGMA
+    return amounts.group_by("link", "device").agg(
+        base_rate=rate.median(),
+        rate_noise=noise,
+        mean_rate=mean,
+        sending_rate=sending.median(),
+        sending_noise=sending_noise,
+    )
 
 
 def sends_sparsely(rates: pl.DataFrame) -> bool:
