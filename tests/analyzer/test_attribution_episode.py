@@ -339,3 +339,32 @@ def test_a_sparse_job_that_never_exchanged_both_ways_keeps_the_mean_of_its_direc
     )
     spread = steady.link_bytes(steady.job_rates(amounts), steady.JobFigures(bytes_per_step=2e9), 1.0)
     assert dict(spread.iter_rows()) == pytest.approx({"l1": 2e9})
+
+
+def test_a_sparse_senders_own_bursts_are_not_other_traffic() -> None:
+    # DiLoCo syncing every 8 steps: the job's class carries 8 GB/s in one window of eight and nothing between,
+    # so its median rate is 0. Its own bursts are then read against its rate when it sends, and only what
+    # comes on top of one (30 GB/s more, in the last window) is other traffic in its class.
+    sent = ([8e9] + [0.0] * 7) * 12 + [3.8e10]
+    n = len(sent)
+    zeros = dict.fromkeys(
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress", "queued"), 0.0
+    )
+    amounts = pl.DataFrame(
+        {
+            "window": range(n),
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            "sent": sent,
+            **zeros,
+        }
+    )
+    rates = steady.job_rates(amounts)
+    assert rates["base_rate"].item() == 0.0
+    assert rates["sending_rate"].item() == pytest.approx(8e9)
+    assert steady.sends_sparsely(rates)  # its median stays 0 for the beat and the bytes' spread
+    read = episode.with_job_rates(amounts, rates).with_columns(capacity=pl.lit(1e11))
+    causing = read.filter(episode.has_a_cause())
+    assert causing["window"].to_list() == [n - 1]
