@@ -127,10 +127,15 @@ def physics_of(
     )
 
 
+def other_traffic() -> pl.Expr:
+    """The rate in the job's class beyond the job's own (``own_rate``: ``with_job_rates``)."""
+    return pl.col("sent") / pl.col("seconds") - pl.col("own_rate")
+
+
 def may_hold_a_cause() -> pl.Expr:
     """``has_a_cause`` without the capacity: true wherever it is (other traffic past a share of a capacity,
     which is never negative, is past 0)."""
-    other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
+    other_rate = other_traffic()
     return (other_rate > 0) | held_or_lost()
 
 
@@ -156,7 +161,7 @@ def has_a_cause() -> pl.Expr:
     lies beyond the job's own rate noise: where the job's rate is a large share of the capacity (the lab's
     links), its window-to-window variation is several % of the capacity and is not other traffic.
     """
-    other_rate = pl.col("sent") / pl.col("seconds") - pl.col("base_rate")
+    other_rate = other_traffic()
     return (
         other_rate
         > pl.max_horizontal(
@@ -177,7 +182,7 @@ def capacity_up() -> pl.Expr:
 
 def available() -> pl.Expr:
     """The capacity left to the job: what is up less other traffic in its class, at least ``MIN_SHARE``."""
-    other = (pl.col("sent") / pl.col("seconds") - pl.col("base_rate")).clip(lower_bound=0.0)
+    other = other_traffic().clip(lower_bound=0.0)
     return pl.max_horizontal(pl.col("cap_up") - other, pl.col("cap_up") * MIN_SHARE)
 
 
@@ -345,16 +350,18 @@ def read_grid(readings: pl.DataFrame, median_step: float) -> tuple[pl.DataFrame,
 
 def with_job_rates(amounts: pl.DataFrame, rates: pl.DataFrame) -> pl.DataFrame:
     """``read_grid``'s amounts with each end's job-class rate and its noise (``steady.job_rates``; 0 where
-    the end has none; a sparse sender's: its rate when it sends)."""
+    the end has none), and its own rate against which other traffic is read (``own_rate``: the same, or a
+    sparse sender's rate when it sends)."""
     # A job that sends in fewer than half of the windows (DiLoCo's syncs) has no median rate: its own rate
     # is then its rate when it sends, so its own bursts are never read as other traffic in its class.
     sparse = pl.col("base_rate").fill_null(0.0) <= 0
     rates = rates.select(
         "link",
         "device",
-        base_rate=pl.when(sparse).then("sending_rate").otherwise("base_rate"),
+        "base_rate",
+        own_rate=pl.when(sparse).then("sending_rate").otherwise("base_rate"),
         rate_noise=pl.when(sparse).then("sending_noise").otherwise("rate_noise"),
     )
     return amounts.join(rates, on=["link", "device"], how="left").with_columns(
-        pl.col("base_rate", "rate_noise").fill_null(0.0)
+        pl.col("base_rate", "own_rate", "rate_noise").fill_null(0.0)
     )

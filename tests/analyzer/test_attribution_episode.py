@@ -107,7 +107,7 @@ def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     )
     links = pl.DataFrame({"link": ["l1"], "bytes": [1.7e6], "round_trip_seconds": [1e-4]})
     windows = pl.DataFrame({"window": range(n), "seconds_step": 0.22})
-    cells = episode.step_physics(windows, amounts.join(typical, on=["link", "device"]), ends, links)
+    cells = episode.step_physics(windows, episode.with_job_rates(amounts, typical), ends, links)
     assert cells["window"].to_list() == [n - 1]
     assert cells["cause"].item() == "queueing"
 
@@ -130,7 +130,7 @@ def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffi
             ("l2", "b", l2_sent, 8e6, l2_down),
         ):
             rows.append({"window": window, "link": link, "device": device, "covered": 1.0, "seconds": 1.0,
-                         "sent": sent, "base_rate": base, "rate_noise": 0.0, "down": down, **zeros})  # fmt: skip
+                         "sent": sent, "base_rate": base, "own_rate": base, "rate_noise": 0.0, "down": down, **zeros})  # fmt: skip
     amounts = pl.DataFrame(rows)
     ends = pl.DataFrame(
         {"link": ["l1", "l1", "l2", "l2"], "device": ["a", "b", "a", "b"], "interfaces": [1] * 4,
@@ -207,6 +207,7 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
             "ingress": [0.0, 4e6],
             "queued": 0.0,
             "base_rate": 0.0,
+            "own_rate": 0.0,
             "rate_noise": 0.0,
         }
     )
@@ -273,6 +274,7 @@ def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -
             "sent": 1e8,
             "queued": [0.0, 2e6, 0.0],
             "base_rate": 1e8,
+            "own_rate": 1e8,
             "rate_noise": 0.0,
         }
     )
