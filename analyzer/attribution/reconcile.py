@@ -27,8 +27,8 @@ scaled            = sum over steps of the airport-game (Shapley) split of max ov
 network           = 0 unless excess > GATE_SIGMAS * noise and the block's mean excess is measured;
                     w * excess + (1 - w) * scaled   where |excess - scaled| <= AGREE_SIGMAS * sqrt(vp + vn),
                     min(scaled, excess + ALLOWANCE_SIGMAS * noise) elsewhere
-network           = min(network, impaired + poll)   (causality: impaired, the seconds in which some link of
-                    the line carried a cause inside its span, known to a poll: analyzer.attribution.impaired)
+network           = min(network, impaired + poll)   (causality: impaired, the most seconds one link of the
+                    line carried a cause inside its span, known to a poll: analyzer.attribution.impaired)
 vp = (err * scaled)^2 + (spread / 2)^2,  vn = noise^2,  w = vp / (vp + vn)
 err = the MAD of (excess - scaled) / scaled beyond the timing noise, in [PHYSICS_ERROR_FLOOR, PHYSICS_ERROR]
       (PHYSICS_ERROR with fewer than MIN_ERROR_LINES lines)
@@ -146,7 +146,7 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
         .then(blended)
         .otherwise(capped)
     )
-    # Causality: no more than some link of the line was impaired inside it, to a poll (``with_ceiling``).
+    # Causality: no more than one of the line's links was impaired inside it, to a poll (``with_ceiling``).
     if "ceiling" in lines.collect_schema().names():
         network = pl.min_horizontal(network, pl.col("ceiling").fill_null(float("inf")))
     out = lines.with_columns(network=network)
