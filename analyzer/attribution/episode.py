@@ -26,8 +26,9 @@ queueing      = bytes * (1 / avail - 1 / cap_up) + ingress / s / capacity + queu
 pause         = bytes * (1 / (avail * (1 - f)) - 1 / avail),  f = min((paused + held) / (interfaces * s), 1 - MIN_SHARE)
 loss_recovery = rtt + lost / avail,  lost = (max(dropped, dropped_frames * FRAME_BYTES) + fcs * FRAME_BYTES) / s * step
 physics(link) = the slower direction's sum of the four;  0 under PHYSICS_FLOOR_SECONDS
-(a cause counts only past OTHER_SHARE of the capacity and RATE_NOISE_SIGMAS of the job's rate noise, at most
-NOISE_SHARE; the job's bytes moved off a downed link are its reroute, within NOISE_SHARE of the capacity)
+(other traffic: the class's rate beyond the job's own, its median rate, or a sparse sender's rate when it
+sends; a cause counts only past OTHER_SHARE of the capacity and RATE_NOISE_SIGMAS of the job's rate noise, at
+most NOISE_SHARE; the job's bytes moved off a downed link are its reroute, within NOISE_SHARE of the capacity)
 """
 
 
