@@ -10,6 +10,7 @@ DOCTYPE, metadata and namespace URLs are stripped so the HTML holds no external 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Iterator
@@ -66,13 +67,32 @@ def _figure(width: float, height: float) -> Iterator[Figure]:
         yield Figure(figsize=(width, height), layout="constrained")
 
 
+# matplotlib names clip paths (p) and markers (m) by a hash of their geometry at full float precision.
+_HASHED_ID = re.compile(r"(?<=[#\"])([mp])([0-9a-f]{10})(?=[\")])")
+
+
 def _svg(figure: Figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     for pattern in _STRIP:
         text = pattern.sub("", text)
-    return text.strip()
+    return stable_ids(text.strip())
+
+
+def stable_ids(svg: str) -> str:
+    """The SVG with matplotlib's hashed ids renamed from what it draws: a float that differs below the
+    printed precision (one engine summing in another order) moves a clip box's hash, never the picture,
+    so the same picture gets the same ids. Each id is the hash of the drawing with its ids blanked and the
+    id's place among them: unique in the chart, and across charts unless two draw the same."""
+    skeleton = hashlib.sha256(_HASHED_ID.sub(r"\1", svg).encode()).hexdigest()
+    order = {name: n for n, name in enumerate(dict.fromkeys(m.group(0) for m in _HASHED_ID.finditer(svg)))}
+
+    def renamed(match: re.Match[str]) -> str:
+        digest = hashlib.sha256(f"{skeleton}:{order[match.group(0)]}".encode()).hexdigest()
+        return match.group(1) + digest[:10]
+
+    return _HASHED_ID.sub(renamed, svg)
 
 
 def _shade(ax: Axes, bands: list[Band]) -> None:
