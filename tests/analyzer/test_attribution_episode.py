@@ -79,26 +79,31 @@ def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
     assert rows["amount"].sum() == pytest.approx(1.2)
 
 
+def _one_end(sent: list[float]) -> pl.DataFrame:
+    """One link end's amounts over 1 s windows: the job class's bytes ``sent`` and no other quantity."""
+    zeros = dict.fromkeys(
+        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress", "queued"), 0.0
+    )
+    return pl.DataFrame(
+        {
+            "window": range(len(sent)),
+            "link": "l1",
+            "device": "a",
+            "covered": 1.0,
+            "seconds": 1.0,
+            "sent": sent,
+            **zeros,
+        }
+    )
+
+
 def test_the_jobs_own_rate_noise_is_not_other_traffic() -> None:
     # A job at 7 MB/s whose windows vary by up to 1.5 MB/s (deviation 0.74 MB/s) on an 18.75 MB/s link: 1.8
     # MB/s above its median is its own noise (past 1 % of the capacity, within 3 deviations and 10 % of the
     # capacity); 9 MB/s above it is other traffic.
     rates = [7e6 + d * 1e6 for d in (-1.5, -0.5, 0.0, 0.5, 1.5) * 40] + [8.8e6, 16e6]
     n = len(rates)
-    zeros = dict.fromkeys(
-        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress", "queued"), 0.0
-    )
-    amounts = pl.DataFrame(
-        {
-            "window": range(n),
-            "link": "l1",
-            "device": "a",
-            "covered": 1.0,
-            "seconds": 1.0,
-            "sent": rates,
-            **zeros,
-        }
-    )
+    amounts = _one_end(rates)
     typical = steady.job_rates(amounts)
     assert typical["rate_noise"].item() == pytest.approx(0.5e6 * rules.MAD_TO_SIGMA)
     ends = pl.DataFrame(
@@ -349,20 +354,7 @@ def test_a_sparse_senders_own_bursts_are_not_other_traffic() -> None:
     # comes on top of one (30 GB/s more, in the last window) is other traffic in its class.
     sent = ([8e9] + [0.0] * 7) * 12 + [3.8e10]
     n = len(sent)
-    zeros = dict.fromkeys(
-        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress", "queued"), 0.0
-    )
-    amounts = pl.DataFrame(
-        {
-            "window": range(n),
-            "link": "l1",
-            "device": "a",
-            "covered": 1.0,
-            "seconds": 1.0,
-            "sent": sent,
-            **zeros,
-        }
-    )
+    amounts = _one_end(sent)
     rates = steady.job_rates(amounts)
     assert rates["base_rate"].item() == 0.0
     assert rates["sending_rate"].item() == pytest.approx(8e9)
