@@ -66,6 +66,11 @@ class Schedule:
             self.version += 1
         return self.fx
 
+    @property
+    def until(self) -> float:
+        """When the effects last returned change (an episode starts or ends)."""
+        return self._until
+
     def _build(self, t: float) -> Effects:
         lay, size = self.lay, self.lay.size
         i = int(np.searchsorted(self.bounds, t, side="right"))

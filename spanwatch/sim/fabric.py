@@ -89,6 +89,12 @@ def _unit(x: F) -> F:
     return np.minimum(np.maximum(x, 0.0), 1.0)
 
 
+def _in_order(total: F, rows: F) -> F:
+    """``total`` plus each row of ``rows`` in turn: what a ``+=`` a step gives, bit for bit (``accumulate``
+    adds in order, where ``sum`` may pair)."""
+    return np.asarray(np.add.accumulate(np.vstack((total, rows)), axis=0)[-1])
+
+
 class Fabric:
     """Every link, its switches and the job, advanced by ``step()``."""
 
@@ -169,18 +175,44 @@ class Fabric:
     # -- the step ----------------------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
         """Run whole steps until ``seconds`` more of model time have passed (at least one step)."""
-        for _ in range(max(1, round(seconds / self.dt))):
-            self.step()
+        self.run(max(1, round(seconds / self.dt)))
+
+    def step_until(self, due: float, tolerance: float) -> None:
+        """Run every step that ends by ``due`` (+ ``tolerance``): time adds ``dt`` a step, as ``step`` does."""
+        n, now = 0, self.t
+        while now + self.dt <= due + tolerance:
+            now = now + self.dt
+            n += 1
+        self.run(n)
+
+    def run(self, n: int) -> None:
+        """Run ``n`` steps; each quiet stretch (``_quiet_steps``) runs as one block, to the same state."""
+        while n > 0:
+            self._begin_step()
+            quiet = self._quiet_steps(n)
+            if quiet:
+                self._quiet_block(quiet)
+                n -= quiet
+            else:
+                self._rest_of_step()
+                n -= 1
 
     def step(self) -> None:
         """Advance the model by one ``dt``."""
-        dt, t = self.dt, self.t
-        fx = self.schedule.effects(t)
+        self._begin_step()
+        self._rest_of_step()
+
+    def _begin_step(self) -> None:
+        """What starts a step: the episodes' effects at its time, and the optics when an update is due."""
+        fx = self.schedule.effects(self.t)
         if self.schedule.version != self._fx_version:
             self._fx_version = self.schedule.version
             self._apply(fx)
         if self.steps % self.optics.every == 0:
             self._optics(fx)
+
+    def _rest_of_step(self) -> None:
+        dt, t = self.dt, self.t
         self._resend_due()
         host_frac = self.job.before_step(t, dt)
         srv_t = self._queues(host_frac)
@@ -188,6 +220,66 @@ class Fabric:
         if (self.steps + 1) % self.win_steps == 0:
             self._window()
         self.t = t + dt
+        self.steps += 1
+
+    def _quiet_steps(self, limit: int) -> int:
+        """How many steps from this one (begun) are quiet, up to ``limit``; 0 unless at least two.
+
+        Quiet: the job computes or waits (its hooks change nothing), nothing of its class is at a host, in a
+        queue, on a fibre, in a receive stage or due again; no notification or pause is pending; the
+        background queues are empty and every arrival fits its port; no episode starts or ends. Each such step
+        is ``_background_only`` on empty queues, a rate recovering and ``_background_arrives``, all of which
+        ``_quiet_block`` does for many steps at once. A block ends before the next optics update (its random
+        draws keep their order) and with a 100 ms window at the latest.
+        """
+        if not (self.x_idle and self.bg_fits):
+            return 0
+        n0, every, window = self.steps, self.optics.every, self.win_steps
+        most = min(limit, (n0 // every + 1) * every - n0, (n0 // window + 1) * window - n0)
+        until, job_until, dt = self.schedule.until, self.job.quiet_until(), self.dt
+        t, k = self.t, 0
+        while k < most and t < until and t + dt <= job_until:
+            t = t + dt
+            k += 1
+        if k < 2:
+            return 0
+        held = (self.src, self.q_t, self.q_x, self.tail, self.q_o, self.line[:2], self.rq_t, self.rq_x)
+        pending = (self.retx, self.signal, self.rx_paused)
+        return 0 if any(np.count_nonzero(a) for a in held + pending) else k
+
+    def _quiet_block(self, k: int) -> None:
+        """``k`` quiet steps (``_quiet_steps``) at once: each step's arithmetic, in the same order."""
+        n0, acc = self.steps, self.acc
+        a_o = self.bg_arrivals.take(np.arange(n0, n0 + k) % NOISE_ROWS, axis=0)  # all of it leaves at once
+        # The fibre's rings turn as in ``_deliver``, a slot a step (only the background class is on them).
+        arrived = np.empty_like(a_o)
+        line, row_o = self.line.reshape(-1), self.line[2]
+        for i in range(k):
+            slot = (n0 + i) % self.ring
+            arrived[i] = row_o[slot]
+            row_o[slot] = 0.0
+            at = self._deliver_slots[slot][2]
+            line.put(at, line.take(at) + a_o[i])
+        arr_o = arrived.take(self.lay.peer, axis=1)  # by receiver
+        if self.optics.lossy:
+            loss = self.optics.frame_loss_rx
+            acc[LOST_O] = _in_order(acc[LOST_O], arr_o * loss)
+            arr_o = arr_o * (1 - loss)
+        acc[RX_O] = _in_order(acc[RX_O], arr_o)
+        acc[ADMITTED] = _in_order(acc[ADMITTED], a_o)
+        acc[TX_O] = _in_order(acc[TX_O], a_o)
+        # ``_rate`` with nothing arriving: the rate recovers to at most 1 (once there it stays), timers run.
+        np.minimum(_in_order(self.rate, np.broadcast_to(self.recover_step, a_o.shape)), 1.0, out=self.rate)
+        self.cut_timer = _in_order(self.cut_timer, np.full(a_o.shape, -self.dt))
+        for peak in (self.peak, self.rq_peak, self.pool_peak):  # every queue and buffer held +0.0 bytes
+            np.maximum(peak, 0.0, out=peak)
+        np.maximum(self.peak_o, self.q_o, out=self.peak_o)
+        for _ in range(k - 1):
+            self.t = self.t + self.dt
+        self.steps += k - 1
+        if (self.steps + 1) % self.win_steps == 0:
+            self._window()
+        self.t = self.t + self.dt
         self.steps += 1
 
     def _apply(self, fx: Effects) -> None:

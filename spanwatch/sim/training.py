@@ -162,6 +162,10 @@ class TrainingJob:
         r.by_link = np.zeros(len(self.lay.links))
         return r
 
+    def quiet_until(self) -> float:
+        """A step ending by this time changes nothing in the job (it computes or waits); -inf while it syncs."""
+        return -math.inf if self.state == "sync" else self.t_next
+
     def communicates(self, step: int) -> bool:
         return (step + 1) % self.sync_every == 0
 

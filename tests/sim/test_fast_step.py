@@ -34,6 +34,9 @@ EARLY_S = 0.1
 class ReferenceFabric(Fabric):
     """The step as first written: every numpy operation, every step."""
 
+    def _quiet_steps(self, limit: int) -> int:
+        return 0  # one step at a time, quiet or not
+
     def _queues(self, host_frac: float) -> F:
         acc, q_t, q_x, q_o = self.acc, self.q_t, self.q_x, self.q_o
         paused = self.rx_paused[self.lay.peer]
@@ -238,3 +241,36 @@ def test_step_equals_the_reference_from_random_states(name: str) -> None:
             assert fast.acc[fab.ECN_T].sum() > 0
             assert (fast.acc[fab.DROP_T] + fast.acc[fab.DROP_RX_T]).sum() > 0
     assert compared == 3 * STEPS // 50
+
+
+QUIET_S = 4.0  # the job's first steps: its computes are the quiet stretches, its syncs end them
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_quiet_blocks_end_in_the_state_single_steps_reach(name: str) -> None:
+    """``Fabric.run`` runs quiet stretches as blocks (``_quiet_block``): the same state as one step at a time,
+    bit for bit, whatever the lengths asked for (a block never crosses a run's end)."""
+    path = scenarios.shipped_named(name)
+    assert path is not None
+    s = _early(scenarios.load(path))
+    single, blocks = Fabric(s), Fabric(s)
+    rng = np.random.default_rng(7)
+    in_blocks = 0
+    quiet_block = blocks._quiet_block
+
+    def counted(k: int) -> None:
+        nonlocal in_blocks
+        in_blocks += k
+        quiet_block(k)
+
+    blocks._quiet_block = counted  # type: ignore[method-assign]
+    left = round(QUIET_S / single.dt)
+    while left:
+        n = min(left, int(rng.integers(1, 400)))
+        for _ in range(n):
+            single.step()
+        blocks.run(n)
+        left -= n
+        bad = _different(_state(single), _state(blocks))
+        assert not bad, f"{name}, step {single.steps}: {bad}"
+    assert in_blocks > 0  # quiet stretches were taken as blocks
