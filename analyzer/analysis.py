@@ -74,6 +74,8 @@ class AnalysisInputs:
             report's plan and the steady figures (never inferred from all the link carried).
         job_traffic_class: the job's traffic class (queue and PFC priority): only its queue is blamed;
             other classes are background.
+        job_beat: the job's own periods (every, at: checkpoints, an outer sync) where the user knows them;
+            None: found from its log (``analyzer.attribution.beat``).
         thresholds: detection levels.
         batch_rows: archive readings per batch (the memory budget).
     """
@@ -92,6 +94,7 @@ class AnalysisInputs:
     gpus: int | None = None
     job_bytes_per_step: float | None = None
     job_traffic_class: str | None = None
+    job_beat: tuple[tuple[int, int], ...] | None = None
     thresholds: Thresholds = field(default_factory=lambda: Thresholds())
     batch_rows: int = network.DEFAULT_BATCH_ROWS
 
@@ -314,6 +317,7 @@ class Analysis:
             job,
             given,
             evidence,
+            i.job_beat,
         )
         table = blamed.steps
         if kineto.height:

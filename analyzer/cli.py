@@ -64,6 +64,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="the job's traffic class (queue / PFC priority, e.g. 3): only its queue is blamed "
         "(default: inferred from the bytes per queue on the links, analyzer/job_class.py)",
     )
+    p.add_argument(
+        "--job-beat",
+        nargs="+",
+        metavar="EVERY[:AT]",
+        help="the job's own beat where known, instead of finding it in the log: a checkpoint or an outer "
+        "(DiLoCo) sync every EVERY steps, on the steps numbered AT mod EVERY (default 0), e.g. 100 500:499",
+    )
     p.add_argument("--start", help="first time analysed (RFC 3339)")
     p.add_argument("--end", help="end of the time analysed (RFC 3339)")
     p.add_argument("--devices", nargs="+", metavar="NAME", help="only these devices")
@@ -95,6 +102,23 @@ def option_seconds(text: str | None, option: str) -> float | None:
         return parse_duration(text)
     except ValueError as exc:
         raise InputError(option, str(exc)) from None
+
+
+def job_beat(texts: list[str] | None) -> tuple[tuple[int, int], ...] | None:
+    """``--job-beat``'s periods as (every, at), None when not given; InputError names a bad one."""
+    if texts is None:
+        return None
+    periods = []
+    for text in texts:
+        every, _, at = text.partition(":")
+        try:
+            period = int(every), int(at or 0)
+        except ValueError:
+            raise InputError("--job-beat", f"not EVERY or EVERY:AT (whole steps): {text!r}") from None
+        if period[0] < 2 or not 0 <= period[1] < period[0]:
+            raise InputError("--job-beat", f"EVERY must be at least 2 and AT in 0..EVERY-1: {text!r}")
+        periods.append(period)
+    return tuple(periods)
 
 
 def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
@@ -139,6 +163,7 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
         gpus=args.gpus,
         job_bytes_per_step=args.job_bytes_per_step,
         job_traffic_class=args.job_traffic_class,
+        job_beat=job_beat(args.job_beat),
         thresholds=load_thresholds(args.thresholds),
     )
 

@@ -139,6 +139,19 @@ def test_analyze_real_training_logs(training_data: Path, run_dir: Path, tmp_path
     assert summary["crosscheck"]["steps"] >= 2  # the Kineto traces give exposed communication per step
 
 
+def test_a_beat_the_user_gives_replaces_the_one_read_from_the_log(run_dir: Path, tmp_path: Path) -> None:
+    """``--job-beat``: a checkpoint every 40 steps and an outer sync every 25 (on steps 7, 32, ...), as the
+    user knows them; the analysis judges the lines by them instead of searching the log for a beat."""
+    out = tmp_path / "out"
+    argv = ["analyze", "--archive", str(run_dir / "archive"), "--logs", str(run_dir / "steps.jsonl")]
+    status = main(
+        [*argv, "--config", str(run_dir / "config.yml"), "--job-beat", "40", "25:7", "--out", str(out)]
+    )
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["blame"]["job_beat"] == [{"every_steps": 40, "phase": 0}, {"every_steps": 25, "phase": 7}]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -152,6 +165,8 @@ def test_analyze_real_training_logs(training_data: Path, run_dir: Path, tmp_path
         (["--logs", "{steps}", "--thresholds", "{bad_thresholds}"], "nope"),
         (["--logs", "{unknown}"], "not a recognised training log"),
         (["--archive", "{empty}"], "no Parquet files"),
+        (["--logs", "{steps}", "--job-beat", "50:50"], "EVERY must be at least 2 and AT in 0..EVERY-1"),
+        (["--logs", "{steps}", "--job-beat", "every50"], "not EVERY or EVERY:AT"),
     ],
 )
 def test_bad_input_is_a_clear_error(
