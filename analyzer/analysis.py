@@ -68,7 +68,8 @@ class AnalysisInputs:
         claims: a vendor claims file, validated only.
         shift_logs_seconds: added to every parsed log time before correlation (the scorer's control run
             breaks the timing link between logs and telemetry with it).
-        skew_seconds: clock-skew tolerance; None = from Prometheus when given, else 0.
+        skew_seconds: the hosts' clock minus the switches', where known; None: read from Prometheus when
+            given, else estimated by the blame (``analyzer.attribution.skew``).
         gpus: the job's GPU count, for GPU-hours lost.
         job_bytes_per_step: the bytes the job sends across the sites per step and direction, for the
             report's plan and the steady figures (never inferred from all the link carried).

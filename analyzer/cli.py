@@ -50,7 +50,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="add this to every log time before correlation, e.g. 600s (a control run with broken timing)",
     )
-    p.add_argument("--skew", help="clock-skew tolerance, e.g. 50ms (default: from Prometheus, else 0)")
+    p.add_argument(
+        "--skew",
+        help="the hosts' clock minus the switches', where known, e.g. 50ms or -1.5s (--skew=-1.5s) "
+        "(default: read from Prometheus with --prometheus, else estimated from the logs against the telemetry)",
+    )
     p.add_argument("--gpus", type=int, help="the job's GPU count, for GPU-hours lost")
     p.add_argument(
         "--job-bytes-per-step",
@@ -94,14 +98,17 @@ def _time(text: str | None, option: str) -> datetime | None:
         raise InputError(option, f"not an RFC 3339 time: {text!r}") from None
 
 
-def option_seconds(text: str | None, option: str) -> float | None:
-    """A duration option (``2s``, ``500ms``) in seconds, None when not given; InputError names the option."""
+def option_seconds(text: str | None, option: str, signed: bool = False) -> float | None:
+    """A duration option (``2s``, ``500ms``; ``-1.5s`` where ``signed``) in seconds, None when not given;
+    InputError names the option."""
     if text is None:
         return None
+    negative = signed and text.strip().startswith("-")
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text.strip().removeprefix("-") if negative else text)
     except ValueError as exc:
         raise InputError(option, str(exc)) from None
+    return -seconds if negative else seconds
 
 
 def job_beat(texts: list[str] | None) -> tuple[tuple[int, int], ...] | None:
@@ -142,7 +149,7 @@ def inputs_from(args: argparse.Namespace) -> AnalysisInputs:
     for path in args.logs:
         if not path.is_file():
             raise InputError(path, "--logs: file not found")
-    skew = option_seconds(args.skew, "--skew")
+    skew = option_seconds(args.skew, "--skew", signed=True)
     shift = option_seconds(args.shift_logs, "--shift-logs")
     if args.gpus is not None and args.gpus <= 0:
         raise InputError("--gpus", "must be a positive number")

@@ -16,6 +16,12 @@ two cores). Printed, as Markdown:
 Run: ``.venv/bin/python bench/bench_generalization.py [--count 200] [--seed S] [--jobs 2] [--path fast|real]
 [--out DIR] [--rows FILE.jsonl]``; ``--report FILE.jsonl`` prints the report of rows already written (each
 run's row is appended as it ends).
+
+A method change is judged on the same recordings: ``--reanalyse DIR`` (a bench's ``--out``) analyses and
+scores every kept run again with this checkout's analyzer, into ``DIR/runs/<run>/reanalysed-<oracle>/``
+(the recording is deterministic, the analysis too: two checkouts' rows differ only by the method).
+``--oracle skew|beat|both`` tells the analyzer what the truth knows (the clock skew: ``--skew``; the job's
+beat, its checkpoints and outer sync: ``--job-beat``), to measure how much of the failure each accounts for.
 """
 
 from __future__ import annotations
@@ -71,7 +77,40 @@ def shape(path: Path) -> str:
 def run_one(path: Path, out: Path, mode: str) -> dict[str, Any]:
     """Record, analyse and score one file; its figures, whether it passed and its wall time."""
     cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "warning", "demo", "--scenario", str(path)]
-    cmd += ["--out", str(out), *(["--fast"] if mode == "fast" else [])]
+    return scored_run(path, out, [*cmd, "--out", str(out), *(["--fast"] if mode == "fast" else [])], mode)
+
+
+def reanalyse_one(path: Path, run: Path, oracle: str) -> dict[str, Any]:
+    """Analyse and score a kept run (``run``, recorded from the scenario file ``path``) again, as the demo
+    does, with what ``oracle`` tells the analyzer from the truth (``oracle_options``)."""
+    truth = json.loads((run / "truth.json").read_text())
+    out = run / f"reanalysed-{oracle}"
+    cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "error", "analyze"]
+    cmd += ["--archive", str(run / "archive"), "--logs", str(run / truth["job"]["log_file"])]
+    cmd += ["--config", str(run / "config.yaml"), "--job-traffic-class", str(truth["job"]["traffic_class"])]
+    # The job's cross-site bytes per step as the demo gives them (``spanwatch.demo.analysis_inputs``).
+    cmd += ["--job-bytes-per-step", str(sum(link["job_bytes_per_step"] for link in truth["links"].values()))]
+    cmd += ["--truth", str(run / "truth.json"), "--out", str(out), *oracle_options(path, oracle)]
+    return scored_run(path, out, cmd, "fast")
+
+
+def oracle_options(path: Path, oracle: str) -> list[str]:
+    """The ``analyze`` options that give it what the scenario ``path`` sets: the hosts' clock skew
+    (``skew``), the job's beat (``beat``: its checkpoints, DiLoCo's outer sync; the log numbers steps from 1,
+    so the sim's step k is the log's k + 1 and both fall on multiples of their period), or both."""
+    job = sc.load(path).job
+    options = []
+    if oracle in ("skew", "both"):
+        options.append(f"--skew={job.clock_skew:g}s")
+    beat = [job.checkpoint.every] if job.checkpoint.every > 1 else []
+    beat += [job.sync_every] if job.parallelism == "diloco" and job.sync_every > 1 else []
+    if oracle in ("beat", "both") and beat:
+        options += ["--job-beat", *map(str, beat)]
+    return options
+
+
+def scored_run(path: Path, out: Path, cmd: list[str], mode: str) -> dict[str, Any]:
+    """Run ``cmd`` (which writes ``out``, its score included) and read its row."""
     start = time.monotonic()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S[mode])
@@ -213,7 +252,7 @@ def report(rows: list[dict[str, Any]], seed: int, mode: str) -> list[str]:
     passed = sum(r["passed"] for r in rows)
     walls = [r["wall_s"] for r in rows]
     out = [
-        f"## {len(rows)} random scenarios (seeds {seed}..{max(r['seed'] for r in rows)}), {mode} path",
+        f"## {len(rows)} random scenarios (seeds {seed}..{max(r['seed'] for r in rows)}), {mode}",
         "",
         f"**Meet every goal: {passed / len(rows):.1%} ({passed} of {len(rows)})**; quiet runs: "
         f"{sum(bool(r.get('quiet')) for r in rows)}; wall per run p50 {_quantile(walls, 0.5):.1f} s, "
@@ -248,6 +287,29 @@ def from_rows(path: Path, runs: Path | None) -> None:
     print("\n".join(report(sorted(rows, key=lambda r: r["seed"]), min(r["seed"] for r in rows), "recorded")))
 
 
+def reanalyse(base: Path, oracle: str, jobs: int, rows_path: Path | None) -> None:
+    """Every run kept under ``base`` (``runs/random-S`` beside ``scenarios/random-S.yaml``) analysed and
+    scored again (``reanalyse_one``); the report as for a recording bench."""
+    runs = sorted(p for p in (base / "runs").glob("random-*") if (p / "truth.json").is_file())
+    if not runs:
+        sys.exit(f"{base}/runs: no recorded runs (a bench's --out holds runs/ and scenarios/)")
+    if rows_path is not None:
+        rows_path.write_text("")
+
+    def one(run: Path) -> dict[str, Any]:
+        row = reanalyse_one(base / "scenarios" / f"{run.name}.yaml", run, oracle)
+        if rows_path is not None:
+            with rows_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        return row
+
+    print(f"{len(runs)} kept runs, re-analysed, oracle {oracle}, {jobs} at a time", file=sys.stderr)
+    with ThreadPoolExecutor(jobs) as pool:
+        rows = list(pool.map(one, runs))
+    first = min(r["seed"] for r in rows)
+    print("\n".join(report(rows, first, f"re-analysed (oracle: {oracle})")))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--count", type=int, default=200, help="how many random scenarios")
@@ -257,6 +319,19 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     p.add_argument("--rows", type=Path, default=None, help="also write one JSON row per run here")
     p.add_argument(
+        "--reanalyse",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="analyse and score again the runs a bench kept (its --out) with this checkout's analyzer",
+    )
+    p.add_argument(
+        "--oracle",
+        choices=("none", "skew", "beat", "both"),
+        default="none",
+        help="with --reanalyse: tell the analyzer the scenario's clock skew, the job's beat, or both",
+    )
+    p.add_argument(
         "--report",
         type=Path,
         default=None,
@@ -265,6 +340,9 @@ def main() -> None:
     args = p.parse_args()
     if args.report is not None:
         from_rows(args.report, args.out)
+        return
+    if args.reanalyse is not None:
+        reanalyse(args.reanalyse, args.oracle, args.jobs, args.rows)
         return
     seed = fresh_seed() if args.seed is None else args.seed
     print(f"seed {seed}: {args.count} scenarios, {args.path} path, {args.jobs} at a time", file=sys.stderr)
@@ -283,7 +361,7 @@ def main() -> None:
         paths = families.write(seed, args.count, base / "scenarios")
         with ThreadPoolExecutor(args.jobs) as pool:
             rows = list(pool.map(one, paths))
-    print("\n".join(report(rows, seed, args.path)))
+    print("\n".join(report(rows, seed, f"{args.path} path")))
 
 
 if __name__ == "__main__":

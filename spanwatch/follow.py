@@ -63,7 +63,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", default="60s", help="steps and telemetry analysed together (default 60s)")
     p.add_argument("--recent", default="5s", help="figures are over the steps that ended this recently (5s)")
     p.add_argument("--interval", default="1s", help="how often the window is analysed (default 1s)")
-    p.add_argument("--skew", help="known host-minus-switch clock skew, e.g. 2s (default: estimated)")
+    p.add_argument(
+        "--skew", help="known host-minus-switch clock skew, e.g. 2s or --skew=-1.5s (default: estimated)"
+    )
     p.add_argument(
         "--job-traffic-class", metavar="CLASS", help="the job's traffic class: only its queue is blamed"
     )
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     settings = live.Settings(
         window_seconds=option_seconds(args.window, "--window") or 60.0,
         recent_seconds=option_seconds(args.recent, "--recent") or 5.0,
-        skew_seconds=option_seconds(args.skew, "--skew"),
+        skew_seconds=option_seconds(args.skew, "--skew", signed=True),
     )
     if settings.recent_seconds > settings.window_seconds:
         raise InputError("--recent", "must not be longer than --window")

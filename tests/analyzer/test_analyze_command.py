@@ -139,17 +139,18 @@ def test_analyze_real_training_logs(training_data: Path, run_dir: Path, tmp_path
     assert summary["crosscheck"]["steps"] >= 2  # the Kineto traces give exposed communication per step
 
 
-def test_a_beat_the_user_gives_replaces_the_one_read_from_the_log(run_dir: Path, tmp_path: Path) -> None:
-    """``--job-beat``: a checkpoint every 40 steps and an outer sync every 25 (on steps 7, 32, ...), as the
-    user knows them; the analysis judges the lines by them instead of searching the log for a beat."""
+def test_a_beat_and_a_skew_the_user_gives_are_used(run_dir: Path, tmp_path: Path) -> None:
+    """``--job-beat``: a checkpoint every 40 steps and an outer sync every 25 (on steps 7, 32, ...), and
+    ``--skew`` (negative: the hosts' clock behind), as the user knows them; the analysis uses them instead
+    of searching the log for them."""
     out = tmp_path / "out"
     argv = ["analyze", "--archive", str(run_dir / "archive"), "--logs", str(run_dir / "steps.jsonl")]
-    status = main(
-        [*argv, "--config", str(run_dir / "config.yml"), "--job-beat", "40", "25:7", "--out", str(out)]
-    )
+    given = ["--job-beat", "40", "25:7", "--skew=-1.25s"]
+    status = main([*argv, "--config", str(run_dir / "config.yml"), *given, "--out", str(out)])
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["blame"]["job_beat"] == [{"every_steps": 40, "phase": 0}, {"every_steps": 25, "phase": 7}]
+    assert summary["skew_seconds"] == pytest.approx(-1.25)
 
 
 @pytest.mark.parametrize(
@@ -167,6 +168,7 @@ def test_a_beat_the_user_gives_replaces_the_one_read_from_the_log(run_dir: Path,
         (["--archive", "{empty}"], "no Parquet files"),
         (["--logs", "{steps}", "--job-beat", "50:50"], "EVERY must be at least 2 and AT in 0..EVERY-1"),
         (["--logs", "{steps}", "--job-beat", "every50"], "not EVERY or EVERY:AT"),
+        (["--logs", "{steps}", "--skew=--1s"], "not a duration"),
     ],
 )
 def test_bad_input_is_a_clear_error(
