@@ -30,7 +30,7 @@ from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
 from analyzer.attribution.reconcile import network_time
 from analyzer.attribution.skew import find_skew
-from analyzer.attribution.steady import JobFigures, link_bytes, sends_sparsely, steady
+from analyzer.attribution.steady import JobFigures, link_bytes, sends_sparsely, slack, steady
 from analyzer.attribution.step_windows import lines_with_physics, physics_per_step
 from analyzer.attribution.tables import Blame, outputs
 
@@ -108,7 +108,7 @@ def attribute(
         steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
         judged = judged_of(part, periods, size, cells, grid, skew_seconds, poll)
         del part
-        judged, gains, shares, steps = network_time(judged, caused, steps, around)
+        judged, gains, shares, steps = network_time(judged, caused, steps, around, slack(links))
         del caused
         steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
         steps, shares = beat.on_the_beat(steps, shares, syncs)

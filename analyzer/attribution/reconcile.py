@@ -21,9 +21,12 @@ from analyzer.attribution.rules import (
 
 # The step's formula (``docs/method.md``; the capitals are ``rules``).
 FORMULA = """\
-gain(link, block) = median(excess / physics) over lines where the link holds >= ALONE_SHARE of the physics
+gain(link, block) = median(g) over lines where the link holds >= ALONE_SHARE of the physics
                     and the excess is past SIGNIFICANT_SIGMAS * noise (else the block's joint gain, else 1)
-scaled            = sum over steps of the airport-game (Shapley) split of max over links(gain * physics)
+scaled            = sum over steps of the airport-game (Shapley) split of max over links of
+                    max(gain * physics - slack(link), 0)   (steady.slack: a phase ends with its slowest link)
+g(line, link)     = the gain at which the link's steps cost the line its excess: sum over them of
+                    max(g * physics - slack, 0) = excess   (excess / physics where the link has no slack)
 network           = 0 unless excess > GATE_SIGMAS * noise and the block's mean excess is measured;
                     w * excess + (1 - w) * scaled   where |excess - scaled| <= AGREE_SIGMAS * sqrt(vp + vn),
                     min(scaled, excess + ALLOWANCE_SIGMAS * noise) elsewhere
@@ -54,23 +57,64 @@ def shapley(per_link: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
     return ordered.with_columns(share=layer.cum_sum().over(keys))
 
 
-def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
+def line_ratios(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | None) -> pl.DataFrame:
+    """Per (rank, line, link): the gain ``g`` at which the link's steps would cost the line its excess,
+    each step ``max(g * physics - slack, 0)`` (``network_time``): the excess over the physics where the
+    link has no slack; with slack, the steps whose scaled physics passes it are the largest ``k``, and
+    ``g = (excess + k * slack) / (their physics)`` for the ``k`` consistent with that.
+
+    Args:
+        lines: ``measured`` output.
+        cells: ``rank``, ``line``, ``link``, ``physics`` (unscaled, per step of the line).
+        slack: ``link``, ``slack`` (None: none).
+
+    Returns:
+        ``rank``, ``line``, ``link``, ``physics`` (the line's), ``ratio``.
+    """
+    group = ["rank", "line", "link"]
+    steps = cells.select(*group, "physics")
+    if slack is None:
+        steps = steps.with_columns(slack=pl.lit(0.0))
+    else:
+        steps = steps.join(slack, on="link", how="left").with_columns(pl.col("slack").fill_null(0.0))
+    excess = lines.select("rank", "excess", line="step")
+    ranked = (
+        steps.join(excess, on=["rank", "line"])
+        .sort([*group, "physics"], descending=[False, False, False, True])
+        .with_columns(
+            k=pl.int_range(1, pl.len() + 1).over(group),
+            top=pl.col("physics").cum_sum().over(group),
+            after=pl.col("physics").shift(-1).over(group),
+        )
+        .with_columns(g=(pl.col("excess") + pl.col("k") * pl.col("slack")) / pl.col("top"))
+    )
+    passes = pl.col("g") * pl.col("physics") >= pl.col("slack")
+    stops = pl.col("after").is_null() | (pl.col("g") * pl.col("after") < pl.col("slack"))
+    consistent = pl.col("g").filter(passes & stops).first()
+    return ranked.group_by(group).agg(
+        pl.col("physics").sum(), ratio=pl.coalesce(consistent, pl.col("g").last())
+    )
+
+
+def link_gains(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (rank, line, link): the measured excess per unit of the link's own physics.
 
     Loss recovery and congestion-control cuts have no magnitude in 1 s counters, but their timing and their
     link do, and each cause on each link is off by its own factor: the gain is read per link, over each run
     of consecutive lines where the link has a cause (its block), from the lines where it is the only cause
     (``ALONE_SHARE`` of the line's physics) and which read a gain (``reads_a_gain``). A link never alone
-    takes its line's joint gain (``measured``), else 1.
+    takes its line's joint gain (``measured``), else 1. A line's ratio is ``line_ratios``' (a link with
+    slack costs a step only past it).
 
     Args:
         lines: ``measured`` output.
         cells: ``rank``, ``line``, ``link``, ``physics`` (unscaled, per step of the line).
+        slack: ``steady.slack`` (None: none).
 
     Returns:
         ``rank``, ``line``, ``link``, ``gain``.
     """
-    per_line = cells.group_by("rank", "line", "link").agg(pl.col("physics").sum())
+    per_line = line_ratios(lines, cells, slack)
     order = (
         lines.select("rank", "excess", "noise", "joint_gain", line="step")
         .sort("rank", "line")
@@ -82,7 +126,7 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     alone = pl.col("physics") >= ALONE_SHARE * pl.col("physics").sum().over("rank", "line")
     rows = rows.with_columns(block=block.cum_sum().over("rank", "link"))
     rows = rows.with_columns(readable=alone & reads_a_gain("rank", "link", "block"))
-    own = (pl.col("excess") / pl.col("physics")).filter("readable").median().over("rank", "link", "block")
+    own = pl.col("ratio").filter("readable").median().over("rank", "link", "block")
     return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
 
 
@@ -154,7 +198,7 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def network_time(
-    judged: pl.DataFrame, caused: pl.DataFrame, steps: pl.DataFrame, around: int
+    judged: pl.DataFrame, caused: pl.DataFrame, steps: pl.DataFrame, around: int, slack: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Each line's network time: its links' physics scaled by their gains (``link_gains``), shared per step
     (``shapley``), summed over the line and weighed against its excess (``reconcile``).
@@ -164,14 +208,19 @@ def network_time(
         caused: ``step_windows.physics_per_step``' caused steps.
         steps: ``step_windows.physics_per_step``' steps.
         around: lines in one poll interval (``timing_spread``).
+        slack: ``steady.slack``: a link's physics counts only past it.
 
     Returns:
         (the judged lines with ``network`` and ``unexplained``, the gains, the steps' link shares, the steps
         with their scaled physics ``step_physics``).
     """
-    gains = link_gains(judged, caused)
-    scaled = caused.join(gains, on=["rank", "line", "link"]).with_columns(
-        physics=pl.col("physics") * pl.col("gain")
+    gains = link_gains(judged, caused, slack)
+    beyond = (pl.col("physics") * pl.col("gain") - pl.col("slack").fill_null(0.0)).clip(lower_bound=0.0)
+    scaled = (
+        caused.join(gains, on=["rank", "line", "link"])
+        .join(slack, on="link", how="left")
+        .with_columns(physics=beyond)
+        .drop("slack")
     )
     shares = shapley(scaled.lazy(), _STEP).collect()
     step_total = shares.group_by(_STEP).agg(step_physics=pl.col("physics").max())

@@ -16,6 +16,7 @@ rate(link)   = the mean over its ends of the median rate per window; a job sendi
                of the windows: the smaller of its ends' mean rates over the run (their mean where that
                is 0 on every link)
 steady(link) = bytes(link) / capacity(link) + STEADY_ROUND_TRIPS * rtt(link)
+slack(link)  = max over the job's links of steady - steady(link)
 """
 
 
@@ -131,6 +132,28 @@ def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.
         "link", bytes=pl.when(share >= JOB_LINK_SHARE).then(total)
     )
     return out.with_columns(pl.col("bytes").fill_null(0.0))
+
+
+def slack(links: pl.DataFrame) -> pl.DataFrame:
+    """Per link of the job, how much sooner than the slowest of them it ends a clean step: a collective
+    spread over parallel links ends with its slowest, so time a link adds costs the step only past its
+    slack (the airport game then shares what is left). None is known where a job link's steady figure is
+    not (the job's bytes unknown): every slack 0 then.
+
+    Args:
+        links: ``steady`` output.
+
+    Returns:
+        ``link``, ``slack`` (seconds per step).
+    """
+    own = links.filter(pl.col("bytes").is_null() | (pl.col("bytes") > 0)).select(
+        "link",
+        steady=pl.col("serialization_seconds")
+        + STEADY_ROUND_TRIPS * pl.col("round_trip_seconds").fill_null(0.0),
+    )
+    if own.is_empty() or own["steady"].null_count():
+        return own.select("link", slack=pl.lit(0.0))
+    return own.select("link", slack=pl.col("steady").max() - pl.col("steady"))
 
 
 def steady_seconds(links: pl.DataFrame) -> float | None:

@@ -105,3 +105,48 @@ def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_blo
     cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("a"))
     gains = reconcile.link_gains(judged, cells).sort("line")
     assert gains["gain"].to_list() == pytest.approx([1.0] * 10 + [0.1 / 0.003] * 10 + [2.0] * 3)
+
+
+def _two_links(per_step: list[float], physics: dict[str, list[float]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``network_time`` of single-step lines with physics on the fast link ``f``, which ends a clean step
+    0.07 s before the slow link ``s`` (``steady.slack``), and on ``s``: the lines and the links' shares."""
+    lines = lines_frame(per_step, [max(x) for x in zip(*physics.values(), strict=True)])
+    judged = line_excess.measured(line_excess.baselines(lines, 1)).collect()
+    caused = pl.concat(
+        judged.select("rank", "step", line="step", link=pl.lit(link), physics=pl.Series(values))
+        for link, values in physics.items()
+    ).filter(pl.col("physics") > 0)
+    steps = judged.select("rank", "step", line="step")
+    slack = pl.DataFrame({"link": ["f", "s"], "slack": [0.07, 0.0]})
+    network, _, shares, _ = reconcile.network_time(judged, caused, steps, 1, slack)
+    return network.sort("step"), shares
+
+
+def test_a_link_that_ends_before_the_slowest_costs_only_past_its_slack() -> None:
+    # Clean steps of 1.0 s. For ten steps the fast link adds 0.17 s, 0.10 s past its 0.07 s of slack (the
+    # steps take 1.10 s), one of which also stalls 2 s. For ten more the slow link adds 0.10 s and the fast
+    # one 0.05 s, within its slack: the slow link's alone.
+    rng = np.random.default_rng(3)
+    per_step = list(1.0 + 0.002 * rng.standard_normal(60))
+    for k in [*range(20, 30), *range(40, 50)]:
+        per_step[k] += 0.10
+    per_step[25] += 2.0
+    fast = [0.0] * 20 + [0.17] * 10 + [0.0] * 10 + [0.05] * 10 + [0.0] * 10
+    slow = [0.0] * 40 + [0.10] * 10 + [0.0] * 10
+    network, shares = _two_links(per_step, {"f": fast, "s": slow})
+    assert sum(network["network"][20:30]) == pytest.approx(1.0, rel=0.05)
+    assert network["network"][25] == pytest.approx(0.1, abs=0.01)  # the stall is compute
+    assert sum(network["network"][40:50]) == pytest.approx(1.0, rel=0.05)
+    second = shares.filter(pl.col("step").is_between(41, 50)).group_by("link").agg(pl.col("share").sum())
+    assert dict(second.iter_rows()) == pytest.approx({"f": 0.0, "s": 1.0}, abs=0.02)
+
+
+def test_a_lines_gain_counts_only_the_steps_whose_scaled_physics_passes_the_slack() -> None:
+    # Three steps of one line on a link with 0.07 s of slack, physics 0.17, 0.17 and 0.02 s, excess 0.2 s:
+    # at gain 1 the first two cost 0.10 s each and the third (0.02 s, within the slack) nothing. Without
+    # slack the gain is the excess over the physics, as for any link.
+    lines = pl.DataFrame({"rank": [0], "step": [3], "excess": [0.2]})
+    cells = pl.DataFrame({"rank": 0, "line": 3, "link": "f", "physics": [0.17, 0.02, 0.17]})
+    slack = pl.DataFrame({"link": ["f"], "slack": [0.07]})
+    assert reconcile.line_ratios(lines, cells, slack)["ratio"].item() == pytest.approx(1.0)
+    assert reconcile.line_ratios(lines, cells, None)["ratio"].item() == pytest.approx(0.2 / 0.36)
