@@ -142,11 +142,17 @@ def scored_run(path: Path, out: Path, cmd: list[str], mode: str) -> dict[str, An
 
 def diagnosed_by(result: dict[str, Any]) -> dict[str, Any]:
     """A score's diagnosis (``detail.diagnosis``) and whether every episode it missed is one that did not
-    slow the job (``harmless_only``)."""
+    slow the job (``harmless_only``), or one the network never showed (``unshown_only``: the truth's
+    ``shown``, where the simulator wrote it)."""
     events = result["detail"]["events"]
     missed = len(events["episodes_missed"])
     harmless = sum(events["missed_harmless"].values())
-    return {**result["detail"]["diagnosis"], "harmless_only": missed > 0 and harmless == missed}
+    unshown = events.get("missed_unshown", 0)
+    return {
+        **result["detail"]["diagnosis"],
+        "harmless_only": missed > 0 and harmless == missed,
+        "unshown_only": missed > 0 and unshown == missed,
+    }
 
 
 def diagnosis(out: Path) -> dict[str, Any]:
@@ -180,6 +186,9 @@ def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
     unseen = [
         r for r in rows if not r["passed"] and r.get("failed") == ["event_recall"] and r.get("harmless_only")
     ]
+    unshown = [
+        r for r in rows if not r["passed"] and r.get("failed") == ["event_recall"] and r.get("unshown_only")
+    ]
 
     def seeds(group: list[dict[str, Any]]) -> str:
         return ", ".join(str(r["seed"]) for r in group) or "-"
@@ -194,6 +203,9 @@ def diagnosed(rows: list[dict[str, Any]]) -> list[str]:
         f"{len(hidden)} ({seeds(hidden)})",
         f"- failing event_recall alone, every missed episode one that did not slow the job (an incast, in the "
         f"simulator, shows only through the job traffic it holds back): {len(unseen)} ({seeds(unseen)})",
+        f"- failing event_recall alone, every missed episode one the network never showed (no queue of its "
+        f"class past the marking threshold, no drop, no pause, no light lost: the truth's shown): "
+        f"{len(unshown)} ({seeds(unshown)})",
         "",
     ]
 
