@@ -21,7 +21,7 @@ from typing import Protocol, cast
 
 from collector.errors import SpanwatchError
 from spanwatch.sim import snapshot
-from spanwatch.sim.fabric import Fabric
+from spanwatch.sim.fabric import Fabric, steps_until
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.snapshot import Snapshot
@@ -36,11 +36,8 @@ class ModelError(SpanwatchError):
 
 
 def stepped(now: float, dt: float, due: float) -> float:
-    """The model's time after stepping from ``now`` to ``due`` (``Fabric.step`` adds ``dt`` per step, so
-    these are the same float operations, and so the same time)."""
-    while now + dt <= due + TOLERANCE_S:
-        now = now + dt
-    return now
+    """The model's time after stepping from ``now`` to ``due`` (``fabric.steps_until``)."""
+    return steps_until(now, dt, due, TOLERANCE_S)[1]
 
 
 def advance(sim: SimulatedFabric, due: float, prev: Snapshot) -> Snapshot:

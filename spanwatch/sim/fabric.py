@@ -95,6 +95,16 @@ def _in_order(total: F, rows: F) -> F:
     return np.asarray(np.add.accumulate(np.vstack((total, rows)), axis=0)[-1])
 
 
+def steps_until(now: float, dt: float, due: float, tolerance: float) -> tuple[int, float]:
+    """How many steps of ``dt`` from ``now`` end by ``due`` (+ ``tolerance``), and the time after them:
+    ``Fabric.step`` adds ``dt`` a step, so these are the same float operations, and so the same time."""
+    n = 0
+    while now + dt <= due + tolerance:
+        now = now + dt
+        n += 1
+    return n, now
+
+
 class Fabric:
     """Every link, its switches and the job, advanced by ``step()``."""
 
@@ -178,12 +188,8 @@ class Fabric:
         self.run(max(1, round(seconds / self.dt)))
 
     def step_until(self, due: float, tolerance: float) -> None:
-        """Run every step that ends by ``due`` (+ ``tolerance``): time adds ``dt`` a step, as ``step`` does."""
-        n, now = 0, self.t
-        while now + self.dt <= due + tolerance:
-            now = now + self.dt
-            n += 1
-        self.run(n)
+        """Run every step that ends by ``due`` (+ ``tolerance``: ``steps_until``)."""
+        self.run(steps_until(self.t, self.dt, due, tolerance)[0])
 
     def run(self, n: int) -> None:
         """Run ``n`` steps; each quiet stretch (``_quiet_steps``) runs as one block, to the same state."""
