@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from spanwatch.demo import analysis_inputs
 from spanwatch.sim import families
 from spanwatch.sim import scenario as sc
 
@@ -85,12 +84,12 @@ def reanalyse_one(path: Path, run: Path, oracle: str) -> dict[str, Any]:
     """Analyse and score a kept run (``run``, recorded from the scenario file ``path``) again, as the demo
     does, with what ``oracle`` tells the analyzer from the truth (``oracle_options``)."""
     truth = json.loads((run / "truth.json").read_text())
-    given = analysis_inputs(run, run / truth["job"]["log_file"])  # what the demo analysed it with
     out = run / f"reanalysed-{oracle}"
     cmd = [sys.executable, "-m", "spanwatch.cli", "--log-level", "error", "analyze"]
-    cmd += ["--archive", str(given.archive), "--logs", *map(str, given.logs), "--config", str(given.config)]
-    cmd += ["--job-traffic-class", str(given.job_traffic_class)]
-    cmd += ["--job-bytes-per-step", str(given.job_bytes_per_step)]
+    cmd += ["--archive", str(run / "archive"), "--logs", str(run / truth["job"]["log_file"])]
+    cmd += ["--config", str(run / "config.yaml"), "--job-traffic-class", str(truth["job"]["traffic_class"])]
+    # The job's cross-site bytes per step as the demo gives them (``spanwatch.demo.analysis_inputs``).
+    cmd += ["--job-bytes-per-step", str(sum(link["job_bytes_per_step"] for link in truth["links"].values()))]
     cmd += ["--truth", str(run / "truth.json"), "--out", str(out), *oracle_options(path, oracle)]
     return scored_run(path, out, cmd, "fast")
 
