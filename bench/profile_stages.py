@@ -93,6 +93,8 @@ def wrap_stages() -> None:
     ):
         if hasattr(pipeline, name):  # the stages of this version of the blame
             setattr(pipeline, name, staged(name, getattr(pipeline, name)))
+    if hasattr(pipeline, "StepParts"):  # the parts put together (a function before)
+        pipeline.StepParts.joined = staged("joined", pipeline.StepParts.joined)  # type: ignore[method-assign]
     inputs.parse_logs = staged("parse_logs", inputs.parse_logs)
     network.analyse_archive = staged("telemetry", network.analyse_archive)
     # ``blame.attribute`` is left unwrapped: a wrapper would keep the parsed steps it is handed and lets go.
