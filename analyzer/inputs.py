@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from analyzer import schemas
+from analyzer import frames, schemas
 from analyzer.errors import IngestError, InputError
 from analyzer.ingest import ParseResult, parse_file
 
@@ -107,17 +107,9 @@ GROUP_FILES = 64
 def _add_tables(merged: ParseResult, results: list[ParseResult]) -> None:
     """The tables of ``results`` added after ``merged``'s, in order, as one chunk per table."""
     for name in dict.fromkeys(name for result in results for name in result.tables):
-        frames = [result.tables[name] for result in results if name in result.tables]
-        rows = _own_strings(pl.concat(frames, rechunk=True))
+        tables = [result.tables[name] for result in results if name in result.tables]
+        rows = frames.own_strings(pl.concat(tables, rechunk=True))  # each file's buffers let go
         merged.tables[name] = pl.concat([merged.tables[name], rows]) if name in merged.tables else rows
-
-
-def _own_strings(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with its text columns copied into buffers of their own. A concatenation (rechunked or not)
-    gathers string views and keeps every source frame's string buffer alive, however few of its bytes are
-    used: about 16 kB a file whatever its rows, so 4,096 small traces held 60 MB more than 256 did
-    (pola-rs/polars#19497). Appending "" builds new strings; it costs one copy of the group's text."""
-    return frame.with_columns(pl.col(pl.String) + "")
 
 
 # What one row of each table is, for ``describe`` (in ``schemas.TABLES`` order).

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import measures, optical_signal, physics, quantiles, schemas, spill, telemetry, topology
+from analyzer import frames, measures, optical_signal, physics, quantiles, schemas, spill, telemetry, topology
 from analyzer.events import detect_events
 from analyzer.kinds import EGRESS
 from analyzer.kinds import METRICS as EVENT_METRICS
@@ -268,7 +268,9 @@ def empty_result() -> NetworkResult:
 def _combine(parts: list[Batch], devices: list[str]) -> NetworkResult:
     if not parts:
         return empty_result()
-    events = pl.concat([p.events for p in parts]).sort("start_time", "kind", "link", "device", "interface")
+    events = frames.sorted_by(
+        pl.concat([p.events for p in parts]), ("start_time", "kind", "link", "device", "interface")
+    )
     events = events.with_columns(event_id=pl.int_range(pl.len(), dtype=pl.Int64()))
     # A link's probes come from its two sites' collectors, which may fall in different batches.
     probes = pl.concat([p.round_trips for p in parts])

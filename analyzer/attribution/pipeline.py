@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analyzer import physics, schemas
+from analyzer import frames, physics, schemas
 from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
 from analyzer.attribution.excess import judge, rhythm
@@ -171,7 +171,8 @@ class StepParts:
 
     def __init__(self, count: int) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="spanwatch-steps-") if count > 1 else None
-        self._steps: list[pl.LazyFrame] = []
+        self._steps: list[pl.DataFrame] = []  # one part: in memory
+        self._files: list[Path] = []  # several: on disk
         self._attribution: list[pl.DataFrame] = []
         self._set: set[str] = set()  # the columns some step gives a value
 
@@ -187,31 +188,38 @@ class StepParts:
         steps = blame.steps
         self._set |= {name for name in steps.columns if steps.get_column(name).null_count() < steps.height}
         if self._folder is not None:
-            path = Path(self._folder.name) / f"{len(self._steps):05d}.arrow"
+            path = Path(self._folder.name) / f"{len(self._files):05d}.arrow"
             steps.write_ipc(path, compression="lz4")  # compressed: read back into memory, not mapped
-            self._steps.append(pl.scan_ipc(path))
+            self._files.append(path)
         else:
-            self._steps.append(steps.lazy())
+            self._steps.append(steps)
         self._attribution.append(blame.attribution)
 
     def joined(self, links: pl.DataFrame, summary: dict[str, object]) -> Blame:
-        """Every part's steps in (step, rank) order, as ``outputs`` gives them, sorted a column at a time so
-        that the steps are held about once, not twice; a column no step sets (a profiler's, the Inspector's,
-        the top link where nothing was blamed) stays one null, not a null per step (0.5 GB at 4e6 steps)."""
+        """Every part's steps in (step, rank) order, as ``outputs`` gives them (``frames.sorted_by``); a
+        column no step sets (a profiler's, the Inspector's, the top link where nothing was blamed) stays one
+        null, not a null per step (0.5 GB at 4e6 steps)."""
         names = list(schemas.STEP_ANALYSIS)
         kept = [name for name in names if name in self._set or name in _STEP]  # the keys, even of no step
-        steps = pl.concat(self._steps).select(kept).collect()
-        self._steps.clear()
-        order = steps.select(pl.arg_sort_by(_STEP)).to_series()
-        columns = []
-        for name in kept:
-            columns.append(steps.get_column(name).gather(order))
-            steps = steps.drop(name)
         unset = [pl.lit(None, schemas.STEP_ANALYSIS[name]).alias(name) for name in names if name not in kept]
-        ordered = pl.DataFrame(columns).with_columns(unset).select(names)
+        ordered = self._ordered(kept).with_columns(unset).select(names)
         attribution = pl.concat(self._attribution)
         self._attribution.clear()
         return Blame(ordered, attribution, links, summary)
+
+    def _ordered(self, columns: list[str]) -> pl.DataFrame:
+        """These columns of every part's steps in (step, rank) order (``frames.sorted_by``: held about once)."""
+        if self._files:
+            return frames.sorted_by(pl.scan_ipc(self._files).select(columns).collect(), _STEP)
+        if not self._steps:
+            return pl.DataFrame(schema={name: schemas.STEP_ANALYSIS[name] for name in columns})
+        return frames.sorted_by(self._taken(columns), _STEP)
+
+    def _taken(self, columns: list[str]) -> pl.DataFrame:
+        """The parts in memory as one frame of their chunks (not copied), no longer held here."""
+        steps = pl.concat(self._steps, rechunk=False).select(columns)
+        self._steps.clear()
+        return steps
 
 
 def read_beat(parsed_steps: pl.DataFrame) -> tuple[beat.Period, ...]:
