@@ -46,6 +46,16 @@ from collector.config import Config
 Progress = Callable[[str, int, int], None]
 MALFORMED_SHOWN = 10
 FILES = ("steps", "events", "attribution", "links", "measures", "bus_bandwidth")
+# The parsed rows some stage reads: the steps, the profiler's per-step split, the benchmarks' and the
+# Inspector's operations and NCCL's rank lists. The rest (a profiler trace's or TraceLens' kernels, NCCL's
+# connections) are counted in ``summary.json``'s ``inputs.files`` and let go, so that thousands of traces
+# cost the analysis their steps, not their kernels.
+ROWS_READ = {
+    "steps": pl.lit(True),
+    "kineto_steps": pl.lit(True),
+    "nccl_ranks": pl.lit(True),
+    "collectives": pl.col("format").is_in([*bandwidth.BENCHMARKS, nccl_inspector.NAME]),
+}
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -139,7 +149,11 @@ class AnalysisResult:
             written.append(path)
         summary = out / "summary.json"
         recorded = {**self.summary, "inputs": relative_inputs(self.summary.get("inputs", {}), out)}
-        summary.write_text(json.dumps(recorded, indent=2, default=str) + "\n")
+        with summary.open(
+            "w"
+        ) as stream:  # written piece by piece: at thousands of ranks the text is megabytes
+            json.dump(recorded, stream, indent=2, default=str)
+            stream.write("\n")
         return [*written, summary]
 
 
@@ -251,7 +265,7 @@ class Analysis:
 
     def _parse_logs(self) -> inputs.ParsedLogs:
         """Every log parsed on its own and merged (the Ray engine parses them in tasks)."""
-        return inputs.parse_logs(self.inputs.logs, self.inputs.log_format)
+        return inputs.parse_logs(self.inputs.logs, self.inputs.log_format, rows_read=ROWS_READ)
 
     def _archive_pass(self, root: Path, members: pl.DataFrame, progress: Progress) -> network.NetworkResult:
         """The telemetry pass over a local archive folder, batch by batch (the Ray engine runs it in tasks)."""

@@ -14,7 +14,7 @@ import polars as pl
 from analyzer import schemas
 from analyzer.ingest import allreduce_bench, nccl_tests
 
-_BENCHMARKS = (nccl_tests.NAME, allreduce_bench.NAME)
+BENCHMARKS = (nccl_tests.NAME, allreduce_bench.NAME)
 
 
 def bus_bandwidth(collectives: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
@@ -28,7 +28,7 @@ def bus_bandwidth(collectives: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFram
     Returns:
         ``schemas.BUS_BANDWIDTH`` rows, sorted by file, collective and size.
     """
-    rows = collectives.filter(pl.col("format").is_in(_BENCHMARKS))
+    rows = collectives.filter(pl.col("format").is_in(BENCHMARKS))
     if rows.height == 0:
         return pl.DataFrame(schema=schemas.BUS_BANDWIDTH)
     in_place = pl.col("in_place").fill_null(False)

@@ -20,7 +20,7 @@ from analyzer.analysis import MALFORMED_SHOWN, Analysis, AnalysisInputs, Analysi
 from analyzer.errors import InputError
 from analyzer.ingest import FORMATS
 from analyzer.ingest._common import parse_wallclock
-from analyzer.inputs import describe as describe_input
+from analyzer.inputs import describe_all as describe_inputs
 from analyzer.report import command as report_command
 from analyzer.thresholds import load_thresholds
 from collector.durations import parse_duration
@@ -200,8 +200,8 @@ def report(result: AnalysisResult, written: list[Path]) -> None:
     job = result.summary.get("job_traffic_class")
     if job is not None and job["value"] is not None:
         print(f"job traffic class {job['value']} ({job['source']}: {job['basis']})")
-    for file in result.summary["inputs"].get("files", []):
-        print(f"input {describe_input(file)}")
+    for line in describe_inputs(result.summary["inputs"].get("files", [])):
+        print(f"input {line}")
     print(
         f"{result.events.height} events, {result.steps.height} step rows, "
         f"{int(result.steps['inflated'].sum())} inflated; wrote {written[-1].parent}"

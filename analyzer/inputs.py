@@ -12,7 +12,7 @@ warnings (an archive with no readings, files skipped). ``summary.json`` carries 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ def parse_logs(
     paths: Iterable[Path],
     log_format: str | None = None,
     parse: Callable[[Path, str | None], ParseResult] = parse_file,
+    rows_read: Mapping[str, pl.Expr] | None = None,
 ) -> ParsedLogs:
     """Parse each log on its own, keeping what it gave; an unusable file is a warning, not an error.
 
@@ -69,6 +70,8 @@ def parse_logs(
         paths: the training logs.
         log_format: force one format for all, or None to detect each.
         parse: parses one file (the Ray engine passes the results its tasks computed).
+        rows_read: the rows to keep, per table (a filter); a table not named is dropped. Each file's rows
+            are counted (``files``) before. None keeps every row.
 
     Returns:
         The merged tables, per-file counts and warnings.
@@ -77,19 +80,26 @@ def parse_logs(
     out = ParsedLogs(merged)
     first = True
     group: list[ParseResult] = []
+    alike: dict[str, Any] = {}
     for path in paths:
         try:
             result = parse(path, log_format)
         except IngestError as exc:
-            out.files.append(_file(path, None, exc.problem))
+            out.files.append(_file(path, None, exc.problem, alike))
             out.warnings.append(InputWarning(str(path), f"not used: {exc.problem}"))
             continue
-        out.files.append(_file(path, result, None))
+        out.files.append(_file(path, result, None, alike))
         out.warnings += file_warnings(path, result)
         if first:
             merged.path, first = result.path, False
         merged.merge(replace(result, tables={}))  # the tables are added a group of files at a time
         merged.lines += result.lines
+        if rows_read is not None:
+            result.tables = {
+                name: table.filter(rows_read[name])
+                for name, table in result.tables.items()
+                if name in rows_read
+            }
         group.append(result)
         if len(group) == GROUP_FILES:
             _add_tables(merged, group)
@@ -108,7 +118,7 @@ def _add_tables(merged: ParseResult, results: list[ParseResult]) -> None:
     """The tables of ``results`` added after ``merged``'s, in order, as one chunk per table."""
     for name in dict.fromkeys(name for result in results for name in result.tables):
         tables = [result.tables[name] for result in results if name in result.tables]
-        rows = frames.own_strings(pl.concat(tables, rechunk=True))  # each file's buffers let go
+        rows = frames.shared_text(pl.concat(tables, rechunk=True))  # each file's buffers let go
         merged.tables[name] = pl.concat([merged.tables[name], rows]) if name in merged.tables else rows
 
 
@@ -122,16 +132,22 @@ _ROW_KINDS = {
 }
 
 
-def _file(path: Path, result: ParseResult | None, error: str | None) -> dict[str, Any]:
+def _file(path: Path, result: ParseResult | None, error: str | None, alike: dict[str, Any]) -> dict[str, Any]:
+    """What one file gave. Its formats, rows and interval lines are one object per distinct value, shared
+    through ``alike`` (a job's ranks give alike files: 4,096 traces' records were 1.4 kB each, 0.5 kB now)."""
+
+    def shared(value: Any) -> Any:
+        return alike.setdefault(repr(value), value)
+
     rows = {} if result is None else {n: t.height for n, t in result.tables.items() if t.height}
     return {
         "path": str(path),
-        "formats": [] if result is None else result.formats,
-        "rows": rows,
+        "formats": shared([] if result is None else result.formats),
+        "rows": shared(rows),
         "lines": 0 if result is None else result.lines,
         "malformed": 0 if result is None else len(result.problems),
         "error": error,
-        "interval_lines": {} if result is None else _interval_lines(result.table("steps")),
+        "interval_lines": shared({} if result is None else _interval_lines(result.table("steps"))),
     }
 
 
@@ -167,6 +183,34 @@ def describe(file: dict[str, Any]) -> str:
     if file["malformed"]:
         parts.append(f"{file['malformed']} malformed line(s)")
     return "; ".join(parts)
+
+
+def describe_all(files: list[dict[str, Any]], shown: int = 20) -> list[str]:
+    """What the inputs gave, readable at thousands of ranks: files that gave alike are one line.
+
+    Args:
+        files: ``ParsedLogs.files``.
+        shown: at most this many lines; the rest are counted (``summary.json`` lists every file).
+
+    Returns:
+        One line per kind of file, e.g. ``4096 files (a/rank0.json.gz ... a/rank4095.json.gz), each: kineto:
+        2 step rows, 2 profiler step rows``, in the order each kind first appears.
+    """
+    kinds: dict[str, list[str]] = {}
+    for file in files:
+        kinds.setdefault(describe(file)[len(file["path"]) + 2 :], []).append(file["path"])
+    lines = [
+        f"{paths[0]}: {what}"
+        if len(paths) == 1
+        else f"{len(paths)} files ({paths[0]} ... {paths[-1]}), each: {what}"
+        for what, paths in kinds.items()
+    ]
+    if len(lines) > shown:
+        rest = sum(len(paths) for paths in list(kinds.values())[shown:])
+        lines[shown:] = [
+            f"... and {rest} more files of {len(lines) - shown} other kinds (summary.json: inputs.files)"
+        ]
+    return lines
 
 
 def file_warnings(path: Path, result: ParseResult) -> list[InputWarning]:

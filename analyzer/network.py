@@ -268,8 +268,9 @@ def empty_result() -> NetworkResult:
 def _combine(parts: list[Batch], devices: list[str]) -> NetworkResult:
     if not parts:
         return empty_result()
-    events = frames.sorted_by(
-        pl.concat([p.events for p in parts]), ("start_time", "kind", "link", "device", "interface")
+    events = frames.sorted_by(  # each batch's text in one buffer per column, its repeated values once
+        frames.shared_text(pl.concat([p.events for p in parts])),
+        ("start_time", "kind", "link", "device", "interface"),
     )
     events = events.with_columns(event_id=pl.int_range(pl.len(), dtype=pl.Int64()))
     # A link's probes come from its two sites' collectors, which may fall in different batches.

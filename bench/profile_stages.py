@@ -1,12 +1,14 @@
-"""The local engine's peak memory stage by stage: each stage of the analysis and of the blame
+"""The driver's peak memory stage by stage: each stage of the analysis and of the blame
 (``analyzer.attribution.pipeline``) wrapped, the process's high-water mark (VmHWM) reset as each begins
 (``/proc/self/clear_refs``) and read as it ends, so that each stage's peak is its own and a stage's peak
 includes what the stages inside it reached. Linux only.
 
     PYTHONPATH=$PWD .venv/bin/python bench/profile_stages.py --archive /tmp/dist/archive \\
-        --logs /tmp/dist/logs --out /tmp/dist/profiled
+        --logs /tmp/dist/logs --out /tmp/dist/profiled [--ray-cpus 2]
 
-Prints one line per stage as it ends (its peak and the resident memory it left), then the run's peak.
+Prints one line per stage as it ends (its peak, the resident memory it left and how much of that is shared
+memory, e.g. Ray's object store mapped), then the run's peak. With ``--ray-cpus`` the Ray engine's driver
+is profiled (its tasks report their own peaks to ``bench_distributed.py``).
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ def staged(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
             _credit(_status("VmHWM"))
             _STACK.pop()
             print(
-                f"{name:28s} peak {PEAKS[name] / GB:5.2f} GB, left {_status('VmRSS') / GB:5.2f} GB, "
-                f"{time.monotonic() - start:6.1f} s",
+                f"{name:28s} peak {PEAKS[name] / GB:5.2f} GB, left {_status('VmRSS') / GB:5.2f} GB "
+                f"({_status('RssShmem') / GB:4.2f} shared), {time.monotonic() - start:6.1f} s",
                 file=sys.stderr,
                 flush=True,
             )
@@ -69,7 +71,7 @@ def staged(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
 def wrap_stages() -> None:
     """Wrap the analysis' and the blame's stages where their callers look them up."""
-    from analyzer import analysis, inputs, network
+    from analyzer import analysis, distributed, inputs, network
     from analyzer.attribution import pipeline
 
     for name in (
@@ -97,6 +99,10 @@ def wrap_stages() -> None:
         pipeline.StepParts.joined = staged("joined", pipeline.StepParts.joined)  # type: ignore[method-assign]
     inputs.parse_logs = staged("parse_logs", inputs.parse_logs)
     network.analyse_archive = staged("telemetry", network.analyse_archive)
+    for method in ("_network", "_parse_logs"):
+        setattr(
+            distributed.RayAnalysis, method, staged(f"ray{method}", getattr(distributed.RayAnalysis, method))
+        )
     # ``blame.attribute`` is left unwrapped: a wrapper would keep the parsed steps it is handed and lets go.
     for method in ("_correlate", "_measures"):
         setattr(analysis.Analysis, method, staged(method, getattr(analysis.Analysis, method)))
@@ -109,6 +115,7 @@ def main() -> None:
     p.add_argument("--logs", type=Path, required=True, help="a folder of *.jsonl step logs")
     p.add_argument("--batch-rows", type=int, default=4_000_000)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--ray-cpus", type=int, help="run on a local Ray of this many CPUs (the driver's stages)")
     args = p.parse_args()
     wrap_stages()
     from analyzer.analysis import Analysis, AnalysisInputs
@@ -118,7 +125,14 @@ def main() -> None:
     )
     start = time.monotonic()
     # The whole run as a stage too: the resets lower the kernel's own maximum (ru_maxrss) with VmHWM.
-    staged("all", lambda: Analysis(inputs).run().write(args.out))()
+    if args.ray_cpus:
+        from analyzer import distributed
+
+        distributed.start_local(args.ray_cpus)
+        run = distributed.RayAnalysis(inputs).run
+    else:
+        run = Analysis(inputs).run
+    staged("all", lambda: run().write(args.out))()
     print(
         json.dumps(
             {"seconds": round(time.monotonic() - start, 1), "peak_rss_gb": round(PEAKS["all"] / GB, 3)}

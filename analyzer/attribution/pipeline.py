@@ -210,7 +210,8 @@ class StepParts:
     def _ordered(self, columns: list[str]) -> pl.DataFrame:
         """These columns of every part's steps in (step, rank) order (``frames.sorted_by``: held about once)."""
         if self._files:
-            return frames.sorted_by(pl.scan_ipc(self._files).select(columns).collect(), _STEP)
+            read = pl.scan_ipc(self._files).select(columns)  # every row's text, held once by ``shared_text``
+            return frames.sorted_by(frames.shared_text(read.collect()), _STEP)
         if not self._steps:
             return pl.DataFrame(schema={name: schemas.STEP_ANALYSIS[name] for name in columns})
         return frames.sorted_by(self._taken(columns), _STEP)

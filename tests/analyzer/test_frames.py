@@ -34,9 +34,11 @@ def test_sorting_nothing_keeps_the_columns() -> None:
     assert_frame_equal(frames.sorted_by(empty, ["step", "rank"]), empty)
 
 
-def test_owned_strings_are_the_same_strings() -> None:
-    parts = [_frame(50, seed) for seed in range(4)]
+def test_shared_text_is_the_same_text() -> None:
+    parts = [_frame(50, seed) for seed in range(4)]  # four distinct paths and nulls: held once each
     joined = pl.concat(parts, rechunk=True)
-    owned = frames.own_strings(joined)
-    assert_frame_equal(owned, joined)
-    assert owned.schema == joined.schema
+    distinct = joined.with_columns(source_file=pl.format("/logs/{}.jsonl", pl.col("seconds")))  # copied
+    for frame in (joined, distinct, _frame(0, 0)):
+        shared = frames.shared_text(frame)
+        assert_frame_equal(shared, frame)
+        assert shared.schema == frame.schema

@@ -221,3 +221,41 @@ def test_many_files_tables_are_joined_a_group_at_a_time(tmp_path: Path) -> None:
     each = pl.concat([parse_file(path, None).table("steps") for path in paths])
     assert steps.equals(each)
     assert steps["rank"].to_list() == [k for k in range(files) for _ in range(2)]
+
+
+def test_alike_inputs_are_one_line_and_the_kinds_past_the_limit_are_counted(tmp_path: Path) -> None:
+    line = " iteration {:>8}/   10000 | consumed samples: 1 | elapsed time per iteration (ms): 512.0 |\n"
+    ranks = []
+    for rank in range(5):  # five ranks' logs alike, one rank's with a line more
+        ranks.append(tmp_path / f"rank{rank}.log")
+        ranks[-1].write_text("".join(line.format(i) for i in range(1, 4 if rank != 2 else 5)))
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("hello\n")
+
+    files = parse_logs([*ranks, unknown]).files
+
+    assert inputs.describe_all(files) == [
+        f"4 files ({ranks[0]} ... {ranks[4]}), each: megatron: 3 step rows",
+        f"{ranks[2]}: megatron: 4 step rows",
+        f"{unknown}: not used: {files[-1]['error']}",
+    ]
+    assert inputs.describe_all(files, shown=1) == [
+        f"4 files ({ranks[0]} ... {ranks[4]}), each: megatron: 3 step rows",
+        "... and 2 more files of 2 other kinds (summary.json: inputs.files)",
+    ]
+    assert [f["rows"] for f in files[:5]] == [{"steps": 3}] * 2 + [{"steps": 4}] + [{"steps": 3}] * 2
+
+
+def test_the_analysis_keeps_only_the_rows_a_stage_reads_and_counts_every_row(
+    training_data: Path, tmp_path: Path
+) -> None:
+    tracelens = training_data / "tracelens" / "nccl_summary_implicit_sync.csv"
+    with tracelens.open(newline="") as stream:
+        summaries = sum(1 for _ in csv.DictReader(stream))
+
+    logs = Analysis(AnalysisInputs(logs=(P5, tracelens)))._parse_logs()
+
+    assert [f["rows"].get("collectives") for f in logs.files] == [64, summaries]  # every row counted
+    kept = logs.result.table("collectives")
+    assert kept["format"].unique().to_list() == ["nccl_tests"]  # TraceLens' rows: no stage reads them
+    assert kept.height == 64
