@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from analyzer import inputs, network, schemas, spill, telemetry
-from analyzer.analysis import Analysis, AnalysisInputs, AnalysisResult, Progress, _quiet
+from analyzer.analysis import ROWS_READ, Analysis, AnalysisInputs, AnalysisResult, Progress, _quiet
 from analyzer.errors import IngestError, InputError
 from analyzer.ingest import ParseResult, parse_file
 from analyzer.thresholds import Thresholds
@@ -147,7 +147,7 @@ class RayAnalysis(Analysis):
                 raise IngestError(path, outcome)
             return outcome  # type: ignore[no-any-return]
 
-        return inputs.parse_logs(i.logs, i.log_format, parsed)
+        return inputs.parse_logs(i.logs, i.log_format, parsed, ROWS_READ)
 
     def _network(self, config: Any, frame: pl.LazyFrame | None, progress: Progress) -> network.NetworkResult:
         i = self.inputs

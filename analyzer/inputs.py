@@ -7,7 +7,8 @@ too. Steps without a wall clock (Megatron logs without timestamps, golden-value 
 time and are never correlated with telemetry: that is said, per file. The telemetry side adds its own
 warnings (an archive with no readings, files skipped). ``summary.json`` carries them (``warnings``, and
 ``inputs.files``); the report prints them at the top, and ``describe`` says in one line what each file gave
-(rows of which table, and how many steps its interval lines stand for).
+(rows of which table, and how many steps its interval lines stand for), ``describe_all`` in one line what a
+set of alike files gave (thousands of ranks).
 """
 
 from __future__ import annotations
