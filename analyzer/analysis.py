@@ -149,7 +149,7 @@ class AnalysisResult:
             written.append(path)
         summary = out / "summary.json"
         recorded = {**self.summary, "inputs": relative_inputs(self.summary.get("inputs", {}), out)}
-        # Written piece by piece: at thousands of ranks the text is megabytes (4,096 files: 16 MB at once).
+        # Written piece by piece: at thousands of ranks the text is megabytes (4,096 files: 15 MB at once).
         with summary.open("w") as stream:
             json.dump(recorded, stream, indent=2, default=str)
             stream.write("\n")

@@ -135,7 +135,7 @@ _ROW_KINDS = {
 
 def _file(path: Path, result: ParseResult | None, error: str | None, alike: dict[str, Any]) -> dict[str, Any]:
     """What one file gave. Its formats, rows and interval lines are one object per distinct value, shared
-    through ``alike`` (a job's ranks give alike files: 4,096 traces' records were 1.4 kB each, 0.5 kB now)."""
+    through ``alike`` (a job's ranks give alike files: a trace's record was 1.4 kB, 0.36 kB now)."""
 
     def shared(value: Any) -> Any:
         return alike.setdefault(repr(value), value)
@@ -168,12 +168,17 @@ def describe(file: dict[str, Any]) -> str:
     Returns:
         e.g. ``run.log: megatron: 20 step rows; 20 lines are each the mean of 10 steps: read as 200 steps``.
     """
+    return f"{file['path']}: {_gave(file)}"
+
+
+def _gave(file: dict[str, Any]) -> str:
+    """``describe`` without the path."""
     if file["error"] is not None:
-        return f"{file['path']}: not used: {file['error']}"
+        return f"not used: {file['error']}"
     rows = ", ".join(f"{file['rows'][t]} {kind}" for t, kind in _ROW_KINDS.items() if t in file["rows"])
     if rows and "steps" not in file["rows"]:
         rows += " (no step rows in it)"
-    parts = [f"{file['path']}: {', '.join(file['formats']) or 'no format'}: {rows or 'no rows'}"]
+    parts = [f"{', '.join(file['formats']) or 'no format'}: {rows or 'no rows'}"]
     intervals = {int(n): count for n, count in file.get("interval_lines", {}).items()}
     if intervals:
         means = ", ".join(
@@ -199,7 +204,7 @@ def describe_all(files: list[dict[str, Any]], shown: int = 20) -> list[str]:
     """
     kinds: dict[str, list[str]] = {}
     for file in files:
-        kinds.setdefault(describe(file)[len(file["path"]) + 2 :], []).append(file["path"])
+        kinds.setdefault(_gave(file), []).append(file["path"])
     lines = [
         f"{paths[0]}: {what}"
         if len(paths) == 1

@@ -38,7 +38,10 @@ def test_shared_text_is_the_same_text() -> None:
     parts = [_frame(50, seed) for seed in range(4)]  # four distinct paths and nulls: held once each
     joined = pl.concat(parts, rechunk=True)
     distinct = joined.with_columns(source_file=pl.format("/logs/{}.jsonl", pl.col("seconds")))  # copied
-    for frame in (joined, distinct, _frame(0, 0)):
+    odd = pl.DataFrame(
+        {"none": pl.Series([None] * 6, dtype=pl.String), "empty": ["", "", "x", None, "", "x"]}
+    )
+    for frame in (joined, distinct, _frame(0, 0), odd):
         shared = frames.shared_text(frame)
         assert_frame_equal(shared, frame)
         assert shared.schema == frame.schema

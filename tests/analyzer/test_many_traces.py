@@ -70,7 +70,7 @@ def test_peak_memory_grows_only_by_what_each_trace_yields(training_data: Path, t
     many = _analyse(_set(trace, tmp_path / "many", 1536))
     assert few["files"] == 96 and many["files"] == 1536
     assert many["steps"] == 16 * few["steps"] > 0  # every trace was read
-    # What a rank costs the analysis: its rows (2 steps, 2 profiler steps), its 0.5 kB record of what its
+    # What a rank costs the analysis: its rows (2 steps, 2 profiler steps), its 0.36 kB record of what its
     # file gave, its rows in the blame's per-rank tables. Measured 13.3-15.3 kB a trace on main, before the
     # analysis let go of the kernels no stage reads (``analysis.ROWS_READ``), shared alike records
     # (``inputs``) and wrote summary.json piece by piece; 7.8-9.5 kB after (96 against 768 or 1,536 ranks).
