@@ -83,6 +83,7 @@ def wrap_stages() -> None:
         "expand",
         "read_grid",
         "end_rates",
+        "read_amounts",
         "steady",
         "grid_physics",
         "find_skew",

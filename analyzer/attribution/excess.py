@@ -79,7 +79,7 @@ def baselines(lines: pl.LazyFrame, size: int, periods: tuple[beat.Period, ...] =
     # Columns over groups rather than grouped tables joined back: each line is one row throughout.
     keyed = keyed.with_columns(baseline=med.over(key))
     if "lo" in keyed.collect_schema().names():
-        keyed = keyed.join(local_baselines(keyed, key), on=["rank", "step"], how="left")
+        keyed = with_local_baselines(keyed, key)
         keyed = keyed.with_columns(baseline=pl.coalesce("local", "baseline")).drop("local")
     # A line's seconds per step average its n steps: its deviation times the root of n is one step's.
     deviation = (pl.col("per_step") - pl.col("baseline")).abs() * pl.col("n").sqrt()
@@ -95,36 +95,30 @@ def baselines(lines: pl.LazyFrame, size: int, periods: tuple[beat.Period, ...] =
     return keyed.with_columns(communicates=~quiet).drop(*key[1:], "usual")
 
 
-def local_baselines(keyed: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
-    """Per line with a wall clock, the median seconds per step of the clean lines of its key (``by``: its
-    rank, cycle position and beat) within +-``BASELINE_SECONDS`` / 2: step times drift (a shared host, a
-    data pipeline, thermal limits), and a run-wide median reads the drift as excess, or hides an episode
-    under it.
-
-    Returns:
-        ``rank``, ``step``, ``local`` (null where no clean line is near).
+def with_local_baselines(keyed: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    """``keyed`` with ``local``: per line with a wall clock, the median seconds per step of the clean lines of
+    its key (``by``: its rank, cycle position and beat) within +-``BASELINE_SECONDS`` / 2 (null where no
+    clean line is near, or the line has no wall clock). Step times drift (a shared host, a data pipeline,
+    thermal limits), and a run-wide median reads the drift as excess, or hides an episode under it.
     """
-    timed = keyed.filter(pl.col("lo").is_not_null()).sort("lo")
-    full, half = round(BASELINE_SECONDS * 1e6), round(BASELINE_SECONDS * 1e6 / 2)
+    every = round(BASELINE_SECONDS * 1e6) // BASELINE_WINDOWS_PER_SPAN
+    # Windows of BASELINE_SECONDS every 1 / BASELINE_WINDOWS_PER_SPAN of that (a rolling median per line
+    # costs a median of a window's lines per line). Window w spans (w -+ half) * every: a line lies in the
+    # BASELINE_WINDOWS_PER_SPAN windows from its first on, and takes the one centred nearest to it.
+    half = BASELINE_WINDOWS_PER_SPAN // 2
+    ticks = pl.col("lo").dt.epoch("us")
+    first = ticks // every - (half - 1)
     clean = pl.col("per_step").filter(pl.col("physics") <= 0)
-    # Windows of BASELINE_SECONDS every quarter of that (a rolling median per line costs a median of a
-    # window's lines per line); each line takes the window centred nearest to it.
     windows = (
-        timed.group_by_dynamic(
-            "lo",
-            every=f"{full // BASELINE_WINDOWS_PER_SPAN}us",
-            period=f"{full}us",
-            offset=f"-{half}us",
-            group_by=by,
-        )
+        keyed.filter(pl.col("lo").is_not_null())
+        .select(*by, "per_step", "physics", window=pl.int_ranges(first, first + BASELINE_WINDOWS_PER_SPAN))
+        .explode("window")
+        .group_by(*by, "window")
         .agg(local=clean.median())
-        .select(*by, "local", centre=pl.col("lo") + pl.duration(microseconds=half))
-        .sort("centre")
     )
-    near = timed.join_asof(
-        windows, left_on="lo", right_on="centre", by=by, strategy="nearest", check_sortedness=False
-    )
-    return near.select("rank", "step", "local")
+    nearest = keyed.with_columns(window=(ticks + every // 2) // every)
+    joined = nearest.join(windows, on=[*by, "window"], how="left", nulls_equal=True, maintain_order="left")
+    return joined.drop("window")
 
 
 def reads_a_gain(*block: str) -> pl.Expr:

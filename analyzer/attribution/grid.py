@@ -2,13 +2,14 @@
 are cells x link ends rows (20,000 cells x 500 ends is 1e7 rows, about 1.2 GB, and several copies of it
 while they are read), but what the method keeps of them is per end (``job_rates``) or a few cells (those
 with a cause, and those of a link down). So the amounts are made and read one chunk of whole links at a
-time, twice (the job's rates first: the steady figures and every cause need them): peak memory follows
-``physics.CHUNK_ROWS``, not the number of link ends, with the same results as reading them at once.
+time, once (``read_amounts``): peak memory follows ``physics.CHUNK_ROWS``, not the number of link ends, with
+the same results as reading them at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -32,52 +33,57 @@ def link_chunks(totals: pl.DataFrame, cells: int) -> Iterator[pl.DataFrame]:
     yield totals.filter(pl.col("link").is_in(chunk))
 
 
-def _amounts(totals: pl.DataFrame, grid: pl.DataFrame) -> pl.DataFrame:
-    return physics.window_amounts(totals.lazy(), grid.lazy()).collect()
+@dataclass
+class GridAmounts:
+    """What the method keeps of the grid's amounts, read in one pass over the link chunks."""
+
+    rates: pl.DataFrame
+    """``steady.job_rates`` of every link end over the grid's cells."""
+    causing: pl.DataFrame
+    """The cells holding a cause (``episode.with_a_cause``' first part), of every link."""
+    down: pl.DataFrame
+    """The cells a link counts as down (its second part)."""
 
 
-def end_rates(grid: pl.DataFrame, totals: pl.DataFrame) -> pl.DataFrame:
-    """``steady.job_rates`` of every link end over the grid's cells.
+def read_amounts(grid: pl.DataFrame, totals: pl.DataFrame, ends: pl.DataFrame, poll: float) -> GridAmounts:
+    """Each chunk's amounts made once: its ends' job rates, then its cells with a cause read against those
+    rates (a cell is read against its own end's rate only, so a chunk of whole links needs no other's).
 
     Args:
         grid: ``episode.read_grid``'s grid.
         totals: its running totals.
+        ends: ``physics.MEMBERS`` rows.
+        poll: ``poll_seconds`` of the readings.
     """
-    return pl.concat(
-        [job_rates(_amounts(chunk, grid)) for chunk in link_chunks(totals, grid.height)],
-        how="vertical_relaxed",
+    cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
+    ahead = round(poll / cell_seconds)
+    rates, kept, down = [], [], []
+    for chunk in link_chunks(totals, grid.height):
+        amounts = physics.window_amounts(chunk.lazy(), grid.lazy()).collect()
+        rates.append(job_rates(amounts))
+        causing, downed = with_a_cause(with_job_rates(amounts, rates[-1]), ends, ahead)
+        kept.append(causing)
+        down.append(downed)
+    return GridAmounts(
+        pl.concat(rates, how="vertical_relaxed"),
+        pl.concat(kept, how="vertical_relaxed"),
+        pl.concat(down, how="vertical_relaxed"),
     )
 
 
 def grid_physics(
-    grid: pl.DataFrame,
-    totals: pl.DataFrame,
-    rates: pl.DataFrame,
-    ends: pl.DataFrame,
-    links: pl.DataFrame,
-    poll: float,
+    grid: pl.DataFrame, amounts: GridAmounts, ends: pl.DataFrame, links: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each cell's physics per link (``episode.step_physics``), and the strongest link's per cell
     (``signal``: ``time``, ``physics``, for the skew search).
 
     Args:
         grid: ``episode.read_grid``'s grid.
-        totals: its running totals.
-        rates: ``end_rates`` output.
+        amounts: ``read_amounts`` output.
         ends: ``physics.MEMBERS`` rows.
         links: ``steady.steady`` output.
-        poll: ``poll_seconds`` of the readings.
     """
-    cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
-    ahead = round(poll / cell_seconds)
-    kept, down = [], []
-    for chunk in link_chunks(totals, grid.height):
-        causing, downed = with_a_cause(with_job_rates(_amounts(chunk, grid), rates), ends, ahead)
-        kept.append(causing)
-        down.append(downed)
-    cells = physics_of(
-        grid, pl.concat(kept, how="vertical_relaxed"), pl.concat(down, how="vertical_relaxed"), ends, links
-    )
+    cells = physics_of(grid, amounts.causing, amounts.down, ends, links)
     strongest = floor(cells).group_by("window").agg(pl.col("physics").max())
     signal = grid.join(strongest, on="window", how="left").with_columns(pl.col("physics").fill_null(0.0))
     return cells, signal.select("time", "physics")

@@ -26,7 +26,7 @@ from analyzer import frames, physics, schemas
 from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
 from analyzer.attribution.excess import judge, rhythm
-from analyzer.attribution.grid import end_rates, grid_physics
+from analyzer.attribution.grid import grid_physics, read_amounts
 from analyzer.attribution.impaired import with_ceiling
 from analyzer.attribution.lines import STEP as _STEP
 from analyzer.attribution.lines import expand, read_lines
@@ -76,10 +76,10 @@ def attribute(
     poll = poll_seconds(readings)
     # The amounts per grid cell and link end are read a few links at a time (``grid``: peak memory).
     grid, totals = read_grid(readings, median_step)
-    rates = end_rates(grid, totals)
-    links = steady(members, ends, round_trips, link_bytes(rates, job, median_step))
-    cells, signal = grid_physics(grid, totals, rates, ends, links, poll)
+    amounts = read_amounts(grid, totals, ends, poll)
     del totals
+    links = steady(members, ends, round_trips, link_bytes(amounts.rates, job, median_step))
+    cells, signal = grid_physics(grid, amounts, ends, links)
     correlation = None
     if skew_seconds is None:
         skew_seconds, correlation = find_skew(lines, signal)
@@ -99,7 +99,7 @@ def attribute(
     size, periods = rhythm(
         in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
     )
-    syncs = periods if sends_sparsely(rates) else []  # a job that sends only on its beat: its syncs
+    syncs = periods if sends_sparsely(amounts.rates) else []  # a job that sends only on its beat: its syncs
     summary["communication_cycle_steps"] = size
     summary["job_beat"] = [{"every_steps": every, "phase": phase} for every, phase in periods]
     summary.update(read)
