@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import polars as pl
 import pytest
 from attribution_support import judge_one_link, lines_frame, timed_lines
 
 from analyzer.attribution import excess
+from analyzer.attribution.rules import BASELINE_SECONDS, BASELINE_WINDOWS_PER_SPAN
 
 
 def test_cycle_finds_a_sync_every_four_steps() -> None:
@@ -53,6 +56,55 @@ def test_a_drifting_step_time_is_not_excess() -> None:
     episode = judged.filter(pl.col("physics") > 0)
     assert episode["network"].mean() == pytest.approx(0.10, rel=0.1)
     assert judged.filter(pl.col("physics") <= 0)["network"].sum() == 0
+
+
+def _local_by_hand(
+    rows: list[tuple[int, int, int | None, float, float]],
+) -> dict[tuple[int, int], float | None]:
+    """The local baseline as ``with_local_baselines`` defines it, one line at a time: the window of
+    BASELINE_SECONDS centred on a multiple of its 1 / BASELINE_WINDOWS_PER_SPAN nearest the line's start (a
+    tie: the later), and the median of the clean lines of the line's key that start inside it."""
+    every = round(BASELINE_SECONDS * 1e6) // BASELINE_WINDOWS_PER_SPAN
+    half = BASELINE_WINDOWS_PER_SPAN // 2 * every
+    out: dict[tuple[int, int], float | None] = {}
+    for rank, step, lo, _, _ in rows:
+        if lo is None:
+            out[rank, step] = None
+            continue
+        centre = (lo + every // 2) // every * every
+        clean = [
+            s
+            for r, _, t, s, physics in rows
+            if r == rank and t is not None and centre - half <= t < centre + half and physics <= 0
+        ]
+        out[rank, step] = float(np.median(clean)) if clean else None
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_lines_local_baseline_is_the_clean_median_of_the_window_centred_nearest_it(seed: int) -> None:
+    # Starts on a grid (1 us, 0.25 s or 7.5 s) so that lines fall on windows' edges and half-way between two
+    # windows' centres, where a tie must go the same way every time; some lines without a wall clock.
+    rng = np.random.default_rng(seed)
+    grid = [1, 250_000, 7_500_000][seed % 3]
+    origin = round(datetime(2026, 12, 5, tzinfo=UTC).timestamp()) * 1_000_000
+    rows = [
+        (
+            int(rng.integers(0, 3)),
+            step,
+            None if rng.random() < 0.05 else origin + int(rng.integers(0, 300_000_000)) // grid * grid,
+            float(rng.uniform(0.1, 2.0)),
+            float(rng.choice([0.0, 0.0, 0.5])),
+        )
+        for step in range(int(rng.integers(1, 400)))
+    ]
+    keyed = pl.DataFrame(
+        rows, schema=["rank", "step", "lo", "per_step", "physics"], orient="row"
+    ).with_columns(pl.col("rank", "step").cast(pl.Int64), pl.col("lo").cast(pl.Datetime("us", "UTC")))
+    got = excess.with_local_baselines(keyed.lazy(), ["rank"]).collect()
+    assert got.select("rank", "step").rows() == keyed.select("rank", "step").rows()  # every line, in order
+    expected = _local_by_hand(rows)
+    assert got["local"].to_list() == pytest.approx([expected[r[0], r[1]] for r in rows])
 
 
 def test_a_block_within_its_noise_is_not_blamed() -> None:
