@@ -61,7 +61,7 @@ def cycle(durations: pl.DataFrame) -> int:
 def baselines(lines: pl.LazyFrame, size: int, periods: tuple[beat.Period, ...] = ()) -> pl.LazyFrame:
     """Per rank, position in the cycle (for single steps) and hits of the job's own beat: the median and
     noise of clean lines' seconds per step (clean: no physical cause); all lines when none is clean. A line
-    with a wall clock takes the median of the clean lines around it (``local_baselines``) where there are
+    with a wall clock takes the median of the clean lines around it (``with_local_baselines``) where there are
     any.
 
     Args:
@@ -104,7 +104,8 @@ def with_local_baselines(keyed: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
     every = round(BASELINE_SECONDS * 1e6) // BASELINE_WINDOWS_PER_SPAN
     # Windows of BASELINE_SECONDS every 1 / BASELINE_WINDOWS_PER_SPAN of that (a rolling median per line
     # costs a median of a window's lines per line). Window w spans (w -+ half) * every: a line lies in the
-    # BASELINE_WINDOWS_PER_SPAN windows from its first on, and takes the one centred nearest to it.
+    # BASELINE_WINDOWS_PER_SPAN windows from its first on, and takes the one centred nearest to it (the
+    # later of two as near).
     half = BASELINE_WINDOWS_PER_SPAN // 2
     ticks = pl.col("lo").dt.epoch("us")
     first = ticks // every - (half - 1)
