@@ -5,8 +5,10 @@ that slow the job's collectives, summed over the end's member interfaces (``read
 
 * ``sent``: bytes the job's traffic class transmitted (the job's own bytes plus any other traffic in its
   class, which shares the queue with it);
-* ``dropped``: bytes the job's class dropped (``dropped_frames`` where only packets are counted), and
-  ``fcs`` frames received with a bad FCS (lost to the optics): all are sent again;
+* ``dropped``: bytes the job's class dropped (``dropped_frames`` where only packets are counted),
+  ``fcs`` frames received with a bad FCS (lost to the optics), and ``discarded`` frames the end discarded
+  as they arrived (``ifInDiscards``: a receive buffer that overflowed, as a lossy incast's does at the far
+  end; counted per port, not per class, as FCS errors are): all are sent again;
 * ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
   pause time the end sent (to its own hosts, and over the wave to the far end);
 * ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link);
@@ -47,11 +49,12 @@ DROPPED = "dci_queue_dropped_bytes_total"
 DROPPED_PACKETS = QUEUE_DROPPED
 PAUSED = "dci_pfc_pause_duration_seconds_total"
 FCS = "dci_interface_receive_fcs_errors_total"
+DISCARDED = "dci_interface_receive_discards_total"
 UP = "dci_interface_oper_up"
 SPEED = "dci_interface_speed_bytes_per_second"
 HELD = "dci_queue_watermark_bytes"
 RTT_MIN = "dci_link_rtt_seconds_min"
-METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, UP, SPEED, HELD, RTT_MIN})
+METRICS = frozenset({SENT, DROPPED, DROPPED_PACKETS, PAUSED, FCS, DISCARDED, UP, SPEED, HELD, RTT_MIN})
 _US = pl.Datetime("us", "UTC")
 QUANTITIES = (
     "sent",
@@ -60,6 +63,7 @@ QUANTITIES = (
     "paused",
     "pausing",
     "fcs",
+    "discarded",
     "down",
     "slow",
     "ingress",
@@ -171,6 +175,8 @@ def quantity_of(job_class: str | None) -> pl.Expr:
         .then(pl.lit("pausing"))
         .when(metric == FCS)
         .then(pl.lit("fcs"))
+        .when(metric == DISCARDED)
+        .then(pl.lit("discarded"))
         .when(metric == UP)
         .then(pl.lit("down"))
         .when(metric == SPEED)

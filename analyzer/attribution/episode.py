@@ -24,7 +24,7 @@ avail         = max(cap_up - other traffic in the class, MIN_SHARE * cap_up)
 lost_capacity = bytes * (1 / cap_up - 1 / capacity)
 queueing      = bytes * (1 / avail - 1 / cap_up) + ingress / s / capacity + queued / s / max(sent / s, MIN_SHARE * capacity)
 pause         = bytes * (1 / (avail * (1 - f)) - 1 / avail),  f = min((paused + held) / (interfaces * s), 1 - MIN_SHARE)
-loss_recovery = rtt + lost / avail,  lost = (max(dropped, dropped_frames * FRAME_BYTES) + fcs * FRAME_BYTES) / s * step
+loss_recovery = rtt + lost / avail,  lost = (max(dropped, dropped_frames * FRAME_BYTES) + (fcs + discarded) * FRAME_BYTES) / s * step
 physics(link) = the slower direction's sum of the four;  0 under PHYSICS_FLOOR_SECONDS
 (other traffic: the class's rate beyond the job's own, its median rate, or a sparse sender's rate when it
 sends; a cause counts only past OTHER_SHARE of the capacity and RATE_NOISE_SIGMAS of the job's rate noise, at
@@ -143,7 +143,12 @@ def may_hold_a_cause() -> pl.Expr:
 def held_or_lost() -> pl.Expr:
     """Whether a window of a link end holds a cause other than other traffic."""
     return (pl.col("down") + pl.col("slow") + pl.col("ingress") + pl.col("queued") > 0) | (
-        pl.col("paused") + pl.col("pausing") + pl.col("dropped") + pl.col("dropped_frames") + pl.col("fcs")
+        pl.col("paused")
+        + pl.col("pausing")
+        + pl.col("dropped")
+        + pl.col("dropped_frames")
+        + pl.col("fcs")
+        + pl.col("discarded")
         > 0
     )
 
@@ -189,9 +194,10 @@ def available() -> pl.Expr:
 
 def lost_bytes() -> pl.Expr:
     """Bytes lost per step: dropped bytes where counted, else dropped packets as frames (never both: the
-    same drops), plus FCS errors as frames."""
+    same drops), plus the frames lost on receipt (bad FCS, discarded by the receiving port)."""
     dropped = pl.max_horizontal(pl.col("dropped"), pl.col("dropped_frames") * FRAME_BYTES)
-    return (dropped + pl.col("fcs") * FRAME_BYTES) / pl.col("seconds") * pl.col("seconds_step")
+    on_receipt = (pl.col("fcs") + pl.col("discarded")) * FRAME_BYTES
+    return (dropped + on_receipt) / pl.col("seconds") * pl.col("seconds_step")
 
 
 def lost_capacity() -> pl.Expr:

@@ -208,9 +208,9 @@ FRAME_BYTES = _rule(
     "FRAME_BYTES",
     4096.0,
     "episode",
-    "the bytes an FCS error or a dropped packet loses",
+    "the bytes an FCS error, a discarded frame or a dropped packet loses",
     _PRINCIPLE + "a RoCE frame at the usual 4 KiB MTU",
-    "none",
+    _T + "episode.py::test_frames_the_far_end_discards_on_receipt_are_lost_and_sent_again",
 )
 OTHER_SHARE = _rule(
     "OTHER_SHARE",
