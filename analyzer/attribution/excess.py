@@ -14,6 +14,7 @@ from analyzer.attribution.rules import (
     CYCLE_SLOW_LEVELS,
     CYCLE_SLOW_QUANTILE,
     CYCLE_STEPS,
+    CYCLE_TOLD_POLLS,
     CYCLES,
     MAD_TO_SIGMA,
     SIGNIFICANT_SIGMAS,
@@ -26,7 +27,8 @@ excess   = (measure - baseline) * n                         seconds over the lin
 sigma    = MAD_TO_SIGMA * median over clean lines(|measure - baseline| * sqrt(n))
 noise    = sigma * sqrt(n)
 cycle    = smallest N in CYCLES whose slow position's CYCLE_SLOW_QUANTILE exceeds the next position's
-           median by CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise, the others agreeing within it
+           median by CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise, the others agreeing within it;
+           1 where N steps span more than CYCLE_TOLD_POLLS polls and the job does not send sparsely
 """
 
 
@@ -56,6 +58,25 @@ def cycle(durations: pl.DataFrame) -> int:
         if ordered["low"][0] - rest[0] > CYCLE_SLOW_LEVELS * level and rest[0] - rest[-1] <= level:
             return size
     return 1
+
+
+def communication_cycle(size: int, step_seconds: float, poll: float, sparse: bool) -> int:
+    """The cycle ``cycle`` found, as a communication cycle: its quiet positions send nothing (``baselines``).
+
+    A slow position every N steps is a sync (DiLoCo) or a checkpoint (compute); step times cannot tell them
+    apart, the job class's counters can: a cycle spanning more than ``CYCLE_TOLD_POLLS`` polls leaves most
+    counter windows without the job's bytes if it syncs only then (``steady.sends_sparsely``). A job seen
+    sending in most windows communicates every step: its slow position is compute (the beat keys its
+    baseline: ``beat.find``), and its cycle is 1. A shorter cycle is read from the step times alone.
+
+    Args:
+        size: ``cycle``'s answer.
+        step_seconds: the typical step.
+        poll: the telemetry's usual interval.
+        sparse: whether the job sends in fewer than half of the windows.
+    """
+    told = size * step_seconds > CYCLE_TOLD_POLLS * poll
+    return 1 if told and not sparse else size
 
 
 def baselines(lines: pl.LazyFrame, size: int, periods: tuple[beat.Period, ...] = ()) -> pl.LazyFrame:

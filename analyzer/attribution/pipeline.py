@@ -25,7 +25,7 @@ import polars as pl
 from analyzer import frames, physics, schemas
 from analyzer.attribution import beat
 from analyzer.attribution.episode import floor, poll_seconds, read_grid
-from analyzer.attribution.excess import judge, rhythm
+from analyzer.attribution.excess import communication_cycle, judge, rhythm
 from analyzer.attribution.grid import grid_physics, read_amounts
 from analyzer.attribution.impaired import with_ceiling
 from analyzer.attribution.lines import STEP as _STEP
@@ -85,7 +85,6 @@ def attribute(
         skew_seconds, correlation = find_skew(lines, signal)
     del signal
     summary: dict[str, object] = {"skew_seconds": skew_seconds, "skew_correlation": correlation}
-    summary["skew_estimated"] = correlation is not None
     read = {
         "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
         "interval_lines": int((lines["n"] > 1).sum()),
@@ -99,9 +98,10 @@ def attribute(
     size, periods = rhythm(
         in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
     )
-    syncs = periods if sends_sparsely(amounts.rates) else []  # a job that sends only on its beat: its syncs
-    summary["communication_cycle_steps"] = size
-    summary["job_beat"] = [{"every_steps": every, "phase": phase} for every, phase in periods]
+    size = communication_cycle(size, median_step, poll, sparse := sends_sparsely(amounts.rates))
+    syncs = periods if sparse else []  # a job that sends only on its beat: its syncs
+    beats = [{"every_steps": every, "phase": phase} for every, phase in periods]
+    summary.update(skew_estimated=correlation is not None, communication_cycle_steps=size, job_beat=beats)
     summary.update(read)
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     with StepParts(len(ranks)) as parts:

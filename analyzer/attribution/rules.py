@@ -153,6 +153,17 @@ CYCLE_SLOW_LEVELS = _rule(
     _T + "excess.py::test_cycle_finds_a_sync_every_four_steps",
     off=math.inf,
 )
+CYCLE_TOLD_POLLS = _rule(
+    "CYCLE_TOLD_POLLS",
+    4.0,
+    "excess",
+    "a cycle longer than this many polls is a communication cycle only where the job sends sparsely",
+    _PRINCIPLE
+    + "a sync's burst lands in at most two poll intervals, so a cycle of more than four leaves most of "
+    "the counters' windows without the job's bytes: the counters then tell a sync (DiLoCo) from a "
+    "checkpoint (compute), which a step log alone cannot",
+    _T + "excess.py::test_a_checkpoint_cycle_is_no_communication_cycle_where_the_job_sends_every_step",
+)
 CYCLE_NOISE_FLOOR_SECONDS = _rule(
     "CYCLE_NOISE_FLOOR_SECONDS",
     1e-6,

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from attribution_support import judge_one_link, lines_frame, timed_lines
 
-from analyzer.attribution import excess
+from analyzer.attribution import excess, steady
 from analyzer.attribution.rules import BASELINE_SECONDS, BASELINE_WINDOWS_PER_SPAN
 
 
@@ -41,6 +41,34 @@ def test_quiet_steps_of_a_cycle_take_no_blame() -> None:
     quiet = judged.filter(pl.col("step") % 4 != 0)
     assert not quiet["communicates"].any()
     assert judged.filter(pl.col("step") % 4 == 0)["communicates"].all()
+
+
+def _windows_sent(every_window: int, windows: int = 120) -> pl.DataFrame:
+    """One link end's counter windows of 1 s: the job class's bytes in every ``every_window``-th one."""
+    sent = [1e9 if w % every_window == 0 else 0.0 for w in range(windows)]
+    return pl.DataFrame({"link": "l", "device": "a", "sent": sent, "seconds": 1.0})
+
+
+def test_a_checkpoint_cycle_is_no_communication_cycle_where_the_job_sends_every_step() -> None:
+    # A data-parallel job checkpointing every 12 steps of 0.6 s: the step times show a slow position
+    # every 12 steps exactly as DiLoCo's sync every 12 would; the class's counters (1 s polls) carry the
+    # job's bytes in every window, so the slow step is compute and every step communicates.
+    steps = list(range(1, 241))
+    per_step = [0.6 + (2.0 if s % 12 == 0 else 0.0) + 0.002 * ((s * 7919) % 5 - 2) for s in steps]
+    clean = pl.DataFrame({"step": steps, "seconds": per_step})
+    found = excess.cycle(clean)
+    assert found == 12
+    every_step = steady.sends_sparsely(steady.job_rates(_windows_sent(1)))
+    on_syncs_only = steady.sends_sparsely(steady.job_rates(_windows_sent(7)))
+    assert (every_step, on_syncs_only) == (False, True)
+    assert excess.communication_cycle(found, 0.6, 1.0, every_step) == 1
+    judged = excess.measured(excess.baselines(lines_frame(per_step, [0.0] * len(steps)), 1)).collect()
+    assert judged["communicates"].all()
+    # DiLoCo syncing every 12 steps sends in one window of seven: its quiet steps send nothing.
+    assert excess.communication_cycle(found, 0.6, 1.0, on_syncs_only) == 12
+    # A cycle within four polls leaves bytes in most windows either way: the step times decide alone.
+    assert excess.communication_cycle(4, 0.6, 1.0, every_step) == 4
+    assert excess.communication_cycle(12, 0.3, 1.0, every_step) == 12
 
 
 def test_a_drifting_step_time_is_not_excess() -> None:
