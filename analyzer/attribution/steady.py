@@ -115,16 +115,16 @@ def link_bytes(rates: pl.DataFrame, job: JobFigures, step_seconds: float) -> pl.
     rates over the run spread it then (its bytes per sync where the total is declared per sync), the
     smaller of a link's two directions: over a whole run another tenant's load in the class weighs as much
     as the job's few exchanges, and an exchange (an all-reduce over several channels) crosses each link
-    both ways where a tenant's load need not. Where no link carries the class both ways (the job did not
-    exchange in the run), the mean of the two directions, as before."""
-    per_link = rates.group_by("link").agg(
-        rate=pl.col("base_rate").mean(), both=pl.col("mean_rate").min(), mean=pl.col("mean_rate").mean()
-    )
-    # Typical rates, else what both directions carry, else (no link carries the class both ways) the mean.
-    for fallback in ("both", "mean"):
-        if not float(per_link["rate"].sum()) > 0:
-            per_link = per_link.with_columns(rate=pl.col(fallback).fill_nan(None).fill_null(0.0))
-    if not float(per_link["rate"].sum()) > 0:  # no job-class counters: the spread is unknown
+    both ways where a tenant's load need not. Where no link carries the class both ways, the job did not
+    exchange in the run (DiLoCo syncing less often than the run is long) and what the class carried is
+    another tenant's: nothing in the run tells the job's links apart, and its flows, hashed over them
+    (ECMP), spread a declared total evenly; without one its bytes are unknown."""
+    per_link = rates.group_by("link").agg(rate=pl.col("base_rate").mean(), both=pl.col("mean_rate").min())
+    if not float(per_link["rate"].sum()) > 0:  # no typical rate: what both directions carry
+        per_link = per_link.with_columns(rate=pl.col("both").fill_nan(None).fill_null(0.0))
+    if not float(per_link["rate"].sum()) > 0 and job.bytes_per_step:  # no exchange: evenly
+        per_link = per_link.with_columns(rate=pl.lit(1.0))
+    if not float(per_link["rate"].sum()) > 0:  # no job-class counters, or no exchange: unknown
         return per_link.clear().select("link", bytes=pl.col("rate"))
     share = pl.col("rate") / pl.col("rate").sum()
     total = pl.lit(job.bytes_per_step) * share if job.bytes_per_step else pl.col("rate") * step_seconds
