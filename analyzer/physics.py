@@ -7,8 +7,10 @@ that slow the job's collectives, summed over the end's member interfaces (``read
   class, which shares the queue with it);
 * ``dropped``: bytes the job's class dropped (``dropped_frames`` where only packets are counted),
   ``fcs`` frames received with a bad FCS (lost to the optics), and ``discarded`` frames the end discarded
-  as they arrived (``ifInDiscards``: a receive buffer that overflowed, as a lossy incast's does at the far
-  end; counted per port, not per class, as FCS errors are): all are sent again;
+  as they arrived beyond its usual rate (``ifInDiscards``: a receive buffer that overflowed, as a lossy
+  incast's does at the far end; counted per port, not per class, as FCS errors are; what a port discards
+  all along, control frames or filtered traffic, is its steady state, its median rate over the run): all
+  are sent again;
 * ``paused``: seconds the job's priority was paused by the far end (PFC received), and ``pausing``: PFC
   pause time the end sent (to its own hosts, and over the wave to the far end);
 * ``down``: wave-seconds the member interfaces were operationally down (a wave down shrinks the link);
@@ -118,6 +120,7 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     usual = pl.col("usual")
     missing = pl.when(usual > 0).then((1 - pl.col("value") / usual).clip(0.0, 1.0)).otherwise(0.0)
     # A gauge covers the interval since the previous reading; the first reading of a series covers none.
+    beyond_usual = (pl.col("increase") - pl.col("usual_rate") * pl.col("seconds")).clip(lower_bound=0.0)
     amount = (
         pl.when(metric == UP)
         .then((1 - pl.col("value")) * pl.col("seconds"))
@@ -125,6 +128,8 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .then(missing * pl.col("seconds"))
         .when(metric == HELD)
         .then(pl.col("value") * pl.col("seconds"))
+        .when(metric == DISCARDED)
+        .then(beyond_usual)
         .otherwise(pl.col("increase"))
     )
     # Signals are grouped by series in time order: neighbours are a shift away.
@@ -135,7 +140,10 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     standing = pl.when(stands).then((pl.col("value") - usual) * pl.col("seconds")).otherwise(0.0)
     sig = (
         signals.filter(pl.col("series").is_in(quantities["series"].implode()))
-        .with_columns(usual=pl.col("value").median().over("series"))
+        .with_columns(
+            usual=pl.col("value").median().over("series"),
+            usual_rate=(pl.col("increase") / pl.col("seconds")).median().over("series"),
+        )
         .with_columns(high=(metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual))
         .with_columns(amount=amount.fill_null(0.0), standing=standing.fill_null(0.0))
     )

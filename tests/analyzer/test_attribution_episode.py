@@ -240,6 +240,39 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
     assert cells["physics"].item() == pytest.approx(0.01)
 
 
+def test_a_ports_usual_discards_are_its_steady_state_not_loss() -> None:
+    # A port discarding 10 frames a second all along (control frames, filtered traffic), and 500 more over
+    # one second: only those 500 are lost to the job.
+    times = [T0 + timedelta(seconds=s) for s in range(8)]
+    increase = [None, 10.0, 10.0, 510.0, 10.0, 10.0, 10.0, 10.0]
+    signals = pl.LazyFrame(
+        {
+            "series": [1] * len(times),
+            "metric": [physics.DISCARDED] * len(times),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [*times[1:], None],
+            "value": [0.0] * len(times),
+            "increase": increase,
+            "seconds": [None] + [1.0] * (len(times) - 1),
+        },
+        schema=schemas.SIGNALS,
+    )
+    labels = pl.LazyFrame(
+        {
+            "series": [1],
+            "link": ["l1"],
+            "device": ["b"],
+            "interface": ["e1"],
+            "queue": [None],
+            "direction": [None],
+        },
+        schema_overrides={"series": pl.UInt64, "queue": pl.String, "direction": pl.String},
+    ).with_columns(priority=pl.lit(None, pl.String))
+    rows = physics.readings(signals, labels, "3").collect()
+    assert rows.filter(pl.col("amount") > 0).select("quantity", "amount").rows() == [("discarded", 500.0)]
+
+
 def test_frames_the_far_end_discards_on_receipt_are_lost_and_sent_again() -> None:
     # A lossy link's far switch whose receive buffer overflows (an incast) discards the job's frames as
     # they arrive: ifInDiscards, per port, counted as FCS errors are (no class label on either).
