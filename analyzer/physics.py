@@ -142,7 +142,12 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         signals.filter(pl.col("series").is_in(quantities["series"].implode()))
         .with_columns(
             usual=pl.col("value").median().over("series"),
-            usual_rate=(pl.col("increase") / pl.col("seconds")).median().over("series"),
+            # Readings with no time between them (two of one instant) tell no rate.
+            usual_rate=(pl.col("increase") / pl.col("seconds"))
+            .filter(pl.col("seconds") > 0)
+            .median()
+            .over("series")
+            .fill_null(0.0),
         )
         .with_columns(high=(metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual))
         .with_columns(amount=amount.fill_null(0.0), standing=standing.fill_null(0.0))

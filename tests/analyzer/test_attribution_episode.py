@@ -79,23 +79,14 @@ def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
     assert rows["amount"].sum() == pytest.approx(1.2)
 
 
+def _zeros(*but: str) -> dict[str, float]:
+    """Every physics quantity at zero, except those named (a test sets them itself)."""
+    return dict.fromkeys((q for q in physics.QUANTITIES if q not in but), 0.0)
+
+
 def _one_end(sent: list[float]) -> pl.DataFrame:
     """One link end's amounts over 1 s windows: the job class's bytes ``sent`` and no other quantity."""
-    zeros = dict.fromkeys(
-        (
-            "dropped",
-            "dropped_frames",
-            "paused",
-            "pausing",
-            "fcs",
-            "discarded",
-            "down",
-            "slow",
-            "ingress",
-            "queued",
-        ),
-        0.0,
-    )
+    zeros = _zeros("sent")
     return pl.DataFrame(
         {
             "window": range(len(sent)),
@@ -134,10 +125,7 @@ def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffi
     # l2 is down and its 8 MB/s go over l1's other direction, queueing there: l2's cost (a reroute).
     # Window 2: the same on l1 with no link down is other traffic, l1's. Window 3: l2 down, but l1 gains
     # more than l2 lost: other traffic too.
-    zeros = dict.fromkeys(
-        ("dropped", "dropped_frames", "paused", "pausing", "fcs", "discarded", "slow", "ingress", "queued"),
-        0.0,
-    )
+    zeros = _zeros("sent", "down")
     rows = []
     for window, l1_back, l2_down in ((0, 0.1e6, 0.0), (1, 8.0e6, 1.0), (2, 8.0e6, 0.0), (3, 11.0e6, 1.0)):
         l2_sent = 0.0 if l2_down else 8e6
@@ -172,6 +160,32 @@ def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffi
         amounts.join(ends, on=["link", "device"]),
     )
     assert moved.select("link", "cause").row(0) == ("l2", "reroute")
+
+
+def _cells_of_a_second_window(**added: float) -> pl.DataFrame:
+    """``step_physics`` of one link end (400 MB/s, 1 ms round trip, the job's 100 MB a 0.3 s step) over two
+    1 s windows, the second holding the quantities ``added`` and the first nothing."""
+    amounts = pl.DataFrame(
+        {
+            "window": [0, 1],
+            "link": "l1",
+            "device": "b",
+            "covered": 1.0,
+            "seconds": 1.0,
+            **_zeros(*added),
+            **{quantity: [0.0, amount] for quantity, amount in added.items()},
+            "base_rate": 0.0,
+            "own_rate": 0.0,
+            "rate_noise": 0.0,
+        }
+    )
+    ends = pl.DataFrame(
+        {"link": ["l1"], "device": ["b"], "interfaces": [1], "capacity": [4e8]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    links = pl.DataFrame({"link": ["l1"], "bytes": [1e8], "round_trip_seconds": [1e-3]})
+    windows = pl.DataFrame({"window": [0, 1], "seconds_step": 0.3})
+    return episode.step_physics(windows, amounts, ends, links)
 
 
 def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
@@ -213,29 +227,7 @@ def test_the_job_class_held_in_an_ingress_queue_is_physics() -> None:
     # The egress queue holds its usual length throughout: nothing stands in it.
     assert amounts_of == pytest.approx({"ingress": 8e6, "queued": 0.0})  # byte-seconds
     # Over a one-second window the end held 4 MB: 4 MB over its 400 MB/s line rate is 10 ms per step.
-    columns = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "discarded", "down", "slow")
-    amounts = pl.DataFrame(
-        {
-            "window": [0, 1],
-            "link": "l1",
-            "device": "b",
-            "covered": 1.0,
-            "seconds": 1.0,
-            **dict.fromkeys(columns, 0.0),
-            "ingress": [0.0, 4e6],
-            "queued": 0.0,
-            "base_rate": 0.0,
-            "own_rate": 0.0,
-            "rate_noise": 0.0,
-        }
-    )
-    ends = pl.DataFrame(
-        {"link": ["l1"], "device": ["b"], "interfaces": [1], "capacity": [4e8]},
-        schema_overrides={"interfaces": pl.UInt32},
-    )
-    links = pl.DataFrame({"link": ["l1"], "bytes": [1e8], "round_trip_seconds": [1e-3]})
-    windows = pl.DataFrame({"window": [0, 1], "seconds_step": 0.3})
-    cells = episode.step_physics(windows, amounts, ends, links)
+    cells = _cells_of_a_second_window(ingress=4e6)
     assert cells.select("window", "device", "cause").rows() == [(1, "b", "queueing")]
     assert cells["physics"].item() == pytest.approx(0.01)
 
@@ -289,29 +281,7 @@ def test_frames_the_far_end_discards_on_receipt_are_lost_and_sent_again() -> Non
     assert quantities == ["discarded", "fcs", "discarded"]
     # 100 frames discarded in a 1 s window: 100 x 4 KiB lost per second, 0.3 s of it per step, sent again
     # at the 400 MB/s left to the job after one round trip.
-    columns = ("sent", "dropped", "dropped_frames", "paused", "pausing", "fcs", "down", "slow", "ingress")
-    amounts = pl.DataFrame(
-        {
-            "window": [0, 1],
-            "link": "l1",
-            "device": "b",
-            "covered": 1.0,
-            "seconds": 1.0,
-            **dict.fromkeys(columns, 0.0),
-            "discarded": [0.0, 100.0],
-            "queued": 0.0,
-            "base_rate": 0.0,
-            "own_rate": 0.0,
-            "rate_noise": 0.0,
-        }
-    )
-    ends = pl.DataFrame(
-        {"link": ["l1"], "device": ["b"], "interfaces": [1], "capacity": [4e8]},
-        schema_overrides={"interfaces": pl.UInt32},
-    )
-    links = pl.DataFrame({"link": ["l1"], "bytes": [1e8], "round_trip_seconds": [1e-3]})
-    windows = pl.DataFrame({"window": [0, 1], "seconds_step": 0.3})
-    cells = episode.step_physics(windows, amounts, ends, links)
+    cells = _cells_of_a_second_window(discarded=100.0)
     assert cells.select("window", "device", "cause").rows() == [(1, "b", "loss_recovery")]
     assert cells["physics"].item() == pytest.approx(1e-3 + 100 * rules.FRAME_BYTES * 0.3 / 4e8)
 
@@ -356,17 +326,6 @@ def test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_runn
 def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -> None:
     # Window 1: 2 MB stand in the job class's egress queue beyond its usual length while the class drains
     # 100 MB/s: each of the job's packets waits 2 MB / 100 MB/s = 20 ms more. Windows 0 and 2: none.
-    columns = (
-        "dropped",
-        "dropped_frames",
-        "paused",
-        "pausing",
-        "fcs",
-        "discarded",
-        "down",
-        "slow",
-        "ingress",
-    )
     amounts = pl.DataFrame(
         {
             "window": [0, 1, 2],
@@ -374,7 +333,7 @@ def test_a_standing_egress_queue_delays_the_job_by_its_length_over_its_drain() -
             "device": "a",
             "covered": 1.0,
             "seconds": 1.0,
-            **dict.fromkeys(columns, 0.0),
+            **_zeros("sent", "queued"),
             "sent": 1e8,
             "queued": [0.0, 2e6, 0.0],
             "base_rate": 1e8,
