@@ -293,14 +293,25 @@ def window_amounts(totals: pl.LazyFrame, windows: pl.LazyFrame) -> pl.LazyFrame:
     }
     for quantity in QUANTITIES:
         added = np.zeros((ends.height, frame.height))
-        # A running total that never moves adds nothing to any window: most series of a run.
-        moves = (pl.col("total").max() > pl.col("total").min()) | pl.col("total").is_nan().any()
-        rows = series.filter(pl.col("quantity") == quantity).filter(moves.over("end"))
+        rows = series.filter(pl.col("quantity") == quantity).filter(moves().over("end"))
         if rows.height:
             added[rows["end"].unique(maintain_order=True).to_numpy()] = _increases(rows, lo, hi)
         columns[quantity] = added.ravel()
     columns["seconds"] = np.tile(seconds, ends.height)
     return pl.DataFrame(columns).lazy()
+
+
+def moves() -> pl.Expr:
+    """Whether a running total (``total``) moves: one that never does adds nothing to any window, as most
+    series of a run."""
+    return (pl.col("total").max() > pl.col("total").min()) | pl.col("total").is_nan().any()
+
+
+def still_ends(totals: pl.DataFrame) -> pl.DataFrame:
+    """The link ends (``link``, ``device``) none of whose running totals moves: they read the same, nothing,
+    in every window."""
+    moving = totals.group_by(KEYS).agg(moves=moves()).group_by("link", "device").agg(pl.col("moves").any())
+    return moving.filter(~pl.col("moves")).select("link", "device")
 
 
 _QUERIES_PER_PASS = 1 << 22  # window edges read per numpy.interp call (memory: 8 bytes x a few each)

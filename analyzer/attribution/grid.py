@@ -58,6 +58,13 @@ def read_amounts(grid: pl.DataFrame, totals: pl.DataFrame, ends: pl.DataFrame, p
     cell_seconds = float(grid["time"].dt.epoch("us").diff().median() or 1e6) / 1e6  # type: ignore[arg-type]
     ahead = round(poll / cell_seconds)
     rates, kept, down = [], [], []
+    # An end whose totals never move reads nothing in every cell: one cell gives its job rates (none), and
+    # it holds no cause and no cell down. Idle ends are most of a large fabric's.
+    still = physics.still_ends(totals)
+    if not still.is_empty():
+        idle = totals.join(still, on=["link", "device"], how="semi")
+        rates.append(job_rates(physics.window_amounts(idle.lazy(), grid.head(1).lazy()).collect()))
+        totals = totals.join(still, on=["link", "device"], how="anti")
     for chunk in link_chunks(totals, grid.height):
         amounts = physics.window_amounts(chunk.lazy(), grid.lazy()).collect()
         rates.append(job_rates(amounts))

@@ -152,17 +152,16 @@ def physics_per_step(
         ``steps`` with its ``window``, and the caused steps: ``rank``, ``line``, ``step``, ``window``,
         ``link``, ``device``, ``physics`` (over 0), ``cause``.
     """
-    windows = (
-        steps.filter(pl.col("lo").is_not_null())
-        .select("lo", "hi")
-        .unique()
-        .with_row_index("window")
-        .with_columns(pl.col("window").cast(pl.Int64))
+    # One window per distinct (lo, hi): ranks whose steps end together share theirs. Numbered in place (a
+    # dense rank), not by a unique table joined back: most windows of a run are one rank's alone.
+    placed = pl.col("lo").is_not_null()
+    steps = steps.with_columns(
+        window=pl.when(placed).then(pl.struct("lo", "hi").rank("dense").cast(pl.Int64))
     )
+    windows = steps.filter(placed).select("window", "lo", "hi").unique("window", keep="any")
     per_link = on_steps(cells, grid, collective_windows(windows, median_step, skew_seconds))
     per_link = per_link.sort("physics", descending=True).group_by("window", "link").first()
     per_link = per_link.filter(pl.col("physics") > 0)
-    steps = steps.join(windows, on=["lo", "hi"], how="left")
     caused = steps.select("rank", "line", "step", "window").join(per_link, on="window")
     return steps, caused
 
