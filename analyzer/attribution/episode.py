@@ -57,12 +57,20 @@ def grid_windows(totals: pl.DataFrame, points: int = GRID_POINTS) -> pl.DataFram
 
 def poll_seconds(readings: pl.DataFrame) -> float:
     """The usual time between two readings of one quantity of one link end (1 s when unknown): the median
-    over every two consecutive readings, so that a quantity read twice in a run (a status that never
-    changed, as its running total keeps only its ends) weighs as little as it tells."""
-    gaps = readings.group_by("link", "device", "quantity").agg(
-        gap=pl.col("time").sort().diff().dt.total_microseconds() / 1e6
+    interval of the readings that add something. Only those and their neighbours are kept
+    (``physics.readings``), so such a reading's predecessor is the one before it in its series and the gap
+    is its poll; a gap between two kept readings that quiet ones separated (a job syncing once a minute, a
+    status that never changed) is no poll. With no reading adding anything, the median over every two
+    consecutive readings."""
+    gaps = (
+        readings.sort("link", "device", "quantity", "time")
+        .with_columns(
+            gap=pl.col("time").diff().over("link", "device", "quantity").dt.total_microseconds() / 1e6
+        )
+        .filter(pl.col("gap") > 0)
     )
-    gap = gaps.explode("gap").filter(pl.col("gap") > 0)["gap"].median()
+    adding = gaps.filter(pl.col("amount") > 0)["gap"].median()
+    gap = adding if adding is not None else gaps["gap"].median()
     return float(gap) if isinstance(gap, (int, float)) and gap > 0 else 1.0
 
 

@@ -18,11 +18,30 @@ def test_the_poll_interval_is_the_usual_gap_between_readings_not_between_series(
     # totals keep only their two ends): the poll is 1 s, not the statuses' 58 s.
     every = [T0 + timedelta(seconds=i) for i in range(60)]
     ends = [T0, T0 + timedelta(seconds=58)]
-    rows = [("l1", "a", "sent", t) for t in every]
+    rows = [("l1", "a", "sent", t, 1.0) for t in every]
     rows += [
-        ("l1", "a", quantity, t) for quantity in ("down", "slow", "fcs", "paused", "ingress") for t in ends
+        ("l1", "a", quantity, t, 0.0)
+        for quantity in ("down", "slow", "fcs", "paused", "ingress")
+        for t in ends
     ]
-    readings = pl.DataFrame(rows, schema=["link", "device", "quantity", "time"], orient="row")
+    readings = pl.DataFrame(rows, schema=["link", "device", "quantity", "time", "amount"], orient="row")
+    assert episode.poll_seconds(readings) == pytest.approx(1.0)
+
+
+def test_the_poll_interval_is_not_the_gap_quiet_readings_left_between_a_sparse_jobs_syncs() -> None:
+    # A job syncing once every 40 s, read every second: only the readings that add something and their
+    # neighbours are kept (``physics.readings``), so most gaps between kept readings span quiet ones. The
+    # poll is the interval of the readings that add something, 1 s, not the 38 s between syncs nor the
+    # statuses' 100 s.
+    syncs = (30, 70)
+    kept = sorted({s + d for s in syncs for d in (-1, 0, 1)})
+    rows = [("l1", "a", "sent", T0 + timedelta(seconds=s), 1e9 if s in syncs else 0.0) for s in kept]
+    rows += [
+        ("l1", "a", quantity, T0 + timedelta(seconds=s), 0.0)
+        for quantity in ("down", "slow", "fcs", "paused", "ingress")
+        for s in (0, 100)
+    ]
+    readings = pl.DataFrame(rows, schema=["link", "device", "quantity", "time", "amount"], orient="row")
     assert episode.poll_seconds(readings) == pytest.approx(1.0)
 
 
