@@ -104,6 +104,10 @@ def with_a_cause(
     (``down_windows``). Both are a few rows of the grid, so the grid's amounts can be read a few links at a
     time (``analyzer.attribution.grid``)."""
     capacity = ends.select("link", "device", "capacity")
+    # Whether any byte of the job's class crossed the end within a poll of the cell (a counter's increase is
+    # spread over its interval): where none did, the job had nothing on the link for a wave down to slow.
+    near = pl.col("sent").rolling_max(2 * ahead + 1, center=True, min_samples=1)
+    amounts = amounts.with_columns(crossed=near.over("link", "device", order_by="window") > 0)
     # Most cells of most ends hold nothing: they leave before the join (a test without the capacity that
     # every cause passes).
     candidates = amounts.filter(may_hold_a_cause()).join(capacity, on=["link", "device"])
@@ -210,9 +214,14 @@ def lost_bytes() -> pl.Expr:
 
 def lost_capacity() -> pl.Expr:
     """A wave down or a slower port: the job's bytes at the capacity left instead of the whole. With the
-    job's bytes unknown, a wave down is read as the share of the step its waves carried."""
+    job's bytes unknown, a wave down is read as the share of the step its waves carried. Where waves were
+    up and no byte of the job's class crossed them within a poll (``crossed``: a job syncing every N steps,
+    between its syncs), the job sent nothing there, and the capacity lost slowed nothing of it."""
+    idle = ~pl.col("crossed") & (pl.col("cap_up") > MIN_SHARE * pl.col("capacity"))
     return (
-        pl.when(pl.col("known"))
+        pl.when(idle)
+        .then(0.0)
+        .when(pl.col("known"))
         .then(pl.col("bytes") * (1 / pl.col("cap_up") - 1 / pl.col("capacity")))
         .otherwise((1 - pl.col("cap_up") / pl.col("capacity")) * pl.col("seconds_step"))
     )

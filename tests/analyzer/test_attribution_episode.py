@@ -181,9 +181,10 @@ def test_the_jobs_bytes_moved_off_a_downed_link_are_its_reroute_not_other_traffi
     assert moved.select("link", "cause").row(0) == ("l2", "reroute")
 
 
-def _cells_of_a_second_window(**added: float) -> pl.DataFrame:
-    """``step_physics`` of one link end (400 MB/s, 1 ms round trip, the job's 100 MB a 0.3 s step) over two
-    1 s windows, the second holding the quantities ``added`` and the first nothing."""
+def _cells_of_a_second_window(own: float = 0.0, **added: float) -> pl.DataFrame:
+    """``step_physics`` of one link end (400 MB/s, 1 ms round trip, the job's 100 MB a 0.3 s step, its own
+    rate in its class ``own`` bytes/s) over two 1 s windows, the second holding the quantities ``added`` and
+    the first nothing."""
     amounts = pl.DataFrame(
         {
             "window": [0, 1],
@@ -193,8 +194,8 @@ def _cells_of_a_second_window(**added: float) -> pl.DataFrame:
             "seconds": 1.0,
             **_zeros(*added),
             **{quantity: [0.0, amount] for quantity, amount in added.items()},
-            "base_rate": 0.0,
-            "own_rate": 0.0,
+            "base_rate": own,
+            "own_rate": own,
             "rate_noise": 0.0,
         }
     )
@@ -303,6 +304,16 @@ def test_frames_the_far_end_discards_on_receipt_are_lost_and_sent_again() -> Non
     cells = _cells_of_a_second_window(discarded=100.0)
     assert cells.select("window", "device", "cause").rows() == [(1, "b", "loss_recovery")]
     assert cells["physics"].item() == pytest.approx(1e-3 + 100 * rules.FRAME_BYTES * 0.3 / 4e8)
+
+
+def test_a_wave_down_costs_a_job_nothing_where_its_class_crossed_no_byte() -> None:
+    # Half the link's waves down for a second. A job syncing every N steps sent nothing over it then: the
+    # capacity lost slowed nothing of it. Sending its 100 MB step, it went at the 200 MB/s left instead of
+    # 400: 0.25 s more.
+    assert _cells_of_a_second_window(down=0.5)["physics"].sum() == 0.0
+    cells = _cells_of_a_second_window(own=1e8, down=0.5, sent=1e8)
+    assert cells.select("window", "cause").rows() == [(1, "lost_capacity")]
+    assert cells["physics"].item() == pytest.approx(1e8 / 2e8 - 1e8 / 4e8)
 
 
 def test_an_egress_queue_stands_past_twice_its_usual_length_in_two_readings_running() -> None:
