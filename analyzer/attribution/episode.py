@@ -21,7 +21,8 @@ from analyzer.attribution.rules import (
 FORMULA = """\
 cap_up        = max(capacity * (1 - max(down, slow) / observed), MIN_SHARE * capacity)
 avail         = max(cap_up - other traffic in the class, MIN_SHARE * cap_up)
-lost_capacity = bytes * (1 / cap_up - 1 / capacity)
+lost_capacity = bytes * (1 / cap_up - 1 / capacity);  0 where cap_up > MIN_SHARE * capacity and no byte of the
+                class crossed the end within a poll (the job sent nothing there)
 queueing      = bytes * (1 / avail - 1 / cap_up) + ingress / s / capacity + queued / s / max(sent / s, MIN_SHARE * capacity)
 pause         = bytes * (1 / (avail * (1 - f)) - 1 / avail),  f = min((paused + held) / (interfaces * s), 1 - MIN_SHARE)
 loss_recovery = rtt + lost / avail,  lost = (max(dropped, dropped_frames * FRAME_BYTES) + (fcs + discarded) * FRAME_BYTES) / s * step
