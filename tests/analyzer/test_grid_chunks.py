@@ -4,15 +4,17 @@ link in one chunk and with one link per chunk."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
-from synthetic_fabric import Episode, config_yaml, step_rows, steps_jsonl, write_archive
+from polars.testing import assert_frame_equal
+from synthetic_fabric import T0, Episode, config_yaml, step_rows, steps_jsonl, write_archive
 
 from analyzer import compare, physics
 from analyzer.analysis import Analysis, AnalysisInputs
-from analyzer.attribution import grid
+from analyzer.attribution import episode, grid, steady, step_windows
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +54,40 @@ def test_one_link_per_chunk_gives_the_same_analysis(fabric: Path, monkeypatch: p
     chunked = Analysis(inputs).run()
     assert whole.attribution.height > 0
     assert compare.differences(whole, chunked) == []
+
+
+def test_an_end_whose_counters_never_move_is_read_from_one_cell() -> None:
+    # One link: end a's job class sends 1 GB a second and is paused for a second; end b reads its counters
+    # at the same times, and none moves. Read apart, b gives what reading it over every cell gives.
+    seconds = range(0, 61)
+    rows = (
+        [("a", "sent", float(s) * 1e9, s) for s in seconds]
+        + [("a", "paused", 0.0 if s < 30 else 1.0, s) for s in seconds]
+        + [("b", quantity, 7.0, s) for quantity in ("sent", "paused") for s in seconds]
+    )
+    totals = pl.DataFrame(
+        {
+            "link": "l1",
+            "device": [r[0] for r in rows],
+            "quantity": [r[1] for r in rows],
+            "time": [T0 + timedelta(seconds=r[3]) for r in rows],
+            "total": [r[2] for r in rows],
+        }
+    ).with_columns(pl.col("time").cast(pl.Datetime("us", "UTC")))
+    ends = pl.DataFrame(
+        {"link": "l1", "device": ["a", "b"], "interfaces": [1, 1], "capacity": [4e9, 4e9]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    assert physics.still_ends(totals).rows() == [("l1", "b")]
+    cells = episode.grid_windows(totals).with_columns(seconds_step=pl.lit(0.5))
+    read = grid.read_amounts(cells, totals, ends, poll=1.0)
+    every = physics.window_amounts(totals.lazy(), cells.lazy()).collect()
+    rates = steady.job_rates(every)
+    causing, down = episode.with_a_cause(
+        episode.with_job_rates(every, rates), ends, round(1.0 / step_windows.cell_seconds(cells))
+    )
+    order = ["link", "device"]
+    assert_frame_equal(read.rates.sort(order), rates.sort(order))
+    assert_frame_equal(read.causing.sort(*order, "window"), causing.sort(*order, "window"))
+    assert read.down.height == down.height == 0
+    assert read.causing["device"].unique().to_list() == ["a"]
