@@ -92,8 +92,14 @@ def attribute(
     }
     ranks = by_ranks(lines)
     del lines
-    for k, part in enumerate(ranks):  # each line's physics; the parts' lines replaced as they go
-        ranks[k] = lines_with_physics(part, *steps_of(part, cells, grid, median_step, skew_seconds))
+    # Each line's physics, the parts' lines replaced as they go. Their caused steps are kept for the second
+    # pass (rows only where a link has physics); their steps are made again there (every rank's otherwise).
+    caused_parts = []
+    for k, part in enumerate(ranks):
+        steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
+        ranks[k] = lines_with_physics(part, steps, caused)
+        caused_parts.append(caused)
+        del steps
     # The rhythm reads these of every rank's lines (``excess.rhythm``), not the lines' other columns.
     size, periods = rhythm(
         in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
@@ -106,9 +112,8 @@ def attribute(
     around = max(1, round(poll / median_step)) if median_step > 0 else 1
     with StepParts(len(ranks)) as parts:
         while ranks:
-            part = ranks.pop(0)
-            # The steps made again rather than kept from the first pass: every rank's at once otherwise.
-            steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
+            part, caused = ranks.pop(0), caused_parts.pop(0)
+            steps = expand(part.lazy()).collect()
             judged = judged_of(part, periods, size, cells, grid, skew_seconds, poll)
             del part
             judged, gains, shares, steps = network_time(judged, caused, steps, around, slack(links))
