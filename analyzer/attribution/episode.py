@@ -63,8 +63,13 @@ def poll_seconds(readings: pl.DataFrame) -> float:
     is its poll; a gap between two kept readings that quiet ones separated (a job syncing once a minute, a
     status that never changed) is no poll. With no reading adding anything, the median over every two
     consecutive readings."""
+    # An end's members read at one time are one reading (as ``physics.running_totals`` sums them): the order
+    # of equal times would otherwise decide which of them carries the gap.
+    at = ["link", "device", "quantity", "time"]
     gaps = (
-        readings.sort("link", "device", "quantity", "time")
+        readings.group_by(at)
+        .agg(pl.col("amount").sum())
+        .sort(at)
         .with_columns(
             gap=pl.col("time").diff().over("link", "device", "quantity").dt.total_microseconds() / 1e6
         )
