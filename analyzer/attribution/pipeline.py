@@ -92,14 +92,7 @@ def attribute(
     }
     ranks = by_ranks(lines)
     del lines
-    # Each line's physics, the parts' lines replaced as they go. Their caused steps are kept for the second
-    # pass (rows only where a link has physics); their steps are made again there (every rank's otherwise).
-    caused_parts = []
-    for k, part in enumerate(ranks):
-        steps, caused = steps_of(part, cells, grid, median_step, skew_seconds)
-        ranks[k] = lines_with_physics(part, steps, caused)
-        caused_parts.append(caused)
-        del steps
+    caused_parts = with_physics(ranks, cells, grid, median_step, skew_seconds)
     # The rhythm reads these of every rank's lines (``excess.rhythm``), not the lines' other columns.
     size, periods = rhythm(
         in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
@@ -123,6 +116,20 @@ def attribute(
             parts.add(outputs(steps, judged, shares, links, summary))
             del judged, gains, shares, steps
         return parts.joined(links, summary)
+
+
+def with_physics(
+    ranks: list[pl.DataFrame], cells: pl.DataFrame, grid: pl.DataFrame, median_step: float, skew: float
+) -> list[pl.DataFrame]:
+    """Each part's lines with their physics (``lines_with_physics``: the parts replaced in ``ranks`` as they
+    go), and each part's caused steps, kept for the second pass (rows only where a link has physics; the
+    steps are made again there, every rank's otherwise)."""
+    caused_parts = []
+    for k, part in enumerate(ranks):
+        steps, caused = steps_of(part, cells, grid, median_step, skew)
+        ranks[k] = lines_with_physics(part, steps, caused)
+        caused_parts.append(caused)
+    return caused_parts
 
 
 def judged_of(
