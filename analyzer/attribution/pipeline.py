@@ -73,6 +73,7 @@ def attribute(
     # on the step side is worked a few ranks at a time (``by_ranks``), each frame let go once read.
     del parsed_steps, evidence
     median_step = float(lines["duration"].median() or 0.0)  # type: ignore[arg-type]
+    median_line = float((lines["duration"] * lines["n"]).median() or 0.0)  # type: ignore[arg-type]
     poll = poll_seconds(readings)
     # The amounts per grid cell and link end are read a few links at a time (``grid``: peak memory).
     grid, totals = read_grid(readings, median_step)
@@ -102,14 +103,14 @@ def attribute(
     beats = [{"every_steps": every, "phase": phase} for every, phase in periods]
     summary.update(skew_estimated=correlation is not None, communication_cycle_steps=size, job_beat=beats)
     summary.update(read)
-    around = max(1, round(poll / median_step)) if median_step > 0 else 1
+    around = max(1, round(poll / median_line)) if median_line > 0 else 1  # lines in one poll
     with StepParts(len(ranks)) as parts:
         while ranks:
             part, caused = ranks.pop(0), caused_parts.pop(0)
             steps = expand(part.lazy()).collect()
             judged = judged_of(part, periods, size, cells, grid, skew_seconds, poll)
             del part
-            judged, gains, shares, steps = network_time(judged, caused, steps, around, slack(links))
+            judged, gains, shares, steps = network_time(judged, caused, steps, around, slack(links), poll)
             del caused
             steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
             steps, shares = beat.on_the_beat(steps, shares, syncs)

@@ -33,6 +33,8 @@ network           = 0 unless excess > GATE_SIGMAS * noise and the block's mean e
 network           = min(network, impaired + poll)   (causality: impaired, the most seconds one link of the
                     line carried a cause inside its span, known to a poll: analyzer.attribution.impaired)
 vp = (err * scaled)^2 + (spread / 2)^2,  vn = noise^2,  w = vp / (vp + vn)
+spread = (max - min of min(scaled, excess + ALLOWANCE_SIGMAS * noise) over the lines within a poll) *
+         min(1, poll / the line's span)            (what reading the physics a poll off could change)
 err = the MAD of (excess - scaled) / scaled beyond the timing noise, in [PHYSICS_ERROR_FLOOR, PHYSICS_ERROR]
       (PHYSICS_ERROR with fewer than MIN_ERROR_LINES lines)
 unexplained = max(excess, 0) - network
@@ -130,15 +132,21 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | N
     return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
 
 
-def timing_spread(lines: pl.LazyFrame, around: int) -> pl.LazyFrame:
-    """``spread``: how much a line's scaled physics changes within ``around`` lines of it (one poll
-    interval each way): a reading covers its whole interval, so physics that rises or falls within one
-    is known only that well in time (an episode's first and last steps)."""
+def timing_spread(lines: pl.LazyFrame, around: int, poll: float) -> pl.LazyFrame:
+    """``spread``: how much a line's scaled physics could change were it read one poll interval earlier or
+    later: a reading covers its whole interval, so physics that rises or falls within one is known only
+    that well in time (an episode's first and last steps). Within ``around`` lines of it (one poll each
+    way); a line longer than a poll moves only ``poll`` of its span into its neighbours' physics."""
     size = 2 * around + 1
-    scaled = pl.col("scaled")
+    # What a line's step log did not show did not happen there: a line's physics past its excess (and
+    # the allowance) is no physics a shift of a poll could bring into its neighbour.
+    shown = pl.col("excess").clip(lower_bound=0.0) + ALLOWANCE_SIGMAS * pl.col("noise")
+    scaled = pl.min_horizontal("scaled", shown)
     high = scaled.rolling_max(size, min_samples=1, center=True).over("rank", order_by="step")
     low = scaled.rolling_min(size, min_samples=1, center=True).over("rank", order_by="step")
-    return lines.with_columns(spread=high - low)
+    span = pl.col("n") * pl.col("duration")
+    moved = pl.when(span > poll).then(poll / span).otherwise(1.0)
+    return lines.with_columns(spread=(high - low) * moved)
 
 
 def physics_error() -> pl.Expr:
@@ -198,7 +206,12 @@ def reconcile(lines: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def network_time(
-    judged: pl.DataFrame, caused: pl.DataFrame, steps: pl.DataFrame, around: int, slack: pl.DataFrame
+    judged: pl.DataFrame,
+    caused: pl.DataFrame,
+    steps: pl.DataFrame,
+    around: int,
+    slack: pl.DataFrame,
+    poll: float,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Each line's network time: its links' physics scaled by their gains (``link_gains``), shared per step
     (``shapley``), summed over the line and weighed against its excess (``reconcile``).
@@ -208,6 +221,7 @@ def network_time(
         caused: ``step_windows.physics_per_step``' caused steps.
         steps: ``step_windows.physics_per_step``' steps.
         around: lines in one poll interval (``timing_spread``).
+        poll: the telemetry's poll interval, seconds.
         slack: ``steady.slack``: a link's physics counts only past it.
 
     Returns:
@@ -234,4 +248,4 @@ def network_time(
     )
     scaled_lines = judged.lazy().join(line_scaled.lazy().rename({"line": "step"}), on=_STEP, how="left")
     scaled_lines = scaled_lines.with_columns(pl.col("scaled").fill_null(0.0))
-    return reconcile(timing_spread(scaled_lines, around)).collect(), gains, shares, steps
+    return reconcile(timing_spread(scaled_lines, around, poll)).collect(), gains, shares, steps

@@ -18,13 +18,14 @@ def lines_frame(per_step: list[float], physics_s: list[float], n: int = 1) -> pl
             "step": [(i + 1) * n for i in range(len(per_step))],
             "n": [n] * len(per_step),
             "per_step": per_step,
+            "duration": per_step,
             "physics": physics_s,
             "source_file": ["x"] * len(per_step),
         }
     )
 
 
-def judge_one_link(lines: pl.LazyFrame, around: int = 1) -> pl.DataFrame:
+def judge_one_link(lines: pl.LazyFrame, around: int = 1, poll: float = 1.0) -> pl.DataFrame:
     """The reconciliation of one-link lines: each line's physics scaled by the link's gain."""
     judged = excess.measured(excess.baselines(lines, 1)).collect()
     cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("l"))
@@ -35,7 +36,8 @@ def judge_one_link(lines: pl.LazyFrame, around: int = 1) -> pl.DataFrame:
     with_scaled = judged.join(scaled, on=["rank", "step"], how="left").with_columns(
         pl.col("scaled").fill_null(0.0)
     )
-    return reconcile.reconcile(reconcile.timing_spread(with_scaled.lazy(), around)).collect().sort("step")
+    spread = reconcile.timing_spread(with_scaled.lazy(), around, poll)
+    return reconcile.reconcile(spread).collect().sort("step")
 
 
 def timed_lines(per_step: list[float], physics_s: list[float]) -> pl.LazyFrame:

@@ -107,6 +107,31 @@ def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_blo
     assert gains["gain"].to_list() == pytest.approx([1.0] * 10 + [0.1 / 0.003] * 10 + [2.0] * 3)
 
 
+def test_the_timing_spread_is_what_a_poll_moves_and_no_more_than_a_line_showed() -> None:
+    # A poll's reading covers its whole interval, so a line's physics is known to a poll either way: the
+    # spread is what that shift could bring in from the neighbours. A line of 16 steps of 0.25 s (4 s, a
+    # poll of 1 s) moves a quarter of its span; single steps shorter than a poll, all of it. A neighbour's
+    # physics past what its own log showed (excess + 2 noise) did not happen there and moves nothing.
+    def spread(n: int, scaled: list[float], excess: list[float]) -> list[float]:
+        lines = pl.LazyFrame(
+            {
+                "rank": 0,
+                "step": [n * (i + 1) for i in range(3)],
+                "n": n,
+                "duration": 0.25,
+                "scaled": scaled,
+                "excess": excess,
+                "noise": 0.01,
+            }
+        )
+        return reconcile.timing_spread(lines, 1, 1.0).collect()["spread"].to_list()
+
+    assert spread(16, [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]) == pytest.approx([0.25, 0.25, 0.25])
+    assert spread(1, [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]) == pytest.approx([1.0, 1.0, 1.0])
+    # The middle line's physics scaled 5 s over a log that showed 0.1 s: it can move 0.12 s, no more.
+    assert spread(1, [0.0, 5.0, 0.0], [0.0, 0.1, 0.0]) == pytest.approx([0.12, 0.12, 0.12])
+
+
 def _two_links(per_step: list[float], physics: dict[str, list[float]]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``network_time`` of single-step lines with physics on the fast link ``f``, which ends a clean step
     0.07 s before the slow link ``s`` (``steady.slack``), and on ``s``: the lines and the links' shares."""
@@ -118,7 +143,7 @@ def _two_links(per_step: list[float], physics: dict[str, list[float]]) -> tuple[
     ).filter(pl.col("physics") > 0)
     steps = judged.select("rank", "step", line="step")
     slack = pl.DataFrame({"link": ["f", "s"], "slack": [0.07, 0.0]})
-    network, _, shares, _ = reconcile.network_time(judged, caused, steps, 1, slack)
+    network, _, shares, _ = reconcile.network_time(judged, caused, steps, 1, slack, 1.0)
     return network.sort("step"), shares
 
 
