@@ -221,8 +221,8 @@ def network_time(
         caused: ``step_windows.physics_per_step``' caused steps.
         steps: ``step_windows.physics_per_step``' steps.
         around: lines in one poll interval (``timing_spread``).
-        poll: the telemetry's poll interval, seconds.
         slack: ``steady.slack``: a link's physics counts only past it.
+        poll: the telemetry's poll interval, seconds (``timing_spread``).
 
     Returns:
         (the judged lines with ``network`` and ``unexplained``, the gains, the steps' link shares, the steps

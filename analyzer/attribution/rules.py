@@ -365,7 +365,8 @@ ALLOWANCE_SIGMAS = _rule(
     "ALLOWANCE_SIGMAS",
     2.0,
     "reconcile",
-    "the cap keeps this much step-time noise above the physics (never cut a real step)",
+    "the cap keeps this much step-time noise above the physics (never cut a real step); a line's log "
+    "shows at most its excess plus this much (the timing spread)",
     _PRINCIPLE + "statistics (a 2-sigma allowance)",
     _T + "reconcile.py::test_a_checkpoint_inside_an_episode_keeps_its_compute",
 )
