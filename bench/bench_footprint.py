@@ -8,12 +8,12 @@ neutralised (the same start and duration, no effect: a load of 1e-12, an incast 
 congestion of 1e-12, an OSNR drop of 1e-9 dB), and compares the two archives row by row: the same series
 within 0.5 ms, the same value (a counter or byte gauge within one unit: a load of 1e-12 rounds to a byte).
 
-- ``no trace``: no row differs. No instrument reading this archive could find the episode, so a run that
-  fails recall only on such episodes cannot pass whatever the analyzer does.
+- ``no trace``: no row differs. No instrument reading this archive could find the episode: a run with one
+  misses it whatever the analyzer does (a run holds at most 8 network episodes, so its recall stays < 0.95).
 - ``trace``: rows of the episode's link differ inside its time (+- 2 s): something could have seen it.
-  Neutralising moves the episode boundaries of nothing, but it may change how the fabric steps and so its
+  Neutralising keeps every episode boundary, but it may still change how the fabric steps and so its
   random draws (``spanwatch.sim.fabric``): a trace over many links, optical readings and oper status
-  included, is that divergence; "no trace" is conclusive either way (a divergence would show).
+  included, is that divergence. "No trace" is conclusive either way (a divergence would show).
 
 Run: ``.venv/bin/python bench/bench_footprint.py --runs DIR [--analysis NAME] [--seeds S ...] [--jobs 2]``,
 DIR a ``bench_generalization.py --out`` folder (``runs/``, ``scenarios/``); the missed episodes are read from
