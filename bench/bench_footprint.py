@@ -103,7 +103,8 @@ def check(base: Path, seed: str, index: int, work: Path) -> dict[str, Any]:
     path.write_text(yaml.safe_dump(changed, sort_keys=False))
     record(base / "scenarios" / f"random-{seed}.yaml", work / seed / "drawn")
     record(path, work / seed / str(index))
-    rows = differing(archive(work / seed / "drawn"), archive(work / seed / str(index)))
+    drawn, neutralised = archive(work / seed / "drawn"), archive(work / seed / str(index))
+    rows = pl.concat([differing(drawn, neutralised), differing(neutralised, drawn)])  # rows either one lacks
     truth = json.loads((work / seed / "drawn" / "truth.json").read_text())
     first: datetime = pl.read_parquet(work / seed / "drawn" / "archive" / "**" / "*.parquet")["time"].min()  # type: ignore[assignment]
     told = truth["episodes"][index]
