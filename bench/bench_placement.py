@@ -12,6 +12,11 @@ placed on its steps three ways, scored with ``step_error``'s formula (per step, 
 - ``poll, true steps``: the same with the steps' true start and end: what it gives with the steps' clock
   known, i.e. with the host clock's skew and each step's length right.
 
+And how well the logs pin the hosts' clock: the skews (within the spec's +-3 s) under which the true network
+time per poll, integrated over each line's span, correlates with the lines' true network time at least as
+well as under the true skew (``skew_set``, seconds from the true skew). Where that set is wider than a step,
+even perfect physics and perfect logs cannot tell which step of a line a stall held.
+
 Beside them the analysis's own ``step_error`` and ``line_error`` (the same figure over whole lines), from a
 rows file of ``bench_generalization.py`` or its re-analysis. A run right per line (``line_error`` <= 0.15)
 but wrong per step lost it in placement.
@@ -31,6 +36,8 @@ from typing import Any
 import numpy as np
 
 RIGHT = 0.15  # the step_error goal (scenarios.md)
+SKEW_SPAN = 3.0  # the skews a scenario draws: -3 s .. +3 s (scenarios.md)
+SKEW_RESOLUTION = 0.05  # seconds between the skews tried
 
 
 def seconds(stamp: str) -> float:
@@ -88,12 +95,47 @@ def yardsticks(truth: dict[str, Any], poll: float) -> dict[str, float] | None:
     def error(estimate: np.ndarray) -> float:
         return float(np.abs(estimate - cost).sum() / total)
 
+    low, high = skew_set(start, end, cost, line, np.concatenate([[0.0], np.cumsum(per_poll)]), edges, truth)
     return {
         "even": error(even),
         "poll_even_steps": error(placed(even_lo, even_hi)),
         "poll_true_steps": error(placed(start, end)),
         "steps_per_poll": poll / float(np.median(end - start)),
+        "skew_low": low,
+        "skew_high": high,
+        "skew_set_steps": (high - low) / float(np.median(end - start)),
     }
+
+
+def skew_set(
+    start: np.ndarray,
+    end: np.ndarray,
+    cost: np.ndarray,
+    line: np.ndarray,
+    integral: np.ndarray,
+    edges: np.ndarray,
+    truth: dict[str, Any],
+) -> tuple[float, float]:
+    """The skews that explain the lines' network time at least as well as the true one (seconds from it).
+
+    ``integral`` is the true network time up to each of ``edges`` (polls, on the hosts' clock as the steps
+    are): a skew s other than the true one reads each line's span ``s - true`` later on the switches."""
+    lines = np.unique(line)
+    lo = np.array([start[line == one].min() for one in lines])
+    hi = np.array([end[line == one].max() for one in lines])
+    total = np.array([cost[line == one].sum() for one in lines])
+    true_skew = float(truth["job"]["clock_skew_seconds"])
+
+    def fit(offset: float) -> float:
+        physics = np.interp(hi - offset, edges, integral) - np.interp(lo - offset, edges, integral)
+        if physics.std() == 0 or total.std() == 0:
+            return -1.0
+        return float(np.corrcoef(total, physics)[0, 1])
+
+    at_truth = fit(0.0)
+    skews = np.arange(-SKEW_SPAN, SKEW_SPAN + SKEW_RESOLUTION / 2, SKEW_RESOLUTION)
+    fits = [skew - true_skew for skew in skews if fit(skew - true_skew) >= at_truth - 1e-9]
+    return (min(fits), max(fits)) if fits else (0.0, 0.0)
 
 
 def main() -> None:
@@ -105,9 +147,11 @@ def main() -> None:
     rows = [
         json.loads(text) for text in (args.rows or args.runs / "rows.jsonl").read_text().splitlines() if text
     ]
-    print("seed,every,steps_per_poll,step_error,line_error,even,poll_even_steps,poll_true_steps")
+    print(
+        "seed,every,steps_per_poll,step_error,line_error,even,poll_even_steps,poll_true_steps,skew_set,skew_set_steps"
+    )
     counts = {"runs": 0, "right per line": 0, "of those, right per step": 0}
-    counts |= {"poll, even steps right": 0, "poll, true steps right": 0}
+    counts |= {"poll, even steps right": 0, "poll, true steps right": 0, "skew pinned within a step": 0}
     for row in rows:
         if row.get("quiet") or not row.get("truth_visible"):
             continue
@@ -118,9 +162,11 @@ def main() -> None:
         line_error = row.get("line_error") or 0.0
         print(
             f"{row['seed']},{truth['job']['log_every']},{got['steps_per_poll']:.1f},{row['step_error']:.2f},"
-            f"{line_error:.2f},{got['even']:.2f},{got['poll_even_steps']:.2f},{got['poll_true_steps']:.2f}"
+            f"{line_error:.2f},{got['even']:.2f},{got['poll_even_steps']:.2f},{got['poll_true_steps']:.2f},"
+            f"{got['skew_low']:+.2f}..{got['skew_high']:+.2f},{got['skew_set_steps']:.1f}"
         )
         counts["runs"] += 1
+        counts["skew pinned within a step"] += got["skew_set_steps"] < 1
         if line_error <= RIGHT:
             counts["right per line"] += 1
             counts["of those, right per step"] += row["step_error"] <= RIGHT
