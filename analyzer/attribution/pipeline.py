@@ -32,7 +32,7 @@ from analyzer.attribution.lines import STEP as _STEP
 from analyzer.attribution.lines import expand, read_lines
 from analyzer.attribution.placement import steps_placed
 from analyzer.attribution.reconcile import network_time
-from analyzer.attribution.skew import find_skew
+from analyzer.attribution.skew import Skew, find_skew
 from analyzer.attribution.steady import JobFigures, link_bytes, sends_sparsely, slack, steady
 from analyzer.attribution.step_windows import lines_with_physics, physics_per_step
 from analyzer.attribution.tables import Blame, outputs
@@ -81,11 +81,10 @@ def attribute(
     del totals
     links = steady(members, ends, round_trips, link_bytes(amounts.rates, job, median_step))
     cells, signal = grid_physics(grid, amounts, ends, links)
-    correlation = None
-    if skew_seconds is None:
-        skew_seconds, correlation = find_skew(lines, signal)
+    found = find_skew(lines, signal) if skew_seconds is None else Skew(skew_seconds, None)
+    summary: dict[str, object] = found.summary(given=skew_seconds is not None)
+    skew_seconds, correlation = found.seconds, found.correlation
     del signal
-    summary: dict[str, object] = {"skew_seconds": skew_seconds, "skew_correlation": correlation}
     read = {
         "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
         "interval_lines": int((lines["n"] > 1).sum()),

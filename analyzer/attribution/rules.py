@@ -317,6 +317,15 @@ SKEW_MIN_GAIN = _rule(
     _T + "skew.py::test_skew_is_found_from_interval_lines",
     off=0.0,
 )
+SKEW_RANGE_STANDARD_ERRORS = _rule(
+    "SKEW_RANGE_STANDARD_ERRORS",
+    2.0,
+    "skew",
+    "the skews whose correlation lies within this many standard errors of the best's fit the logs as well",
+    _PRINCIPLE + "statistics: a correlation r of n lines has a standard error of (1 - r^2) / sqrt(n - 1); "
+    "two of them, a 95 % band",
+    _T + "skew.py::test_the_skews_the_logs_cannot_tell_apart_are_reported",
+)
 SKEW_MIN_LINES = _rule(
     "SKEW_MIN_LINES",
     3,

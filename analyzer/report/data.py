@@ -172,7 +172,10 @@ def build_report(
         summary=sections.summary(vendors, analysis.links, covered),
         coverage=covered,
         methodology=sections.methodology(
-            analysis.steps, analysis.links, analysis.summary.get("blame", {}).get("evidence")
+            analysis.steps,
+            analysis.links,
+            analysis.summary.get("blame", {}).get("evidence"),
+            analysis.summary.get("blame", {}),
         ),
         bus_bandwidth=sections.bus_bandwidth(analysis.bus_bandwidth, config, readings.link_speed_bytes, plan),
     )

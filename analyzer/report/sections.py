@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from analyzer.attribution.rules import MAX_SKEW_SECONDS
 from analyzer.plan import PlanInput, plan
 from analyzer.report import coverage as rules
 from analyzer.report.model import (
@@ -136,8 +137,40 @@ def evidence_text(evidence: dict[str, int]) -> str:
     )
 
 
+def clock_text(blame: dict[str, Any]) -> str | None:
+    """How the hosts' clock was set against the switches', and what the logs allowed (``summary.json``'s
+    ``blame``: ``skew_seconds``, ``skew_given``, ``skew_correlation``, ``skew_range_seconds``)."""
+    if "skew_given" not in blame:
+        return None
+    skew = float(blame.get("skew_seconds") or 0.0)
+    if blame["skew_given"]:
+        return f"The hosts' clock was taken as {skew:+.2f} s off the switches' (given)."
+    allowed = blame.get("skew_range_seconds")
+    if allowed is None:
+        return (
+            "The hosts' clock could not be read from the logs (no telemetry episode lined up with them) and "
+            "was taken as the switches'. Give the offset (--skew) where NTP or PTP knows it."
+        )
+    low, high = allowed
+    text = (
+        f"The hosts' clock was read as {skew:+.2f} s off the switches' by lining the logged lines up with "
+        "the telemetry"
+    )
+    if high - low <= 0:
+        return text + "."
+    return text + (
+        f"; the logs fit as well (within two standard errors) anywhere from {low:+.2f} s to {high:+.2f} s of "
+        f"the +-{MAX_SKEW_SECONDS:g} s searched, so within a line averaging several iterations the network "
+        "time may belong to an iteration up to that far from where it is placed. Give the offset (--skew) "
+        "where NTP or PTP knows it."
+    )
+
+
 def methodology(
-    steps: pl.DataFrame, links: pl.DataFrame, evidence: dict[str, int] | None = None
+    steps: pl.DataFrame,
+    links: pl.DataFrame,
+    evidence: dict[str, int] | None = None,
+    blame: dict[str, Any] | None = None,
 ) -> Methodology:
     """What was measured, how blame was assigned, and the time that stayed unexplained.
 
@@ -147,6 +180,7 @@ def methodology(
         steps: ``steps.parquet`` (``inflation_seconds``, ``unexplained_seconds``, ``steady_seconds``).
         links: ``links.parquet``.
         evidence: the blame's count of lines per measure (``summary.json``'s ``blame.evidence``).
+        blame: ``summary.json``'s ``blame`` (its clock: ``clock_text``).
 
     Returns:
         The methodology section.
@@ -171,7 +205,7 @@ def methodology(
     ]
     return Methodology(
         MEASURED,
-        ([evidence_text(evidence)] if evidence else []) + BLAME,
+        ([evidence_text(evidence)] if evidence else []) + BLAME + [t for t in [clock_text(blame or {})] if t],
         rules_text,
         total("duration_seconds") or 0.0,
         total("inflation_seconds") or 0.0,

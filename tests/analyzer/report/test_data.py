@@ -115,3 +115,33 @@ def test_the_methodology_says_which_evidence_judged_the_steps(
     report = data.build_report(analysis, load_config(config), load_claims(claims))
     assert report.methodology.blame[0].startswith("Evidence: 1,200 logged line(s) judged by their measured")
     assert "34 by their duration alone" in report.methodology.blame[0]
+
+
+def test_the_methodology_says_how_the_hosts_clock_was_set_and_what_the_logs_allowed(
+    small_analysis: tuple[Path, Path, Path],
+) -> None:
+    folder, config, claims = small_analysis
+    analysis = data.load_analysis(folder)
+
+    def clock(blame: dict[str, object]) -> str:
+        analysis.summary["blame"] = blame
+        report = data.build_report(analysis, load_config(config), load_claims(claims))
+        return report.methodology.blame[-1]
+
+    given = {"skew_seconds": -1.5, "skew_given": True, "skew_correlation": None, "skew_range_seconds": None}
+    assert clock(given) == "The hosts' clock was taken as -1.50 s off the switches' (given)."
+    loose = {
+        "skew_seconds": 0.4,
+        "skew_given": False,
+        "skew_correlation": 0.6,
+        "skew_range_seconds": [-1.1, 1.9],
+    }
+    text = clock(loose)
+    assert text.startswith("The hosts' clock was read as +0.40 s off the switches'")
+    assert "anywhere from -1.10 s to +1.90 s" in text and "--skew" in text
+    pinned = {**loose, "skew_range_seconds": [0.4, 0.4]}
+    assert clock(pinned).endswith("lining the logged lines up with the telemetry.")
+    unread = {**loose, "skew_seconds": 0.0, "skew_correlation": None, "skew_range_seconds": None}
+    assert clock(unread).startswith("The hosts' clock could not be read from the logs")
+    # An analysis from before the clock was reported says nothing of it.
+    assert not clock({"evidence": {"communication": 1}}).startswith("The hosts' clock")
