@@ -57,7 +57,8 @@ def estimate_skew(lines: pl.DataFrame, signal: pl.DataFrame) -> Skew:
     the largest Pearson correlation between the lines' excess and their integrated physics wins if it
     reaches ``SKEW_MIN_CORRELATION``. A line's edges cut through an episode differently for each skew,
     which resolves the skew finer than the lines are long; a line that holds a whole episode under many
-    skews does not, and the skews that fit within a standard error of the best are the range the logs allow.
+    skews does not, and the skews that fit within ``SKEW_RANGE_STANDARD_ERRORS`` standard errors of the
+    best are the range the logs allow.
 
     Args:
         lines: ``lo``, ``hi`` (host clock), ``excess`` (seconds over the line above baseline; outliers

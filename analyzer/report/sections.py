@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from analyzer.attribution.rules import MAX_SKEW_SECONDS
+from analyzer.attribution.rules import MAX_SKEW_SECONDS, SKEW_RANGE_STANDARD_ERRORS
 from analyzer.plan import PlanInput, plan
 from analyzer.report import coverage as rules
 from analyzer.report.model import (
@@ -144,7 +144,7 @@ def clock_text(blame: dict[str, Any]) -> str | None:
         return None
     skew = float(blame.get("skew_seconds") or 0.0)
     if blame["skew_given"]:
-        return f"The hosts' clock was taken as {skew:+.2f} s off the switches' (given)."
+        return f"The hosts' clock was taken as {skew:+.2f} s off the switches' (hosts minus switches, given)."
     allowed = blame.get("skew_range_seconds")
     if allowed is None:
         return (
@@ -153,14 +153,14 @@ def clock_text(blame: dict[str, Any]) -> str | None:
         )
     low, high = allowed
     text = (
-        f"The hosts' clock was read as {skew:+.2f} s off the switches' by lining the logged lines up with "
-        "the telemetry"
+        f"The hosts' clock was read as {skew:+.2f} s off the switches' (hosts minus switches) by lining the "
+        "logged lines up with the telemetry"
     )
     if high - low <= 0:
         return text + "."
     return text + (
-        f"; the logs fit as well (within two standard errors) anywhere from {low:+.2f} s to {high:+.2f} s of "
-        f"the +-{MAX_SKEW_SECONDS:g} s searched, so within a line averaging several iterations the network "
+        f"; the logs fit as well (within {SKEW_RANGE_STANDARD_ERRORS:g} standard errors of the best fit) anywhere "
+        f"from {low:+.2f} s to {high:+.2f} s of the +-{MAX_SKEW_SECONDS:g} s searched, so within a line averaging several iterations the network "
         "time may belong to an iteration up to that far from where it is placed. Give the offset (--skew) "
         "where NTP or PTP knows it."
     )

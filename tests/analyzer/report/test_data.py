@@ -129,7 +129,10 @@ def test_the_methodology_says_how_the_hosts_clock_was_set_and_what_the_logs_allo
         return report.methodology.blame[-1]
 
     given = {"skew_seconds": -1.5, "skew_given": True, "skew_correlation": None, "skew_range_seconds": None}
-    assert clock(given) == "The hosts' clock was taken as -1.50 s off the switches' (given)."
+    assert (
+        clock(given)
+        == "The hosts' clock was taken as -1.50 s off the switches' (hosts minus switches, given)."
+    )
     loose = {
         "skew_seconds": 0.4,
         "skew_given": False,
@@ -137,7 +140,7 @@ def test_the_methodology_says_how_the_hosts_clock_was_set_and_what_the_logs_allo
         "skew_range_seconds": [-1.1, 1.9],
     }
     text = clock(loose)
-    assert text.startswith("The hosts' clock was read as +0.40 s off the switches'")
+    assert text.startswith("The hosts' clock was read as +0.40 s off the switches' (hosts minus switches)")
     assert "anywhere from -1.10 s to +1.90 s" in text and "--skew" in text
     pinned = {**loose, "skew_range_seconds": [0.4, 0.4]}
     assert clock(pinned).endswith("lining the logged lines up with the telemetry.")
