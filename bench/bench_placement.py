@@ -152,6 +152,7 @@ def main() -> None:
     )
     counts = {"runs": 0, "right per line": 0, "of those, right per step": 0}
     counts |= {"poll, even steps right": 0, "poll, true steps right": 0, "skew pinned within a step": 0}
+    counts |= {"of those, skew pinned and true steps right": 0}
     for row in rows:
         if row.get("quiet") or not row.get("truth_visible"):
             continue
@@ -172,6 +173,8 @@ def main() -> None:
             counts["of those, right per step"] += row["step_error"] <= RIGHT
             counts["poll, even steps right"] += got["poll_even_steps"] <= RIGHT
             counts["poll, true steps right"] += got["poll_true_steps"] <= RIGHT
+            pinned = got["skew_set_steps"] < 1
+            counts["of those, skew pinned and true steps right"] += pinned and got["poll_true_steps"] <= RIGHT
     print("# runs with interval lines and visible cost: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 

@@ -159,10 +159,10 @@ def clock_text(blame: dict[str, Any]) -> str | None:
     if high - low <= 0:
         return text + "."
     return text + (
-        f"; the logs fit as well (within {SKEW_RANGE_STANDARD_ERRORS:g} standard errors of the best fit) anywhere "
-        f"from {low:+.2f} s to {high:+.2f} s of the +-{MAX_SKEW_SECONDS:g} s searched, so within a line averaging several iterations the network "
-        "time may belong to an iteration up to that far from where it is placed. Give the offset (--skew) "
-        "where NTP or PTP knows it."
+        f"; the logs fit as well (within {SKEW_RANGE_STANDARD_ERRORS:g} standard errors of the best fit) "
+        f"anywhere from {low:+.2f} s to {high:+.2f} s of the +-{MAX_SKEW_SECONDS:g} s searched, so within a "
+        "line averaging several iterations the network time may belong to an iteration up to that far from "
+        "where it is placed. Give the offset (--skew) where NTP or PTP knows it."
     )
 
 
