@@ -21,8 +21,9 @@ from analyzer.attribution.rules import (
 
 # The step's formula (``docs/method.md``; the capitals are ``rules``).
 FORMULA = """\
-gain(link, block) = median(g) over lines where the link holds >= ALONE_SHARE of the physics
-                    and the excess is past SIGNIFICANT_SIGMAS * noise (else the block's joint gain, else 1)
+gain(link, block) = median(g) over lines where the link holds >= ALONE_SHARE of the physics, has a cause in
+                    every step of the line, and the excess is past SIGNIFICANT_SIGMAS * noise
+                    (else the block's joint gain, else 1)
 scaled            = sum over steps of the airport-game (Shapley) split of max over links of
                     max(gain * physics - slack(link), 0)   (steady.slack: a phase ends with its slowest link)
 g(line, link)     = the gain at which the link's steps cost the line its excess: sum over them of
@@ -71,7 +72,8 @@ def line_ratios(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | 
         slack: ``link``, ``slack`` (None: none).
 
     Returns:
-        ``rank``, ``line``, ``link``, ``physics`` (the line's), ``ratio``.
+        ``rank``, ``line``, ``link``, ``physics`` (the line's), ``ratio``, ``caused_steps`` (the line's
+        steps where the link has physics).
     """
     group = ["rank", "line", "link"]
     steps = cells.select(*group, "physics")
@@ -94,7 +96,9 @@ def line_ratios(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | 
     stops = pl.col("after").is_null() | (pl.col("g") * pl.col("after") < pl.col("slack"))
     consistent = pl.col("g").filter(passes & stops).first()
     return ranked.group_by(group).agg(
-        pl.col("physics").sum(), ratio=pl.coalesce(consistent, pl.col("g").last())
+        pl.col("physics").sum(),
+        ratio=pl.coalesce(consistent, pl.col("g").last()),
+        caused_steps=(pl.col("physics") > 0).sum(),
     )
 
 
@@ -104,8 +108,8 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | N
     Loss recovery and congestion-control cuts have no magnitude in 1 s counters, but their timing and their
     link do, and each cause on each link is off by its own factor: the gain is read per link, over each run
     of consecutive lines where the link has a cause (its block), from the lines where it is the only cause
-    (``ALONE_SHARE`` of the line's physics) and which read a gain (``reads_a_gain``). A link never alone
-    takes its line's joint gain (``measured``), else 1. A line's ratio is ``line_ratios``' (a link with
+    (``ALONE_SHARE`` of the line's physics), in every step of the line, and which read a gain
+    (``reads_a_gain``). A link never alone takes its line's joint gain (``measured``), else 1. A line's ratio is ``line_ratios``' (a link with
     slack costs a step only past it).
 
     Args:
@@ -118,7 +122,7 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | N
     """
     per_line = line_ratios(lines, cells, slack)
     order = (
-        lines.select("rank", "excess", "noise", "joint_gain", line="step")
+        lines.select("rank", "n", "excess", "noise", "joint_gain", line="step")
         .sort("rank", "line")
         .with_columns(no=pl.int_range(pl.len()).over("rank"))
     )
@@ -127,7 +131,10 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | N
     # Columns first: a window inside another window's group would see only that group.
     alone = pl.col("physics") >= ALONE_SHARE * pl.col("physics").sum().over("rank", "line")
     rows = rows.with_columns(block=block.cum_sum().over("rank", "link"))
-    rows = rows.with_columns(readable=alone & reads_a_gain("rank", "link", "block"))
+    # A line the cause only enters or leaves holds steps without it, and whatever slowed those (a
+    # checkpoint, a straggler, a clock off by a poll) would read as the gain of the whole block.
+    spans = pl.col("caused_steps") >= pl.col("n")
+    rows = rows.with_columns(readable=alone & spans & reads_a_gain("rank", "link", "block"))
     own = pl.col("ratio").filter("readable").median().over("rank", "link", "block")
     return rows.select("rank", "line", "link", gain=pl.coalesce(own, pl.col("joint_gain"), pl.lit(1.0)))
 

@@ -64,6 +64,7 @@ def test_each_link_is_scaled_by_its_own_gain() -> None:
         {
             "rank": [0] * 30,
             "step": list(range(1, 31)),
+            "n": [1] * 30,
             "excess": [0.02] * 10 + [0.05] * 10 + [0.05] * 10,
             "noise": [0.001] * 30,
             "joint_gain": [1.5] * 30,
@@ -80,6 +81,18 @@ def test_each_link_is_scaled_by_its_own_gain() -> None:
     gains = reconcile.link_gains(lines, cells)
     by_link = gains.group_by("link").agg(pl.col("gain").unique())
     assert dict(by_link.iter_rows()) == {"a": [pytest.approx(2.0)], "b": [pytest.approx(1.0)]}
+
+
+def test_a_gain_is_read_only_from_lines_whose_every_step_the_cause_touched() -> None:
+    # Lines of 4 steps on link a: in line 4 the cause is in every step (physics 10 ms a step, the line
+    # 20 ms slow: gain 0.5); line 8 holds its last step and a 2 s checkpoint. Read from both, the median
+    # of 0.5 and 200 would scale the block a hundredfold; the line the cause only leaves reads nothing.
+    lines = pl.DataFrame(
+        {"rank": 0, "step": [4, 8], "n": 4, "excess": [0.02, 2.005], "noise": 0.001, "joint_gain": None}
+    )
+    cells = pl.DataFrame({"rank": 0, "line": [4] * 4 + [8], "link": "a", "physics": 0.01})
+    gains = reconcile.link_gains(lines, cells)
+    assert gains["gain"].to_list() == pytest.approx([0.5, 0.5])
 
 
 def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_block() -> None:
