@@ -120,6 +120,18 @@ def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_blo
     assert gains["gain"].to_list() == pytest.approx([1.0] * 10 + [0.1 / 0.003] * 10 + [2.0] * 3)
 
 
+def test_one_stragglers_line_does_not_make_a_block_of_two_read_a_gain() -> None:
+    # A harmless burst's 13 ms of physics over two lines (noise 45 ms a line): the first quiet, the second
+    # a straggler's 2.5 s wait. The median of two lines is their mean (1.25 s, past the noise), but most of
+    # the block shows nothing: the straggler's line reads no gain, and the block keeps gain 1.
+    lines = pl.DataFrame(
+        {"rank": 0, "step": [1, 2], "per_step": [0.0035, 2.479], "baseline": 0.0, "physics": [0.0046, 0.0134]}
+    ).with_columns(sigma=pl.lit(0.045), n=pl.lit(1))
+    judged = line_excess.measured(lines.lazy()).collect()
+    cells = judged.select("rank", "physics", line="step", link=pl.lit("a"))
+    assert reconcile.link_gains(judged, cells)["gain"].to_list() == pytest.approx([1.0, 1.0])
+
+
 def test_the_timing_spread_is_what_a_poll_moves_and_no_more_than_a_line_showed() -> None:
     # A poll's reading covers its whole interval, so a line's physics is known to a poll either way: the
     # spread is what that shift could bring in from the neighbours. A line of 16 steps of 0.25 s (4 s, a
