@@ -111,7 +111,7 @@ def attribute(
             del part
             judged, gains, shares, steps = network_time(judged, caused, steps, around, slack(links), poll)
             del caused
-            steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds)
+            steps, shares = steps_placed(steps, judged, shares, floor(cells), grid, gains, skew_seconds, poll)
             steps, shares = beat.on_the_beat(steps, shares, syncs)
             parts.add(outputs(steps, judged, shares, links, summary))
             del judged, gains, shares, steps

@@ -8,13 +8,15 @@ import polars.selectors as cs
 
 from analyzer import physics
 from analyzer.attribution.reconcile import shapley
-from analyzer.attribution.rules import EDGE_SHARE, STALL_HELD_WITHIN, STALL_SHARE
+from analyzer.attribution.rules import EDGE_SHARE, PHYSICS_ERROR, STALL_HELD_WITHIN, STALL_SHARE
 
 # The step's formula (``docs/method.md``; the capitals are ``rules``).
 FORMULA = """\
 g(t)   = min(1, d(t) * network / integral of d over the line)     d: the scaled physics' density
 ramps  : before the first (after the last) level >= EDGE_SHARE of a run's peak, that level over the ramp's end
-stalls : a run where the network took >= STALL_SHARE of the time is one block of g = 1, centred on it
+stalls : a run where the network took >= STALL_SHARE of the time is one block of g = 1, centred on it,
+         unless the rank's run at that density (across lines) lasts longer than
+         its network time x (1 + PHYSICS_ERROR) + 2 polls
 start_j: where integral of (1 - g) = j / n of the line's work; moved past a stall block opening within
          STALL_HELD_WITHIN of an iteration after it
 """
@@ -60,19 +62,31 @@ def edges(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
     return frame.with_columns(g=g).select(pieces.columns)
 
 
-def stalls(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
+def stalls(pieces: pl.DataFrame, line: list[str], poll: float) -> pl.DataFrame:
     """A stall, sharpened: a run of pieces with network time (``g`` > 0) where the network took at least
     ``STALL_SHARE`` of the time is one stall (a wave's loss, a pause storm) that a poll's counters smeared
     over their interval; it becomes one block of ``g`` = 1 as long as its network time, centred where the
     run's network time is, in whole pieces (``held``), so the iteration it caught takes all of it, as a
     collective held by the network does. Slower, longer runs (congestion) keep their density.
 
+    A poll smears a stall over at most one poll before and one after it, and the scaled physics' network
+    time is off by at most ``PHYSICS_ERROR``. So a run at a stall's density that lasts longer than its
+    network time so enlarged, plus two polls, is not one stall: it is sustained congestion that slows every
+    iteration it spans. That run is the rank's, across its lines (a line cuts a long run short).
+
     Args:
-        pieces: ``line`` keys, ``k``, ``a``, ``b`` (seconds), ``g``, sorted by ``k`` within each line.
-        line: the columns naming one line.
+        pieces: ``line`` keys, ``k``, ``a``, ``b`` (seconds), ``g``, sorted by ``k`` within each line, the
+            lines of each rank in time order (by their last step).
+        line: the columns naming one line; the rank is all of them but the last.
+        poll: the readings' interval (seconds).
     """
     seconds = pl.col("b") - pl.col("a")
+    dense = pl.col("g") >= STALL_SHARE
+    across = dense.rle_id().over(line[:-1])  # the rank's runs at a stall's density, across its lines
+    at_most = (pl.col("g") * seconds).sum() * (1 + PHYSICS_ERROR) + 2 * poll
+    short = (seconds.sum() <= at_most).over(*line[:-1], "across")
     run = (pl.col("g") > 0).rle_id().over(line)
+    smeared = (~dense | pl.col("short")).all().over(*line, "run")
     spent = (pl.col("g") * seconds).sum().over(*line, "run")
     length = seconds.sum().over(*line, "run")
     centre = (pl.col("g") * seconds * (pl.col("a") + pl.col("b")) / 2).sum().over(*line, "run") / spent
@@ -82,12 +96,13 @@ def stalls(pieces: pl.DataFrame, line: list[str]) -> pl.DataFrame:
     # begin inside the stall, where the held collective ends only with it.
     middle = (pl.col("a") + pl.col("b")) / 2
     inside = ((middle >= lo) & (middle < hi)).cast(pl.Float64)
-    stall = (pl.col("g") > 0) & (spent >= STALL_SHARE * length)
+    stall = (pl.col("g") > 0) & (spent >= STALL_SHARE * length) & smeared
     return (
-        pieces.with_columns(run=run)
+        pieces.with_columns(run=run, across=across)
+        .with_columns(short=short)
         .with_columns(held=stall & (inside > 0))
         .with_columns(g=pl.when(stall).then(inside).otherwise(pl.col("g")))
-        .drop("run")
+        .drop("run", "across", "short")
     )
 
 
@@ -132,7 +147,12 @@ _LINE = ["rank", "line"]  # the keys of one interval line
 
 
 def place(
-    lines: pl.DataFrame, cells: pl.DataFrame, grid: pl.DataFrame, gains: pl.DataFrame, skew_seconds: float
+    lines: pl.DataFrame,
+    cells: pl.DataFrame,
+    grid: pl.DataFrame,
+    gains: pl.DataFrame,
+    skew_seconds: float,
+    poll: float,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Where each iteration of an interval line lay, and what of the line's network time was its.
 
@@ -151,6 +171,7 @@ def place(
         grid: ``window``, ``time`` (the cells' centres, regular).
         gains: ``link_gains`` output.
         skew_seconds: host minus switch clock.
+        poll: the telemetry's poll interval, seconds (``stalls``).
 
     Returns:
         Iterations (``rank``, ``line``, ``step``, ``lo``, ``hi`` on the host clock, ``weight``: the
@@ -162,7 +183,7 @@ def place(
         return _no_placement()
     spans, pieces = cut_at_cells(lines, grid, skew_seconds)
     gained = gained_physics(pieces, cells, gains)
-    pieces = network_share(pieces, gained)
+    pieces = network_share(pieces, gained, poll)
     bounds = held_by_the_ending_iteration(iteration_starts(pieces, spans), pieces, _LINE)
     cuts = cut_at_starts(pieces, bounds, spans)
     spent = cuts.group_by(*_LINE, "j").agg(
@@ -250,7 +271,7 @@ def gained_physics(pieces: pl.DataFrame, cells: pl.DataFrame, gains: pl.DataFram
     return shapley(gained.lazy(), [*_LINE, "k"]).collect()
 
 
-def network_share(pieces: pl.DataFrame, gained: pl.DataFrame) -> pl.DataFrame:
+def network_share(pieces: pl.DataFrame, gained: pl.DataFrame, poll: float) -> pl.DataFrame:
     """Per piece the share of the time the network took (``g``), the density scaled to the line's network
     time (sharpened: ``edges``, ``stalls``); what is left (``work``) is the iterations' own, ``done`` its
     running sum over the line."""
@@ -260,7 +281,7 @@ def network_share(pieces: pl.DataFrame, gained: pl.DataFrame) -> pl.DataFrame:
     total = (pl.col("d") * (pl.col("b") - pl.col("a"))).sum().over(line)
     g = pl.when(total > 0).then(pl.col("d") * pl.col("network") / total).otherwise(0.0).clip(0.0, 1.0)
     return (
-        stalls(edges(pieces.with_columns(g=g).sort(*line, "k"), line), line)
+        stalls(edges(pieces.with_columns(g=g).sort(*line, "k"), line), line, poll)
         .with_columns(work=(pl.col("b") - pl.col("a")) * (1 - pl.col("g")))
         .sort(*line, "k")
         .with_columns(done=pl.col("work").cum_sum().over(line))
@@ -374,6 +395,7 @@ def steps_placed(
     grid: pl.DataFrame,
     gains: pl.DataFrame,
     skew_seconds: float,
+    poll: float,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each step's share of its line's network time (``weight``) and its links' shares.
 
@@ -389,6 +411,7 @@ def steps_placed(
         grid: ``window``, ``time``.
         gains: ``reconcile.link_gains`` output.
         skew_seconds: host minus switch clock.
+        poll: the telemetry's poll interval, seconds (``stalls``).
 
     Returns:
         (the steps with ``weight``, the link shares of every step).
@@ -401,7 +424,7 @@ def steps_placed(
         .otherwise(1 / pl.len().over("rank", "line"))
     )
     interval_lines = judged.filter((pl.col("n") > 1) & pl.col("lo").is_not_null() & (pl.col("network") > 0))
-    iterations, placed = place(interval_lines, cells, grid, gains, skew_seconds)
+    iterations, placed = place(interval_lines, cells, grid, gains, skew_seconds, poll)
     seconds = (pl.col("placed_hi") - pl.col("placed_lo")).dt.total_nanoseconds() / 1e9
     steps = (
         steps.join(

@@ -109,8 +109,8 @@ def link_gains(lines: pl.DataFrame, cells: pl.DataFrame, slack: pl.DataFrame | N
     link do, and each cause on each link is off by its own factor: the gain is read per link, over each run
     of consecutive lines where the link has a cause (its block), from the lines where it is the only cause
     (``ALONE_SHARE`` of the line's physics), in every step of the line, and which read a gain
-    (``reads_a_gain``). A link never alone takes its line's joint gain (``measured``), else 1. A line's ratio is ``line_ratios``' (a link with
-    slack costs a step only past it).
+    (``reads_a_gain``). A link never alone takes its line's joint gain (``measured``), else 1. A line's
+    ratio is ``line_ratios``' (a link with slack costs a step only past it).
 
     Args:
         lines: ``measured`` output.

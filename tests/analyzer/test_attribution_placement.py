@@ -52,7 +52,7 @@ def test_a_stall_inside_an_interval_is_one_iterations_and_pushes_the_rest_later(
     # Ten iterations of 1 s work took 12 s: the physics says the network stalled everything from 4.5 s to
     # 6.5 s. The fifth iteration (4 s to 7 s) holds the whole stall; the later ones start 2 s later.
     cells, grid = _cells({"l": (4.5, 6.5, 0.05)})
-    iterations, links = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    iterations, links = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0, 1.0)
     iterations = iterations.sort("step")
     assert iterations["step"].to_list() == list(range(1, 11))
     assert _seconds(iterations["lo"]) == [0, 1, 2, 3, 4, 7, 8, 9, 10, 11]
@@ -68,7 +68,7 @@ def test_a_stall_opening_just_after_an_iteration_ended_is_that_iterations() -> N
     # iteration it held). The fourth iteration, whose work ended at 4 s and whose collective it held, takes
     # it; the fifth's work (0.1 s before the stall, 0.9 s after) runs from 6.1 s to 7 s.
     cells, grid = _cells({"l": (4.1, 6.1, 0.05)})
-    iterations, _ = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    iterations, _ = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0, 1.0)
     iterations = iterations.sort("step")
     assert _seconds(iterations["lo"]) == [0, 1, 2, 3, 6.1, 7, 8, 9, 10, 11]
     assert iterations["weight"].to_list() == pytest.approx([0.0] * 3 + [1.0] + [0.0] * 6, abs=1e-9)
@@ -77,7 +77,9 @@ def test_a_stall_opening_just_after_an_iteration_ended_is_that_iterations() -> N
 def test_placement_is_on_the_switch_clock_through_the_skew() -> None:
     # The same stall with the hosts 2 s ahead of the switches: the same iteration holds it.
     cells, grid = _cells({"l": (4.5, 6.5, 0.05)})
-    iterations, _ = placement.place(_interval(0.0, 12.0, 10, 2.0, skew=2.0), cells, grid, _no_gains(), 2.0)
+    iterations, _ = placement.place(
+        _interval(0.0, 12.0, 10, 2.0, skew=2.0), cells, grid, _no_gains(), 2.0, 1.0
+    )
     weights = iterations.sort("step")["weight"].to_list()
     assert weights == pytest.approx([0.0] * 4 + [1.0] + [0.0] * 5, abs=1e-9)
 
@@ -86,7 +88,7 @@ def test_congestion_over_part_of_an_interval_slows_the_iterations_it_covers() ->
     # Congestion from 5 s to the end of a 10-iteration line of 12 s (2 s of network time): the iterations
     # before it keep their 1 s of work; those under it share the 2 s in proportion to their time under it.
     cells, grid = _cells({"l": (5.0, 12.0, 0.02)})
-    iterations, _ = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    iterations, _ = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0, 1.0)
     iterations = iterations.sort("step")
     assert _seconds(iterations["lo"])[:6] == [0, 1, 2, 3, 4, 5]
     weights = iterations["weight"].to_list()
@@ -98,7 +100,7 @@ def test_congestion_over_part_of_an_interval_slows_the_iterations_it_covers() ->
 def test_links_share_each_moment_as_the_airport_game() -> None:
     # Two links slow the same second: the slower one decides, the first 10 ms shared by both.
     cells, grid = _cells({"a": (4.0, 5.0, 0.03), "b": (4.0, 5.0, 0.01)})
-    _, links = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0)
+    _, links = placement.place(_interval(0.0, 12.0, 10, 2.0), cells, grid, _no_gains(), 0.0, 1.0)
     per_link = links.group_by("link").agg(pl.col("share").sum())
     shares = dict(per_link.iter_rows())
     assert shares["b"] / (shares["a"] + shares["b"]) == pytest.approx(0.005 / 0.03)
@@ -106,7 +108,7 @@ def test_links_share_each_moment_as_the_airport_game() -> None:
 
 def test_an_interval_without_physics_is_spread_evenly() -> None:
     cells, grid = _cells({"l": (20.0, 22.0, 0.05)})  # outside the line
-    iterations, links = placement.place(_interval(0.0, 12.0, 10, 1.0), cells, grid, _no_gains(), 0.0)
+    iterations, links = placement.place(_interval(0.0, 12.0, 10, 1.0), cells, grid, _no_gains(), 0.0, 1.0)
     iterations = iterations.sort("step")
     assert iterations["weight"].to_list() == pytest.approx([0.1] * 10)
     assert _seconds(iterations["lo"]) == pytest.approx([1.2 * i for i in range(10)], abs=2e-3)
@@ -122,10 +124,23 @@ def test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_de
     frame = pl.DataFrame({"rank": [0] * 80, "line": [1] * 40 + [2] * 40, "k": list(range(40)) * 2})
     frame = frame.with_columns(a=pl.Series(a * 2), b=pl.Series([x + 0.1 for x in a] * 2))
     frame = frame.with_columns(g=pl.Series(smeared + slow))
-    out = placement.stalls(frame, ["rank", "line"])
+    out = placement.stalls(frame, ["rank", "line"], poll=1.0)
     stall = out.filter(pl.col("line") == 1)["g"].to_list()
     assert stall == [0.0] * 15 + [1.0] * 10 + [0.0] * 15
     assert out.filter(pl.col("line") == 2)["g"].to_list() == slow
+
+
+def test_a_run_longer_than_its_network_time_and_a_poll_either_side_keeps_its_density() -> None:
+    # 0.5 s pieces, 1 s polls. Congestion taking 0.6 of the time over four 5 s lines (20 s, 12 s of network
+    # time) outlasts any smeared stall of 12 s, even 25 % longer: every iteration it spans keeps its share,
+    # though each line alone (5 s, 3 s) could be one. The same density for 1 s alone is a stall.
+    lines = [1] * 10 + [2] * 10 + [3] * 10 + [4] * 10 + [5] * 10
+    g = [0.6] * 40 + [0.0] * 4 + [0.6] * 2 + [0.0] * 4
+    a = [i / 2 for i in range(50)]
+    frame = pl.DataFrame({"rank": [0] * 50, "line": lines, "k": [i % 10 for i in range(50)], "a": a})
+    frame = frame.with_columns(b=pl.col("a") + 0.5, g=pl.Series(g))
+    out = placement.stalls(frame, ["rank", "line"], poll=1.0)["g"].to_list()
+    assert out == [0.6] * 40 + [0.0] * 4 + [1.0] * 2 + [0.0] * 4
 
 
 def test_an_episodes_smeared_first_reading_is_its_level_over_the_readings_last_part() -> None:

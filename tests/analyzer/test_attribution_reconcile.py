@@ -121,7 +121,7 @@ def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_blo
 
 
 def test_one_stragglers_line_does_not_make_a_block_of_two_read_a_gain() -> None:
-    # A harmless burst's 13 ms of physics over two lines (noise 45 ms a line): the first quiet, the second
+    # A harmless congestion's 13 ms of physics over two lines (noise 45 ms a line): the first quiet, the second
     # a straggler's 2.5 s wait. The median of two lines is their mean (1.25 s, past the noise), but most of
     # the block shows nothing: the straggler's line reads no gain, and the block keeps gain 1.
     lines = pl.DataFrame(
