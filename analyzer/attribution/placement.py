@@ -15,8 +15,8 @@ FORMULA = """\
 g(t)   = min(1, d(t) * network / integral of d over the line)     d: the scaled physics' density
 ramps  : before the first (after the last) level >= EDGE_SHARE of a run's peak, that level over the ramp's end
 stalls : a run where the network took >= STALL_SHARE of the time is one block of g = 1, centred on it,
-         unless the rank's run at that density (across lines) lasts longer than
-         its network time x (1 + PHYSICS_ERROR) + 2 polls
+         unless the rank's run at that density (across lines), a poll in from either end, reads
+         g < 1 / (1 + PHYSICS_ERROR)
 start_j: where integral of (1 - g) = j / n of the line's work; moved past a stall block opening within
          STALL_HELD_WITHIN of an iteration after it
 """
@@ -69,10 +69,11 @@ def stalls(pieces: pl.DataFrame, line: list[str], poll: float) -> pl.DataFrame:
     run's network time is, in whole pieces (``held``), so the iteration it caught takes all of it, as a
     collective held by the network does. Slower, longer runs (congestion) keep their density.
 
-    A poll smears a stall over at most one poll before and one after it, and the scaled physics' network
-    time is off by at most ``PHYSICS_ERROR``. So a run at a stall's density that lasts longer than its
-    network time so enlarged, plus two polls, is not one stall: it is sustained congestion that slows every
-    iteration it spans. That run is the rank's, across its lines (a line cuts a long run short).
+    A poll smears a stall over at most one poll before and one after it, and a stall holds the network all
+    the time in between; the scaled physics is off by at most ``PHYSICS_ERROR``. So a run at a stall's
+    density that reads less than 1 / (1 + ``PHYSICS_ERROR``) of the time a poll in from its ends is not one
+    stall: it is sustained congestion that slows every iteration it spans. That run is the rank's, across
+    its lines (a line cuts a long run short).
 
     Args:
         pieces: ``line`` keys, ``k``, ``a``, ``b`` (seconds), ``g``, sorted by ``k`` within each line, the
@@ -83,10 +84,14 @@ def stalls(pieces: pl.DataFrame, line: list[str], poll: float) -> pl.DataFrame:
     seconds = pl.col("b") - pl.col("a")
     dense = pl.col("g") >= STALL_SHARE
     across = dense.rle_id().over(line[:-1])  # the rank's runs at a stall's density, across its lines
-    at_most = (pl.col("g") * seconds).sum() * (1 + PHYSICS_ERROR) + 2 * poll
-    short = (seconds.sum() <= at_most).over(*line[:-1], "across")
+    rank_run = [*line[:-1], "across"]
+    inner = (pl.col("a") >= pl.col("a").min().over(rank_run) + poll) & (
+        pl.col("b") <= pl.col("b").max().over(rank_run) - poll
+    )
+    inner_spent = (pl.col("g") * seconds).filter("inner").sum() * (1 + PHYSICS_ERROR)
+    holds = (inner_spent >= seconds.filter("inner").sum()).over(rank_run)
     run = (pl.col("g") > 0).rle_id().over(line)
-    smeared = (~dense | pl.col("short")).all().over(*line, "run")
+    smeared = (~dense | pl.col("holds")).all().over(*line, "run")
     spent = (pl.col("g") * seconds).sum().over(*line, "run")
     length = seconds.sum().over(*line, "run")
     centre = (pl.col("g") * seconds * (pl.col("a") + pl.col("b")) / 2).sum().over(*line, "run") / spent
@@ -99,10 +104,11 @@ def stalls(pieces: pl.DataFrame, line: list[str], poll: float) -> pl.DataFrame:
     stall = (pl.col("g") > 0) & (spent >= STALL_SHARE * length) & smeared
     return (
         pieces.with_columns(run=run, across=across)
-        .with_columns(short=short)
+        .with_columns(inner=inner)
+        .with_columns(holds=holds)
         .with_columns(held=stall & (inside > 0))
         .with_columns(g=pl.when(stall).then(inside).otherwise(pl.col("g")))
-        .drop("run", "across", "short")
+        .drop("run", "across", "inner", "holds")
     )
 
 

@@ -130,17 +130,20 @@ def test_a_smeared_stall_is_sharpened_into_one_block_and_congestion_keeps_its_de
     assert out.filter(pl.col("line") == 2)["g"].to_list() == slow
 
 
-def test_a_run_longer_than_its_network_time_and_a_poll_either_side_keeps_its_density() -> None:
-    # 0.5 s pieces, 1 s polls. Congestion taking 0.6 of the time over four 5 s lines (20 s, 12 s of network
-    # time) outlasts any smeared stall of 12 s, even 25 % longer: every iteration it spans keeps its share,
-    # though each line alone (5 s, 3 s) could be one. The same density for 1 s alone is a stall.
-    lines = [1] * 10 + [2] * 10 + [3] * 10 + [4] * 10 + [5] * 10
-    g = [0.6] * 40 + [0.0] * 4 + [0.6] * 2 + [0.0] * 4
-    a = [i / 2 for i in range(50)]
-    frame = pl.DataFrame({"rank": [0] * 50, "line": lines, "k": [i % 10 for i in range(50)], "a": a})
+def test_a_run_that_does_not_hold_the_network_a_poll_in_from_its_ends_keeps_its_density() -> None:
+    # 0.5 s pieces, 1 s polls. Congestion taking 0.7 of the time over two 4 s lines still reads 0.7 a poll
+    # in from its ends, under the 1 / 1.25 of the time a stall would (1.25: the physics' error), so every
+    # iteration it spans keeps its share, though each line alone (4 s, 2.8 s) could be one stall. A 6 s
+    # stall read at 0.9 between two smeared polls stays one; so does 0.7 for 1 s alone.
+    lines = [1] * 8 + [2] * 8 + [3] * 20 + [4] * 10
+    g = [0.7] * 16 + [0.0] * 2 + [0.5] * 2 + [0.9] * 12 + [0.5] * 2 + [0.0] * 6 + [0.7] * 2 + [0.0] * 4
+    a = [i / 2 for i in range(46)]
+    frame = pl.DataFrame({"rank": [0] * 46, "line": lines, "k": list(range(46)), "a": a})
     frame = frame.with_columns(b=pl.col("a") + 0.5, g=pl.Series(g))
     out = placement.stalls(frame, ["rank", "line"], poll=1.0)["g"].to_list()
-    assert out == [0.6] * 40 + [0.0] * 4 + [1.0] * 2 + [0.0] * 4
+    assert out[:16] == [0.7] * 16
+    assert out[16:36] == [0.0] * 4 + [1.0] * 12 + [0.0] * 4  # its 6.4 s of network time, centred
+    assert out[36:] == [0.0] * 4 + [1.0] * 2 + [0.0] * 4
 
 
 def test_an_episodes_smeared_first_reading_is_its_level_over_the_readings_last_part() -> None:
