@@ -30,6 +30,8 @@ physics(link) = the slower direction's sum of the four;  0 under PHYSICS_FLOOR_S
 (other traffic: the class's rate beyond the job's own, its median rate, or a sparse sender's rate when it
 sends; a cause counts only past OTHER_SHARE of the capacity and RATE_NOISE_SIGMAS of the job's rate noise, at
 most NOISE_SHARE; the job's bytes moved off a downed link are its reroute, within NOISE_SHARE of the capacity)
+sparse sender : physics only in the runs of a link's consecutive caused cells that hold one where the class
+                crossed the link both ways within a poll (an exchange; grid.exchanging)
 """
 
 
@@ -114,10 +116,16 @@ def with_a_cause(
     # spread over its interval): where none did, the job had nothing on the link for a wave down to slow.
     near = pl.col("sent").rolling_max(2 * ahead + 1, center=True, min_samples=1)
     amounts = amounts.with_columns(crossed=near.over("link", "device", order_by="window") > 0)
+    # How many of the link's ends the class crossed within a poll: at every end, the job exchanged over it
+    # (an all-reduce crosses each link both ways, where another tenant's load need not: ``grid_physics``).
+    amounts = amounts.with_columns(crossing=pl.col("crossed").sum().over("link", "window"))
     # Most cells of most ends hold nothing: they leave before the join (a test without the capacity that
     # every cause passes).
     candidates = amounts.filter(may_hold_a_cause()).join(capacity, on=["link", "device"])
-    return candidates.filter(has_a_cause().fill_null(False)), down_windows(amounts, ahead)
+    of_link = ends.group_by("link").agg(link_ends=pl.col("device").n_unique())
+    kept = candidates.filter(has_a_cause().fill_null(False)).join(of_link, on="link", how="left")
+    exchanged = pl.col("crossing") >= pl.col("link_ends")
+    return kept.with_columns(exchanged=exchanged).drop("crossing", "link_ends"), down_windows(amounts, ahead)
 
 
 def physics_of(

@@ -79,18 +79,44 @@ def read_amounts(grid: pl.DataFrame, totals: pl.DataFrame, ends: pl.DataFrame, p
 
 
 def grid_physics(
-    grid: pl.DataFrame, amounts: GridAmounts, ends: pl.DataFrame, links: pl.DataFrame
+    grid: pl.DataFrame, amounts: GridAmounts, ends: pl.DataFrame, links: pl.DataFrame, sparse: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Each cell's physics per link (``episode.step_physics``), and the strongest link's per cell
     (``signal``: ``time``, ``physics``, for the skew search).
+
+    A job that sends only now and then (DiLoCo's outer sync: ``steady.sends_sparsely``) is slowed by a link
+    only while it exchanges over it (``exchanging``). Elsewhere a cause on the link (another tenant's
+    congestion, a wave down) holds nothing of the job's.
 
     Args:
         grid: ``episode.read_grid``'s grid.
         amounts: ``read_amounts`` output.
         ends: ``physics.MEMBERS`` rows.
         links: ``steady.steady`` output.
+        sparse: whether the job sends sparsely.
     """
-    cells = physics_of(grid, amounts.causing, amounts.down, ends, links)
+    causing = exchanging(amounts.causing) if sparse else amounts.causing
+    cells = physics_of(grid, causing, amounts.down, ends, links)
     strongest = floor(cells).group_by("window").agg(pl.col("physics").max())
     signal = grid.join(strongest, on="window", how="left").with_columns(pl.col("physics").fill_null(0.0))
     return cells, signal.select("time", "physics")
+
+
+def exchanging(causing: pl.DataFrame) -> pl.DataFrame:
+    """The cells with a cause in which a sparse sender was exchanging over the link: each run of a link's
+    consecutive cells with a cause that holds a cell where its class crossed the link both ways within a
+    poll (``exchanged``). An exchange the cause holds back goes on in that run after one way has finished
+    (an all-reduce's phase waits for its slowest hop), so the whole run is its."""
+    cells = (
+        causing.select("link", "window", "exchanged")
+        .group_by("link", "window")
+        .agg(pl.col("exchanged").any())
+    )
+    gap = pl.col("window").diff().over("link").fill_null(1) != 1
+    cells = (
+        cells.sort("link", "window")
+        .with_columns(gap=gap)
+        .with_columns(run=pl.col("gap").cum_sum().over("link"))
+    )
+    held = cells.filter(pl.col("exchanged").any().over("link", "run")).select("link", "window")
+    return causing.join(held, on=["link", "window"], how="semi")

@@ -80,7 +80,8 @@ def attribute(
     amounts = read_amounts(grid, totals, ends, poll)
     del totals
     links = steady(members, ends, round_trips, link_bytes(amounts.rates, job, median_step))
-    cells, signal = grid_physics(grid, amounts, ends, links)
+    sparse = sends_sparsely(amounts.rates)
+    cells, signal = grid_physics(grid, amounts, ends, links, sparse)
     found = find_skew(lines, signal) if skew_seconds is None else Skew(skew_seconds, None)
     summary: dict[str, object] = found.summary(given=skew_seconds is not None)
     skew_seconds, correlation = found.seconds, found.correlation
@@ -97,7 +98,7 @@ def attribute(
     size, periods = rhythm(
         in_order([p.select("order", "step", "n", "per_step", "physics") for p in ranks]), beat_periods
     )
-    size = communication_cycle(size, median_step, poll, sparse := sends_sparsely(amounts.rates))
+    size = communication_cycle(size, median_step, poll, sparse)
     syncs = periods if sparse else []  # a job that sends only on its beat: its syncs
     beats = [{"every_steps": every, "phase": phase} for every, phase in periods]
     summary.update(skew_estimated=correlation is not None, communication_cycle_steps=size, job_beat=beats)

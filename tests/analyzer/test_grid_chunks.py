@@ -91,3 +91,41 @@ def test_an_end_whose_counters_never_move_is_read_from_one_cell() -> None:
     assert_frame_equal(read.causing.sort(*order, "window"), causing.sort(*order, "window"))
     assert read.down.height == down.height == 0
     assert read.causing["device"].unique().to_list() == ["a"]
+
+
+def test_a_sparse_senders_physics_is_where_it_exchanged_and_what_that_run_held() -> None:
+    # End a pauses for the whole run and its class sends all along (another tenant's load one way); end b's
+    # class sends only from 30 s to 31 s. The class crossed both ways, the job exchanged, only within a
+    # poll of that second; the run of caused cells that holds it is the exchange's, a run without is not.
+    seconds = range(0, 61)
+    rows = (
+        [("a", "sent", float(s) * 1e9, s) for s in seconds]
+        + [("a", "paused", float(s), s) for s in seconds]
+        + [("b", "sent", 0.0 if s <= 30 else 1e9, s) for s in seconds]
+    )
+    totals = pl.DataFrame(
+        {
+            "link": "l1",
+            "device": [r[0] for r in rows],
+            "quantity": [r[1] for r in rows],
+            "time": [T0 + timedelta(seconds=r[3]) for r in rows],
+            "total": [r[2] for r in rows],
+        }
+    ).with_columns(pl.col("time").cast(pl.Datetime("us", "UTC")))
+    ends = pl.DataFrame(
+        {"link": "l1", "device": ["a", "b"], "interfaces": [1, 1], "capacity": [4e9, 4e9]},
+        schema_overrides={"interfaces": pl.UInt32},
+    )
+    cells = episode.grid_windows(totals).with_columns(seconds_step=pl.lit(0.5))
+    read = grid.read_amounts(cells, totals, ends, poll=1.0)
+    exchanged = read.causing.filter("exchanged").join(cells, on="window")
+    assert exchanged.height > 0
+    assert exchanged["time"].min() >= T0 + timedelta(seconds=29)
+    assert exchanged["time"].max() <= T0 + timedelta(seconds=32)
+    # The pause is one run of caused cells over the whole run: it holds the exchange, so all of it stays.
+    assert grid.exchanging(read.causing).height == read.causing.height
+    # Cut the run in two: the part without an exchange leaves.
+    cut = read.causing["window"].quantile(0.25, "nearest")
+    gap = read.causing.filter(pl.col("window") != cut)
+    kept = grid.exchanging(gap)
+    assert kept.height == gap.filter(pl.col("window") > cut).height > 0
