@@ -56,15 +56,8 @@ def test_one_link_per_chunk_gives_the_same_analysis(fabric: Path, monkeypatch: p
     assert compare.differences(whole, chunked) == []
 
 
-def test_an_end_whose_counters_never_move_is_read_from_one_cell() -> None:
-    # One link: end a's job class sends 1 GB a second and is paused for a second; end b reads its counters
-    # at the same times, and none moves. Read apart, b gives what reading it over every cell gives.
-    seconds = range(0, 61)
-    rows = (
-        [("a", "sent", float(s) * 1e9, s) for s in seconds]
-        + [("a", "paused", 0.0 if s < 30 else 1.0, s) for s in seconds]
-        + [("b", quantity, 7.0, s) for quantity in ("sent", "paused") for s in seconds]
-    )
+def _one_link(rows: list[tuple[str, str, float, int]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Running totals of link l1's ends a and b from (device, quantity, total, second) rows, and its ends."""
     totals = pl.DataFrame(
         {
             "link": "l1",
@@ -78,6 +71,19 @@ def test_an_end_whose_counters_never_move_is_read_from_one_cell() -> None:
         {"link": "l1", "device": ["a", "b"], "interfaces": [1, 1], "capacity": [4e9, 4e9]},
         schema_overrides={"interfaces": pl.UInt32},
     )
+    return totals, ends
+
+
+def test_an_end_whose_counters_never_move_is_read_from_one_cell() -> None:
+    # One link: end a's job class sends 1 GB a second and is paused for a second; end b reads its counters
+    # at the same times, and none moves. Read apart, b gives what reading it over every cell gives.
+    seconds = range(0, 61)
+    rows = (
+        [("a", "sent", float(s) * 1e9, s) for s in seconds]
+        + [("a", "paused", 0.0 if s < 30 else 1.0, s) for s in seconds]
+        + [("b", quantity, 7.0, s) for quantity in ("sent", "paused") for s in seconds]
+    )
+    totals, ends = _one_link(rows)
     assert physics.still_ends(totals).rows() == [("l1", "b")]
     cells = episode.grid_windows(totals).with_columns(seconds_step=pl.lit(0.5))
     read = grid.read_amounts(cells, totals, ends, poll=1.0)
@@ -103,19 +109,7 @@ def test_a_sparse_senders_physics_is_where_it_exchanged_and_what_that_run_held()
         + [("a", "paused", float(s), s) for s in seconds]
         + [("b", "sent", 0.0 if s <= 30 else 1e9, s) for s in seconds]
     )
-    totals = pl.DataFrame(
-        {
-            "link": "l1",
-            "device": [r[0] for r in rows],
-            "quantity": [r[1] for r in rows],
-            "time": [T0 + timedelta(seconds=r[3]) for r in rows],
-            "total": [r[2] for r in rows],
-        }
-    ).with_columns(pl.col("time").cast(pl.Datetime("us", "UTC")))
-    ends = pl.DataFrame(
-        {"link": "l1", "device": ["a", "b"], "interfaces": [1, 1], "capacity": [4e9, 4e9]},
-        schema_overrides={"interfaces": pl.UInt32},
-    )
+    totals, ends = _one_link(rows)
     cells = episode.grid_windows(totals).with_columns(seconds_step=pl.lit(0.5))
     read = grid.read_amounts(cells, totals, ends, poll=1.0)
     exchanged = read.causing.filter("exchanged").join(cells, on="window")
