@@ -83,8 +83,9 @@ READINGS: pl.Schema = pl.Schema(
     }
 )
 """One row per reading: what it adds to its quantity's running total (counters: the interval's increase;
-``down``: 1 - up, ``slow``: the share of its usual speed missing, and ``ingress``: the bytes held, x the
-interval's seconds)."""
+``down``: 1 - up, ``slow``: the share of its usual speed missing (over at most a poll; before that the
+previous reading's), and ``ingress``: the bytes held, x the interval's seconds); a state's last reading also
+adds its state up to its end's last state reading."""
 
 MEMBERS: pl.Schema = pl.Schema(
     {"link": pl.String(), "device": pl.String(), "interfaces": pl.UInt32(), "capacity": pl.Float64()}
@@ -114,32 +115,26 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
     )
     quantified = named.select("series", "link", "device", quantity=quantity_of(job_class))
     quantities = quantified.filter(pl.col("quantity").is_not_null()).collect()
+    is_state = pl.col("quantity").is_in(["down", "slow"])
     metric = pl.col("metric").cast(pl.String)
-    # A series never spans batches (one device's whole run): its median is its usual speed (as ``members``)
-    # or queue length. Computed once, as a column: the expressions below read it several times.
+    # A series never spans batches (one device's whole run): its median is its usual queue length.
+    # Computed once, as a column: the expressions below read it several times.
     usual = pl.col("usual")
-    missing = pl.when(usual > 0).then((1 - pl.col("value") / usual).clip(0.0, 1.0)).otherwise(0.0)
-    # A gauge covers the interval since the previous reading; the first reading of a series covers none.
+    # A reading covers the interval since the previous one: a watermark is its peak, a counter's increase
+    # its sum; the first reading of a series covers none.
     beyond_usual = (pl.col("increase") - pl.col("usual_rate") * pl.col("seconds")).clip(lower_bound=0.0)
     amount = (
-        pl.when(metric == UP)
-        .then((1 - pl.col("value")) * pl.col("seconds"))
-        .when(metric == SPEED)
-        .then(missing * pl.col("seconds"))
-        .when(metric == HELD)
+        pl.when(metric == HELD)
         .then(pl.col("value") * pl.col("seconds"))
         .when(metric == DISCARDED)
         .then(beyond_usual)
         .otherwise(pl.col("increase"))
     )
-    # Signals are grouped by series in time order: neighbours are a shift away.
-    same_prev = (pl.col("series") == pl.col("series").shift(1)).fill_null(False)
-    same_next = (pl.col("series") == pl.col("series").shift(-1)).fill_null(False)
     high = pl.col("high")
-    stands = high & ((same_prev & high.shift(1)) | (same_next & high.shift(-1))).fill_null(False)
+    stands = high & ((_same_prev & high.shift(1)) | (_same_next & high.shift(-1))).fill_null(False)
     standing = pl.when(stands).then((pl.col("value") - usual) * pl.col("seconds")).otherwise(0.0)
     sig = (
-        signals.filter(pl.col("series").is_in(quantities["series"].implode()))
+        signals.filter(pl.col("series").is_in(quantities.filter(~is_state)["series"].implode()))
         .with_columns(
             usual=pl.col("value").median().over("series"),
             # Readings with no time between them (two of one instant) tell no rate.
@@ -152,18 +147,73 @@ def readings(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str | None)
         .with_columns(high=(metric == HELD) & (pl.col("value") > HELD_OVER_USUAL * usual))
         .with_columns(amount=amount.fill_null(0.0), standing=standing.fill_null(0.0))
     )
-    adds = pl.col("amount") > 0
-    keep = (
-        adds
-        | ~same_prev
-        | ~same_next
-        | (same_prev & adds.shift(1).fill_null(False))
-        | (same_next & adds.shift(-1).fill_null(False))
-    )
-    rows = sig.filter(keep).join(quantities.lazy(), on="series")
+    rows = sig.filter(_adds_or_anchors()).join(quantities.lazy(), on="series")
     amount = pl.when(pl.col("quantity") == "queued").then(pl.col("standing")).otherwise(pl.col("amount"))
     out = rows.select("link", "device", "time", "quantity", amount=amount)
-    return schemas.conform_lazy(READINGS, out)
+    held = state_readings(signals, quantities.filter(is_state))
+    return schemas.conform_lazy(READINGS, pl.concat([out, held], how="diagonal"))
+
+
+# Signals are grouped by series in time order: neighbours are a shift away.
+_same_prev = (pl.col("series") == pl.col("series").shift(1)).fill_null(False)
+_same_next = (pl.col("series") == pl.col("series").shift(-1)).fill_null(False)
+
+
+def _adds_or_anchors() -> pl.Expr:
+    """A reading that adds something, and its neighbours (the anchors of the interpolation), and each
+    series' first and last (its observation's bounds)."""
+    adds = pl.col("amount") > 0
+    return (
+        adds
+        | ~_same_prev
+        | ~_same_next
+        | (_same_prev & adds.shift(1).fill_null(False))
+        | (_same_next & adds.shift(-1).fill_null(False))
+    )
+
+
+def state_readings(signals: pl.LazyFrame, states: pl.DataFrame) -> pl.LazyFrame:
+    """The readings of the state series (up, speed; ``states``: their ``series``, ``link``, ``device``,
+    ``quantity``): the share of its end's capacity a state took away, x the seconds it held.
+
+    A state read at a poll changed somewhere in the poll before it; one read after a longer gap (a stream
+    sent on change, gNMI ON_CHANGE oper-status, or a heartbeat repeating it) changed no earlier than a poll
+    before it: until then the previous reading's state held. The poll is the usual interval of the states'
+    readings (a speed is sampled at every poll). The last reading's state holds until its end's last state
+    reading (a speed is sampled to the end of the end's observation, ``window_amounts``; a state sent on
+    change may not be read again). Few series are states: they are read apart from the others.
+    """
+    metric = pl.col("metric").cast(pl.String)
+    usual = pl.col("usual")
+    lacking = (
+        pl.when(metric == UP)
+        .then(1 - pl.col("value"))
+        .when(usual > 0)
+        .then((1 - pl.col("value") / usual).clip(0.0, 1.0))
+        .otherwise(0.0)
+    )
+    read = (
+        signals.filter(pl.col("series").is_in(states["series"].implode()))
+        .with_columns(usual=pl.col("value").median().over("series"))
+        .with_columns(lacking=lacking, last=~_same_next)
+    )
+    poll = read.select(pl.col("seconds").median()).collect().item()
+    recent = pl.min_horizontal("seconds", pl.lit(poll, pl.Float64))
+    earlier = pl.when(_same_prev).then(pl.col("lacking").shift(1)) * (pl.col("seconds") - recent)
+    amount = (pl.col("lacking") * recent + earlier).fill_null(0.0)
+    placed = (
+        read.with_columns(amount=amount)
+        .filter(_adds_or_anchors())
+        .join(states.lazy(), on="series")
+        .with_columns(end=pl.col("time").max().over("link", "device"))
+    )
+    after = (pl.col("end") - pl.col("time")).dt.total_nanoseconds() / 1e9
+    closing = placed.filter("last").select(
+        "link", "device", time="end", quantity="quantity", amount=pl.col("lacking") * after
+    )
+    return pl.concat(
+        [placed.select("link", "device", "time", "quantity", "amount"), closing.filter(pl.col("amount") > 0)]
+    )
 
 
 def quantity_of(job_class: str | None) -> pl.Expr:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import pairwise
 
 import polars as pl
 import pytest
@@ -98,6 +99,55 @@ def test_a_port_below_its_usual_speed_reads_as_lost_capacity() -> None:
     rows = physics.readings(signals, labels, "3").collect()
     assert set(rows["quantity"]) == {"slow"}
     assert rows["amount"].sum() == pytest.approx(1.2)
+
+
+def _state_series(series: int, metric: str, seconds: list[float], values: list[float]) -> pl.DataFrame:
+    """One gauge series of ``schemas.SIGNALS`` read at ``seconds`` after T0."""
+    times = [T0 + timedelta(seconds=s) for s in seconds]
+    return pl.DataFrame(
+        {
+            "series": [series] * len(times),
+            "metric": [metric] * len(times),
+            "prev_time": [None, *times[:-1]],
+            "time": times,
+            "next_time": [*times[1:], None],
+            "value": values,
+            "increase": [None] * len(times),
+            "seconds": [None] + [b - a for a, b in pairwise(seconds)],
+        },
+        schema=schemas.SIGNALS,
+    )
+
+
+def test_a_state_read_after_a_gap_changed_no_earlier_than_a_poll_before() -> None:
+    # Polled every second (a speed). gNMI ON_CHANGE oper-status: up at the start, down at 100 s, up again
+    # at 116 s: the wave went down within the poll before the "down" reading, no earlier (the 99 s before
+    # were up), and stayed down until the poll before the "up" one. Another wave goes down at 120 s and is
+    # still down at its end's last reading (130 s). A polled state reads down at 5 s and 6 s: each reading
+    # covers the poll before it.
+    signals = pl.concat(
+        [
+            _state_series(1, physics.UP, [0, 100, 116], [1.0, 0.0, 1.0]),
+            _state_series(2, physics.UP, [0, 120], [1.0, 0.0]),
+            _state_series(3, physics.SPEED, [float(s) for s in range(131)], [5e10] * 131),
+            _state_series(4, physics.UP, [float(s) for s in range(11)], [1.0] * 5 + [0.0] * 2 + [1.0] * 4),
+        ]
+    ).lazy()
+    labels = pl.LazyFrame(
+        {
+            "series": [1, 2, 3, 4],
+            "link": ["l1"] * 4,
+            "device": ["a"] * 4,
+            "interface": ["e1", "e2", "e1", "e3"],
+        },
+        schema_overrides={"series": pl.UInt64},
+    ).with_columns(
+        queue=pl.lit(None, pl.String), priority=pl.lit(None, pl.String), direction=pl.lit(None, pl.String)
+    )
+    rows = physics.readings(signals, labels, "3").collect()
+    down = rows.filter(pl.col("quantity") == "down", pl.col("amount") > 0)
+    seconds = down.select(at=(pl.col("time") - T0).dt.total_seconds(), amount="amount").sort("at")
+    assert seconds.rows() == [(5, 1.0), (6, 1.0), (100, 1.0), (116, 15.0), (120, 1.0), (130, 10.0)]
 
 
 def _zeros(*but: str) -> dict[str, float]:
