@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from analyzer import blame, network, schemas
+from analyzer import blame, network, physics, schemas
 from analyzer.attribution import beat, pipeline
 from analyzer.thresholds import Thresholds
 
@@ -129,10 +129,22 @@ class Window:
         if cutoff is None:
             return
         self.steps = self.steps.filter(pl.coalesce("end_time", "start_time") >= cutoff)
-        kept = []
+        kept, states = [], []
         for frame in self._readings:
-            if frame.height and frame["time"].max() >= cutoff:  # type: ignore[operator]
+            if not frame.height:
+                continue
+            if frame["time"].min() < cutoff:  # type: ignore[operator]
+                states.append(frame.filter((pl.col("time") < cutoff) & (pl.col("metric") == physics.UP)))
+            if frame["time"].max() >= cutoff:  # type: ignore[operator]
                 kept.append(frame.filter(pl.col("time") >= cutoff) if frame["time"].min() < cutoff else frame)  # type: ignore[operator]
+        # A link state sent on change (gNMI ON_CHANGE oper-status) is not read again until it changes: the
+        # last one read before the window is its state at the window's start.
+        carried = pl.concat(states, how="vertical_relaxed") if states else pl.DataFrame()
+        if carried.height:
+            last = carried.sort("time").group_by(schemas.SERIES_KEYS, maintain_order=True).last()
+            kept.insert(
+                0, last.with_columns(time=pl.lit(cutoff).cast(carried.schema["time"])).select(carried.columns)
+            )
         self._readings = kept
 
     def readings(self) -> pl.DataFrame:

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from synthetic_fabric import T0, Episode, config_yaml, step_rows, write_archive
 
-from analyzer import blame, live, schemas, topology
+from analyzer import blame, live, physics, schemas, telemetry, topology
 from analyzer.archive_tail import ArchiveTail
 from analyzer.attribution import beat
 from analyzer.errors import IngestError
@@ -142,6 +142,39 @@ def test_the_window_blames_the_episode_link_soon_and_stays_bounded(tmp_path: Pat
     # The run's first steps, kept for the job's own beat: here all of them (a short run).
     assert window.first_steps.height == len(step_rows(120, episodes, ranks=2)) > window.steps.height
     tail.close()
+
+
+def _states(metric: str, seconds: list[float], values: list[float]) -> pl.DataFrame:
+    """``schemas.TELEMETRY`` rows of one link state series of device a, port e1."""
+    times = [T0 + timedelta(seconds=x) for x in seconds]
+    rows = {"time": times, "device": "a", "metric": metric, "interface": "e1", "value": values}
+    return (
+        pl.DataFrame(rows)
+        .with_columns([pl.lit(None).alias(c) for c in schemas.TELEMETRY.names() if c not in rows])
+        .select(schemas.TELEMETRY.names())
+        .cast(schemas.TELEMETRY)
+    )
+
+
+def test_the_window_starts_with_the_link_states_read_before_it() -> None:
+    """gNMI sends oper-status on change: the wave read down at 10 s is still down when the window has moved
+    past that reading (a speed is sampled every second), and stays so as it moves on."""
+    window = live.Window(live.Settings(window_seconds=30.0))
+    window.add_readings(_states(physics.UP, [0.0, 10.0], [1.0, 0.0]))
+    for second in range(0, 100, 5):
+        window.add_readings(_states(physics.SPEED, [float(x) for x in range(second, second + 5)], [5e10] * 5))
+        states = window.readings().filter(pl.col("metric") == physics.UP).sort("time")
+        assert 1 <= states.height <= 2, states  # the carried state and the reading inside, if any
+        assert states["value"].to_list()[-1] == 0.0, states
+        assert states["time"].min() >= window.cutoff()  # type: ignore[operator]
+    ends = physics.readings(telemetry.signals(window.readings().lazy()), *_labels(window)).collect()
+    assert ends.filter(pl.col("quantity") == "down")["amount"].sum() == pytest.approx(30.0, abs=1.0)
+
+
+def _labels(window: live.Window) -> tuple[pl.LazyFrame, str]:
+    """The series labels of the window's readings, on link l1 (its device a)."""
+    labels = telemetry.series_labels(window.readings().lazy()).with_columns(link=pl.lit("l1"))
+    return labels, "3"
 
 
 def test_the_window_keeps_the_runs_first_steps_for_the_beat_and_no_more() -> None:
