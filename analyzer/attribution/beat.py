@@ -16,7 +16,6 @@ from analyzer.attribution.rules import (
     BEAT_PERIODS,
     CYCLE_MIN_REPEATS,
     CYCLE_NOISE_FLOOR_SECONDS,
-    CYCLE_SLOW_LEVELS,
     CYCLE_SLOW_QUANTILE,
     MAD_TO_SIGMA,
     SIGNIFICANT_SIGMAS,
@@ -27,10 +26,10 @@ FORMULA = """\
 hits(line; P, p) = how many of the line's n steps s have s mod P = p
 heavy lines      = the lines with more hits than the fewest (every line of the job's usual length)
 beat             = the smallest P <= BEAT_LONGEST_STEPS (at its likeliest phase p) whose heavy lines'
-                   CYCLE_SLOW_QUANTILE of excess stands CYCLE_SLOW_LEVELS * SIGNIFICANT_SIGMAS * noise over
-                   the other lines' median (noise: their MAD; at least CYCLE_MIN_REPEATS lines of each),
-                   the other lines' upper quantile within one level, and its slow heavy lines unlikely by
-                   chance: hypergeometric tail * periods and phases tried < one-sided tail of
+                   CYCLE_SLOW_QUANTILE of excess stands SIGNIFICANT_SIGMAS * noise over the other lines'
+                   median (noise: their MAD; at least CYCLE_MIN_REPEATS lines of each), the other lines'
+                   upper quantile within that level, and its slow heavy lines (past that level) unlikely
+                   by chance: hypergeometric tail * periods and phases tried < one-sided tail of
                    SIGNIFICANT_SIGMAS; then, on what that period leaves, the next, up to BEAT_PERIODS
 on the beat      : a job that sends only on its beat (no typical rate on any link end: steady.sends_sparsely)
                    has network time only on its beat's steps: a line holding any gives them all of its own
@@ -128,6 +127,10 @@ def stands_out(excess: np.ndarray, counts: np.ndarray, tried: int = 1) -> bool:
     ``excess.cycle``, on lines: a period whose light lines still hold two kinds, such as half of the sync
     lines of twice the period, is not the beat), and not by chance among the ``tried`` periods and phases:
     episodes and stalls slow lines too, and a few hits of one of many periods can all fall on them.
+
+    One significance level, the test every line's excess passes: the chance test over every period and
+    phase tried is what guards against a false beat (``excess.cycle``, which has none, asks for
+    ``CYCLE_SLOW_LEVELS``). A sync at 4-6 sigma of the line noise is a beat all the same.
     """
     heavy = counts > counts.min()
     if heavy.sum() < CYCLE_MIN_REPEATS or (~heavy).sum() < CYCLE_MIN_REPEATS:
@@ -137,11 +140,8 @@ def stands_out(excess: np.ndarray, counts: np.ndarray, tried: int = 1) -> bool:
     noise = float(np.median(np.abs(light - usual))) * MAD_TO_SIGMA
     level = SIGNIFICANT_SIGMAS * max(noise, CYCLE_NOISE_FLOOR_SECONDS)
     agree = float(np.quantile(light, 1 - CYCLE_SLOW_QUANTILE)) - usual <= level
-    slow = excess - usual > CYCLE_SLOW_LEVELS * level
-    if (
-        not agree
-        or float(np.quantile(excess[heavy], CYCLE_SLOW_QUANTILE)) - usual <= CYCLE_SLOW_LEVELS * level
-    ):
+    slow = excess - usual > level
+    if not agree or float(np.quantile(excess[heavy], CYCLE_SLOW_QUANTILE)) - usual <= level:
         return False
     chance = _chance(int(excess.size), int(slow.sum()), int(heavy.sum()), int(slow[heavy].sum()))
     # The test every step uses (SIGNIFICANT_SIGMAS, one-sided), over the whole family tried (Bonferroni).

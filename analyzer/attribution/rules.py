@@ -148,7 +148,8 @@ CYCLE_SLOW_LEVELS = _rule(
     "CYCLE_SLOW_LEVELS",
     2.0,
     "excess",
-    "the slow position stands out by this many significance levels over the next",
+    "a single-step cycle's slow position stands out by this many significance levels over the next (no "
+    "chance test there; the beat's lines have one and ask one level: beat.stands_out)",
     _FITTED + "the shipped DiLoCo scenario (51ca618)",
     _T + "excess.py::test_cycle_finds_a_sync_every_four_steps",
     off=math.inf,
