@@ -146,15 +146,16 @@ def with_local_baselines(keyed: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
 def reads_a_gain(*block: str) -> pl.Expr:
     """Whether a line's ratio of ``excess`` to ``physics`` measures the physics' gain in its ``block``: the
     line's excess is past the noise, and the physics shows in it, either on its own (past the line's noise)
-    or as an excess past the noise in most of the block's lines (physics whose size the counters miss, such
-    as loss recovery, shows over its whole block). Physics within the noise of a block whose lines
-    mostly show nothing: one line past the noise there is something else's (a straggler's wait, a
-    checkpoint), and its ratio would scale every line of the block by it."""
+    or as an excess past the noise in most of the block's other lines (physics whose size the counters miss,
+    such as loss recovery, shows over its whole block). Physics within the noise of a block whose other
+    lines mostly show nothing: one line past the noise there is something else's (a straggler's wait, a
+    checkpoint, a stall), and its ratio would scale every line of the block by it; a line alone in its
+    block has no other line to vouch for it."""
     past = pl.col("excess") > SIGNIFICANT_SIGMAS * pl.col("noise")
     visible = pl.col("physics") >= pl.col("noise")
     # A majority, not the median line's excess: the median of two lines is their mean, and one straggler's
-    # line would carry the other.
-    mostly = (past.sum() > (~past).sum()).over(*block)
+    # line would carry the other. A majority of the other lines: a line cannot vouch for itself.
+    mostly = (past.sum() - past.cast(pl.Int64) > (~past).sum()).over(*block)
     return past & (visible | mostly)
 
 

@@ -22,7 +22,8 @@ from analyzer.attribution.rules import (
 # The step's formula (``docs/method.md``; the capitals are ``rules``).
 FORMULA = """\
 gain(link, block) = median(g) over lines where the link holds >= ALONE_SHARE of the physics, has a cause in
-                    every step of the line, and the excess is past SIGNIFICANT_SIGMAS * noise
+                    every step of the line, and the excess is past SIGNIFICANT_SIGMAS * noise, with
+                    the physics past the noise or most of the block's other lines past it too
                     (else the block's joint gain, else 1)
 scaled            = sum over steps of the airport-game (Shapley) split of max over links of
                     max(gain * physics - slack(link), 0)   (steady.slack: a phase ends with its slowest link)

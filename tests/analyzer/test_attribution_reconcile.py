@@ -120,6 +120,23 @@ def test_a_gain_is_not_read_where_the_physics_is_within_the_noise_of_a_quiet_blo
     assert gains["gain"].to_list() == pytest.approx([1.0] * 10 + [0.1 / 0.003] * 10 + [2.0] * 3)
 
 
+def test_a_lone_line_cannot_vouch_for_its_own_gain() -> None:
+    # Seed 983358: a 0.55 s stall of every rank fell in a line with 2 ms of physics on bc-2 (the job's
+    # own sync in a queue, noise 20 ms a line), a block of one line. As the majority of its own block, the
+    # line read a gain of 259 from its own excess and blamed the stall on bc-2 (step_error 6.7). The
+    # majority is of the block's other lines: a lone line keeps gain 1. Three lines past the noise over
+    # physics under it (loss recovery) still read their gain, each vouched for by the other two.
+    excess = [0.565] + [0.0] * 5 + [0.1] * 3
+    physics_s = [0.002] + [0.0] * 5 + [0.003] * 3
+    lines = pl.DataFrame(
+        {"rank": 0, "step": range(1, 10), "per_step": excess, "baseline": 0.0, "physics": physics_s}
+    ).with_columns(sigma=pl.lit(0.02), n=pl.lit(1))
+    judged = line_excess.measured(lines.lazy()).collect()
+    cells = judged.filter(pl.col("physics") > 0).select("rank", "physics", line="step", link=pl.lit("a"))
+    gains = reconcile.link_gains(judged, cells).sort("line")
+    assert gains["gain"].to_list() == pytest.approx([1.0] + [0.1 / 0.003] * 3)
+
+
 def test_one_stragglers_line_does_not_make_a_block_of_two_read_a_gain() -> None:
     # A harmless congestion's 13 ms of physics over two lines (noise 45 ms a line): the first quiet, the second
     # a straggler's 2.5 s wait. The median of two lines is their mean (1.25 s, past the noise), but most of
