@@ -171,6 +171,30 @@ def test_the_window_starts_with_the_link_states_read_before_it() -> None:
     assert ends.filter(pl.col("quantity") == "down")["amount"].sum() == pytest.approx(30.0, abs=1.0)
 
 
+def test_a_follower_started_while_a_wave_is_down_reads_it_down(tmp_path: Path) -> None:
+    """The wave went down two hours before the follower started, and gNMI sent "down" once: the first read
+    finds that reading in an earlier hour's partition, and the window starts with it."""
+    archive = tmp_path / "archive"
+    earlier = archive / "date=2026-11-30" / "hour=08"
+    earlier.mkdir(parents=True)
+    _states(physics.UP, [-7200.0, -7190.0], [1.0, 0.0]).write_parquet(earlier / "a-0000.parquet")
+    now = archive / "date=2026-11-30" / "hour=10"
+    now.mkdir(parents=True)
+    _states(physics.SPEED, [float(x) for x in range(60)], [5e10] * 60).write_parquet(now / "a-0001.parquet")
+
+    def state_at_start() -> list[float]:
+        window = live.Window(live.Settings(window_seconds=30.0))
+        window.add_readings(ArchiveTail(archive).read(T0 + timedelta(seconds=30)))
+        states = window.readings().filter(pl.col("metric") == physics.UP)
+        assert states["time"].min() >= window.cutoff()  # type: ignore[operator]
+        return states["value"].to_list()
+
+    assert state_at_start() == [0.0]
+    # Back up 5 s into this hour, before the window: the newest state before it is read, wherever it lies.
+    _states(physics.UP, [5.0], [1.0]).write_parquet(now / "a-0002.parquet")
+    assert state_at_start() == [1.0]
+
+
 def _labels(window: live.Window) -> tuple[pl.LazyFrame, str]:
     """The series labels of the window's readings, on link l1 (its device a)."""
     labels = telemetry.series_labels(window.readings().lazy()).with_columns(link=pl.lit("l1"))
