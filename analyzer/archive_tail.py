@@ -91,8 +91,7 @@ class ArchiveTail:
         if not older:
             return None
         frame = pl.scan_parquet(older, missing_columns="insert").filter(pl.col("metric") == physics.UP)
-        states = schemas.conform_lazy(schemas.TELEMETRY, frame).collect().sort("time")
-        return states.group_by(schemas.SERIES_KEYS, maintain_order=True).last().select(states.columns)
+        return physics.last_states(schemas.conform_lazy(schemas.TELEMETRY, frame).collect())
 
     def read(self, since: datetime | None = None) -> pl.DataFrame:
         """The readings of the files flushed since the last read, at or after ``since``, and the link states

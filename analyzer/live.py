@@ -141,10 +141,8 @@ class Window:
         # last one read before the window is its state at the window's start.
         carried = pl.concat(states, how="vertical_relaxed") if states else pl.DataFrame()
         if carried.height:
-            last = carried.sort("time").group_by(schemas.SERIES_KEYS, maintain_order=True).last()
-            kept.insert(
-                0, last.with_columns(time=pl.lit(cutoff).cast(carried.schema["time"])).select(carried.columns)
-            )
+            last = physics.last_states(carried)
+            kept.insert(0, last.with_columns(time=pl.lit(cutoff).cast(carried.schema["time"])))
         self._readings = kept
 
     def readings(self) -> pl.DataFrame:

@@ -251,6 +251,13 @@ def quantity_of(job_class: str | None) -> pl.Expr:
     )
 
 
+def last_states(readings: pl.DataFrame) -> pl.DataFrame:
+    """Each link state series' last reading among ``schemas.TELEMETRY`` rows: a state sent on change (gNMI
+    ON_CHANGE oper-status) holds until the next one, however long ago it was read."""
+    states = readings.filter(pl.col("metric") == UP).sort("time")
+    return states.group_by(schemas.SERIES_KEYS, maintain_order=True).last().select(readings.columns)
+
+
 def members(signals: pl.LazyFrame, labels: pl.LazyFrame) -> pl.LazyFrame:
     """Per link end: member interfaces reporting a speed and their summed speed (``MEMBERS``)."""
     speed = signals.filter(pl.col("metric") == SPEED).group_by("series").agg(speed=pl.col("value").median())
