@@ -334,15 +334,17 @@ def offered_rise(signals: pl.LazyFrame, labels: pl.LazyFrame, job_class: str) ->
     return both.select(*place, "time", rise=pl.col("offered") / pl.col("offered").median().over(place))
 
 
-def _offered_more(other: pl.LazyFrame, offered: pl.LazyFrame, level: float, keys: list[str]) -> pl.LazyFrame:
-    """The ``other`` events whose class offered at least ``level`` x its normal load over their time, or
-    whose load no reading shows (no evidence against them)."""
+def _by_offered_load(
+    other: pl.LazyFrame, offered: pl.LazyFrame, level: float, keys: list[str]
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The ``other`` events whose class offered at least ``level`` x its normal load over their time, and
+    those whose load no reading shows."""
     place = ["device", "interface", "queue"]
     inside = (pl.col("time") > pl.col("start_time")) & (pl.col("time") <= pl.col("end_time"))
     load = other.join(offered, on=place).filter(inside).group_by(keys).agg(rise=pl.col("rise").mean())
     unseen = other.join(load, on=keys, how="anti", nulls_equal=True)
     risen = other.join(load.filter(pl.col("rise") >= level), on=keys, how="semi", nulls_equal=True)
-    return pl.concat([risen, unseen])
+    return risen, unseen
 
 
 def background(
@@ -360,7 +362,8 @@ def background(
     least half of their time, are that episode seen from below, not another one. Nor is a state it
     reaches without being offered more load than usual (``offered``: ``offered_rise``): the job's class
     took more of the port (catching up after a pause, a few more bytes a step), which no surge threshold
-    sees; another tenant's episode is more load. A surge that squeezed another class while the job's class
+    sees; another tenant's episode is more load. Where that load is read it decides alone, so another
+    tenant's episode inside one of the job's class stays. A surge that squeezed another class while the job's class
     shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
     the link explains it (the job resends what a failing wave lost). A single reading is evidence of
     another class's episode only when it covers ``ONE_READING_SHARE`` of the usual interval (a burst
@@ -398,12 +401,16 @@ def background(
         worst="score",
         duration_seconds=duration,
     )
-    # An episode the job's class spans for less than half of it is its own (one that only starts where the
-    # job's class ends, at the same reading, among them): a short job-class event inside another class's
-    # long one does not explain it.
-    own_episodes = _covered(other, job_spans, place, EVENT_KEYS_QUEUE, below=0.5)
+    # Where the class's offered load is read, it decides: more load than usual is another tenant's episode,
+    # whatever the job's class does beside it (two tenants' episodes may overlap), and usual load is the
+    # job's class seen from below. Where it is not read, an episode the job's class spans for less than
+    # half of it is its own (one that only starts where the job's class ends, at the same reading, among
+    # them): a short job-class event inside another class's long one does not explain it.
+    unseen = other
+    risen = other.clear()
     if offered is not None:
-        own_episodes = _offered_more(own_episodes, offered, offered_level, EVENT_KEYS_QUEUE)
+        risen, unseen = _by_offered_load(other, offered, offered_level, EVENT_KEYS_QUEUE)
+    own_episodes = pl.concat([risen, _covered(unseen, job_spans, place, EVENT_KEYS_QUEUE, below=0.5)])
     kept = pl.concat([events.filter(~is_other.fill_null(False)), own_episodes])
     return pl.concat([kept, found], how="diagonal_relaxed")
 

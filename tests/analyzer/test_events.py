@@ -248,6 +248,21 @@ def test_another_class_squeezed_without_more_load_is_not_its_own_episode() -> No
     assert found.select("kind", "queue", "duration_seconds").rows() == [("drops", "0", 10.0)]
 
 
+def test_another_tenants_episode_inside_one_of_the_job_class_is_its_own() -> None:
+    # The job's class drops from 10 to 50 s. Class 0 drops from 20 to 30 s: when it was offered its usual
+    # 1e5 packets/s, that is the job's episode seen from below; offered twice that, another tenant's.
+    job = _series("dci_queue_dropped_packets_total", _total(_window(10, 50, 10_000, 0)), queue="3")
+    drops = _series("dci_queue_dropped_packets_total", _total(_window(20, 30, 30_000, 2_000)), queue="0")
+    squeezed = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 70_000, 98_000)), queue="0")
+    assert _detect(job, drops, squeezed, job_class="3")["queue"].to_list() == ["3"]
+    tenant = _series("dci_queue_transmit_packets_total", _total(_window(20, 30, 170_000, 98_000)), queue="0")
+    found = _detect(job, drops, tenant, job_class="3").sort("queue")
+    assert found.select("kind", "queue", "duration_seconds").rows() == [
+        ("drops", "0", 10.0),
+        ("drops", "3", 40.0),
+    ]
+
+
 def test_another_classs_burst_shorter_than_a_poll_is_seen_in_its_one_reading() -> None:
     # Class 0 drops 30 000 packets in the poll that ends at 30 s (a 200 ms burst) and nothing else.
     burst = _series("dci_queue_dropped_packets_total", _total(_window(29, 30, 30_000, 0)), queue="0")
