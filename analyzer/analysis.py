@@ -27,6 +27,7 @@ from analyzer import (
     bandwidth,
     blame,
     correlate,
+    foreign,
     gpu_time,
     inputs,
     job_class,
@@ -221,6 +222,9 @@ class Analysis:
         if i.shift_logs_seconds:  # the unshifted tables are not read again: not kept beside them
             logs.result = parsed = shift_times(parsed, i.shift_logs_seconds)
         progress("logs", 1, 1)
+        net.events = foreign.with_foreign(
+            net.events, net.physics, parsed.table("steps"), i.job_bytes_per_step, i.job_traffic_class
+        )
         skew = self._skew()
         progress("correlate", 0, 1)
         steps, attribution, links, inspector, blamed = self._correlate(parsed, net, skew, config)

@@ -315,6 +315,7 @@ KINDS: dict[str, EventKind] = {
         # Derived, not detected alone (analyzer.events.surges): the job's class sent ``SURGE`` times its
         # normal and squeezed the other classes on the interface (retransmissions, another tenant's
         # traffic in the job's class). A job's own bulk phases surge too, but leave the others served.
+        # Also where a link end sent more of the job's class than the whole job can (analyzer.foreign).
         EventKind("burst", "congestion", "#999933", 0.5, (), _pair("surge_rise", 3.0, 2.0, "")),
         EventKind(
             "wave_down",

@@ -1,0 +1,99 @@
+"""Another sender in the job's traffic class: bytes on a link end that the whole job cannot have sent.
+
+The job's class may carry more than the job: another tenant's flows marked into it, an incast of other
+hosts. Where that traffic leaves no queue standing, no drop and no pause, no event rule sees it, yet the
+class carried it. Conservation sees it: the job sends ``job_bytes_per_step`` each way per communicating
+step across all its links together, and never runs faster than its fastest step. So a reading in which one
+end of one link transmitted more of the job's class than the whole job could send in that reading's
+interval, every step at its fastest and every step overlapping the interval whole (``interval / fastest
++ 2``: a step started before the interval and one ending after it), carried someone else's bytes. A queue
+draining after a pause holds only the step in flight, since a synchronous job waits for each collective
+before sending the next, and the two whole steps cover it. A job whose steps are all the same speed at
+the link's full rate is never read as foreign: the bound is what the job could send, not what it did.
+
+The rule reads the class's transmitted bytes per link end (``analyzer.physics``: ``sent``), so it needs
+the job class, the job's bytes per step and its step log. Runs of foreign readings of one end become one
+``burst`` event (the congestion family: another sender in the job's class, as a surge that squeezed the
+other classes is).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer import physics, schemas
+
+OVERLAP = 2
+"""Steps an interval can overlap beyond ``interval / fastest`` whole ones: one begun before it, one ending
+after it."""
+
+
+def fastest_step_seconds(steps: pl.DataFrame) -> float | None:
+    """The shortest step of the log (an interval line's average per step), None without a positive one."""
+    durations = steps["duration_seconds"].filter(steps["duration_seconds"] > 0)
+    return float(durations.min()) if len(durations) else None  # type: ignore[arg-type]
+
+
+def foreign_events(
+    readings: pl.DataFrame, job_bytes_per_step: float, fastest_seconds: float, job_class: str
+) -> pl.DataFrame:
+    """``burst`` events where a link end sent more of the job's class than the whole job can have sent.
+
+    Args:
+        readings: ``analyzer.physics.READINGS`` rows (only ``sent`` is read).
+        job_bytes_per_step: the bytes the job sends each way per communicating step, over all its links.
+        fastest_seconds: the job's fastest step (``fastest_step_seconds``).
+        job_class: the job's traffic class, the events' queue.
+
+    Returns:
+        ``schemas.EVENTS`` rows (``event_id`` and ``interface`` null: the end's members are read together).
+    """
+    end = ["link", "device"]
+    sent = readings.lazy().filter(pl.col("quantity") == "sent").sort(*end, "time")
+    start = pl.col("time").shift(1).over(end)
+    seconds = (pl.col("time") - pl.col("start")).dt.total_microseconds() / 1e6
+    judged = (
+        sent.with_columns(start=start)
+        .filter(pl.col("start").is_not_null())
+        .with_columns(rate=pl.col("amount") / seconds)
+        .with_columns(foreign=pl.col("amount") > job_bytes_per_step * (seconds / fastest_seconds + OVERLAP))
+    )
+    run = (pl.col("foreign") != pl.col("foreign").shift(1)).fill_null(True).cum_sum().over(end)
+    runs = (
+        judged.with_columns(run=run)
+        .filter("foreign")
+        .group_by(*end, "run")
+        .agg(
+            start_time=pl.col("start").min(),
+            end_time=pl.col("time").max(),
+            worst=pl.col("rate").max(),
+            samples=pl.len().cast(pl.Int64),
+        )
+    )
+    duration = (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6
+    found = runs.with_columns(
+        kind=pl.lit("burst"),
+        queue=pl.lit(job_class),
+        metrics=pl.lit(physics.SENT),
+        duration_seconds=duration,
+    )
+    return schemas.conform_lazy(schemas.EVENTS, found).collect()
+
+
+def with_foreign(
+    events: pl.DataFrame,
+    readings: pl.DataFrame,
+    steps: pl.DataFrame,
+    job_bytes_per_step: float | None,
+    job_class: str | None,
+) -> pl.DataFrame:
+    """``events`` with the foreign-traffic ``burst`` events added (where the job's figures allow the rule),
+    in the order and numbering of ``analyzer.network``: by start time, ``event_id`` from 0."""
+    fastest = fastest_step_seconds(steps)
+    if not job_bytes_per_step or job_class is None or fastest is None or readings.height == 0:
+        return events
+    found = foreign_events(readings, job_bytes_per_step, fastest, job_class)
+    if found.height == 0:
+        return events
+    both = pl.concat([events, found.cast(events.schema)]).sort("start_time", "kind", "link", "device")
+    return both.with_columns(event_id=pl.int_range(pl.len(), dtype=pl.Int64()))
