@@ -10,6 +10,8 @@ interval, every step at its fastest and every step overlapping the interval whol
 draining after a pause holds only the step in flight, since a synchronous job waits for each collective
 before sending the next, and the two whole steps cover it. A job whose steps are all the same speed at
 the link's full rate is never read as foreign: the bound is what the job could send, not what it did.
+Bytes the job lost it sends again, and RDMA's go-back-N resends all that followed the loss, so a foreign
+reading that a loss on its link overlaps is the job's own resending as likely as another sender's: no event.
 
 The rule reads the class's transmitted bytes per link end (``analyzer.physics``: ``sent``), so it needs
 the job class, the job's bytes per step and its step log. Runs of foreign readings of one end become one
@@ -22,10 +24,18 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer import physics, schemas
+from analyzer.attribution import episode
+from analyzer.kinds import KINDS
 
+ROUND_SHARE = 0.5
+"""Readings of one end closer than this share of a poll are one round of its members (``foreign_events``):
+a round's members are read within milliseconds, two rounds a poll apart."""
 OVERLAP = 2
 """Steps an interval can overlap beyond ``interval / fastest`` whole ones: one begun before it, one ending
 after it."""
+LOSSES = sorted({"drops"} | {k.name for k in KINDS.values() if k.family in ("optical", "down")})
+"""Event kinds that lose the job's bytes (queue drops, frames a failing wave corrupts or drops), which the
+job then sends again (``_unexplained``)."""
 
 
 def fastest_step_seconds(steps: pl.DataFrame) -> float | None:
@@ -49,11 +59,21 @@ def foreign_events(
         ``schemas.EVENTS`` rows (``event_id`` and ``interface`` null: the end's members are read together).
     """
     end = ["link", "device"]
-    sent = readings.lazy().filter(pl.col("quantity") == "sent").sort(*end, "time")
-    start = pl.col("time").shift(1).over(end)
+    sent = readings.filter(pl.col("quantity") == "sent")
+    # An end's members are read in one request, a few milliseconds apart: such readings are one round,
+    # which covers the time since the end's previous round.
+    gap = pl.col("time").diff().over(end).dt.total_microseconds() / 1e6
+    rounds = (
+        sent.lazy()
+        .sort(*end, "time")
+        .with_columns(round=(gap.is_null() | (gap > ROUND_SHARE * episode.poll_seconds(sent))).cum_sum())
+        .group_by(*end, "round")
+        .agg(pl.col("time").max(), pl.col("amount").sum())
+        .sort(*end, "time")
+    )
     seconds = (pl.col("time") - pl.col("start")).dt.total_microseconds() / 1e6
     judged = (
-        sent.with_columns(start=start)
+        rounds.with_columns(start=pl.col("time").shift(1).over(end))
         .filter(pl.col("start").is_not_null())
         .with_columns(rate=pl.col("amount") / seconds)
         .with_columns(foreign=pl.col("amount") > job_bytes_per_step * (seconds / fastest_seconds + OVERLAP))
@@ -92,8 +112,20 @@ def with_foreign(
     fastest = fastest_step_seconds(steps)
     if not job_bytes_per_step or job_class is None or fastest is None or readings.height == 0:
         return events
-    found = foreign_events(readings, job_bytes_per_step, fastest, job_class)
+    found = _unexplained(foreign_events(readings, job_bytes_per_step, fastest, job_class), events)
     if found.height == 0:
         return events
     both = pl.concat([events, found.cast(events.schema)]).sort("start_time", "kind", "link", "device")
     return both.with_columns(event_id=pl.int_range(pl.len(), dtype=pl.Int64()))
+
+
+def _unexplained(found: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
+    """The ``found`` events that no loss on their link overlaps: a class that lost bytes sends them again
+    (RDMA's go-back-N resends all that followed), so past the ceiling it may be carrying the job's own."""
+    losing = events.filter(pl.col("kind").is_in(LOSSES)).select("link", lo="start_time", hi="end_time")
+    overlapping = (
+        found.with_row_index("found")
+        .join(losing, on="link")
+        .filter((pl.col("start_time") <= pl.col("hi")) & (pl.col("end_time") >= pl.col("lo")))
+    )
+    return found.with_row_index("found").join(overlapping, on="found", how="anti").drop("found")

@@ -74,3 +74,28 @@ def test_foreign_events_join_the_events_in_order_and_need_the_jobs_figures() -> 
     assert foreign.with_foreign(existing, _sent(tenant), steps, None, "3").equals(existing)
     assert foreign.with_foreign(existing, _sent(tenant), steps, STEP_BYTES, None).equals(existing)
     assert foreign.with_foreign(existing, _sent(tenant), steps.clear(), STEP_BYTES, "3").equals(existing)
+
+
+def test_bytes_past_the_ceiling_while_the_link_loses_are_the_jobs_resending() -> None:
+    # A failing wave corrupts frames from 8 to 14 s: what the class carried past the ceiling then may be
+    # the job's own bytes sent again (go-back-N resends everything after a loss).
+    tenant = [1e9] * 10 + [9e9] * 3 + [1e9] * 10
+    steps = pl.DataFrame({"duration_seconds": [FASTEST]})
+    lossy = schemas.conform_lazy(
+        schemas.EVENTS,
+        pl.DataFrame(
+            {
+                "event_id": [0],
+                "kind": ["ber"],
+                "link": ["l1"],
+                "start_time": [T0 + timedelta(seconds=8)],
+                "end_time": [T0 + timedelta(seconds=14)],
+            }
+        ).lazy(),
+    ).collect()
+    assert foreign.with_foreign(lossy, _sent(tenant), steps, STEP_BYTES, "3")["kind"].to_list() == ["ber"]
+    elsewhere = lossy.with_columns(link=pl.lit("l2"))
+    assert foreign.with_foreign(elsewhere, _sent(tenant), steps, STEP_BYTES, "3")["kind"].to_list() == [
+        "ber",
+        "burst",
+    ]
