@@ -363,12 +363,12 @@ def background(
     reaches without being offered more load than usual (``offered``: ``offered_rise``): the job's class
     took more of the port (catching up after a pause, a few more bytes a step), which no surge threshold
     sees; another tenant's episode is more load. Where that load is read it decides alone, so another
-    tenant's episode inside one of the job's class stays. A surge that squeezed another class while the job's class
-    shows nothing of its own there is a ``burst`` of the job's class, unless an optical or outage event on
-    the link explains it (the job resends what a failing wave lost). A single reading is evidence of
-    another class's episode only when it covers ``ONE_READING_SHARE`` of the usual interval (a burst
-    shorter than a poll shows in one reading), of a burst never. (A state another class holds all run is
-    its normal: the rules' ``background`` levels.)
+    tenant's episode inside one of the job's class stays. A surge that squeezed another class while the
+    job's class shows nothing of its own there is a ``burst`` of the job's class, unless an optical or
+    outage event on the link explains it (the job resends what a failing wave lost). A single reading is
+    evidence of another class's episode only when it covers ``ONE_READING_SHARE`` of the usual interval
+    (a burst shorter than a poll shows in one reading), of a burst never. (A state another class holds all
+    run is its normal: the rules' ``background`` levels.)
 
     Args:
         events: merged events with ``queue``.
