@@ -25,11 +25,9 @@ import polars as pl
 
 from analyzer import physics, schemas
 from analyzer.attribution import episode
+from analyzer.events import ONE_READING_SHARE
 from analyzer.kinds import KINDS
 
-ROUND_SHARE = 0.5
-"""Readings of one end closer than this share of a poll are one round of its members (``foreign_events``):
-a round's members are read within milliseconds, two rounds a poll apart."""
 OVERLAP = 2
 """Steps an interval can overlap beyond ``interval / fastest`` whole ones: one begun before it, one ending
 after it."""
@@ -39,8 +37,10 @@ job then sends again (``_unexplained``)."""
 
 
 def fastest_step_seconds(steps: pl.DataFrame) -> float | None:
-    """The shortest step of the log (an interval line's average per step), None without a positive one."""
-    durations = steps["duration_seconds"].filter(steps["duration_seconds"] > 0)
+    """The shortest step of the log (an interval line's average per step), None without a positive, finite
+    one (a NaN compares above every number in polars, and would leave the ceiling NaN)."""
+    durations = steps["duration_seconds"]
+    durations = durations.filter(durations.is_finite() & (durations > 0))
     return float(durations.min()) if len(durations) else None  # type: ignore[arg-type]
 
 
@@ -61,12 +61,15 @@ def foreign_events(
     end = ["link", "device"]
     sent = readings.filter(pl.col("quantity") == "sent")
     # An end's members are read in one request, a few milliseconds apart: such readings are one round,
-    # which covers the time since the end's previous round.
+    # which covers the time since the end's previous round. Half a poll tells a round from the next, as it
+    # tells a counter read twice in one poll from a new poll (``events.ONE_READING_SHARE``).
     gap = pl.col("time").diff().over(end).dt.total_microseconds() / 1e6
     rounds = (
         sent.lazy()
         .sort(*end, "time")
-        .with_columns(round=(gap.is_null() | (gap > ROUND_SHARE * episode.poll_seconds(sent))).cum_sum())
+        .with_columns(
+            round=(gap.is_null() | (gap > ONE_READING_SHARE * episode.poll_seconds(sent))).cum_sum()
+        )
         .group_by(*end, "round")
         .agg(pl.col("time").max(), pl.col("amount").sum())
         .sort(*end, "time")

@@ -74,6 +74,9 @@ def test_foreign_events_join_the_events_in_order_and_need_the_jobs_figures() -> 
     assert foreign.with_foreign(existing, _sent(tenant), steps, None, "3").equals(existing)
     assert foreign.with_foreign(existing, _sent(tenant), steps, STEP_BYTES, None).equals(existing)
     assert foreign.with_foreign(existing, _sent(tenant), steps.clear(), STEP_BYTES, "3").equals(existing)
+    unreadable = pl.DataFrame({"duration_seconds": [float("nan"), float("inf"), -1.0]})
+    assert foreign.fastest_step_seconds(unreadable) is None
+    assert foreign.with_foreign(existing, _sent(tenant), unreadable, STEP_BYTES, "3").equals(existing)
 
 
 def test_bytes_past_the_ceiling_while_the_link_loses_are_the_jobs_resending() -> None:
