@@ -1,6 +1,6 @@
 """The analysis over a sliding window, for ``spanwatch follow``: the recent steps and telemetry through the
-post-run method itself (``network.analyse_telemetry`` then ``blame.attribute``), reduced to what is
-happening now.
+post-run method itself (``network.analyse_telemetry``, ``foreign.with_foreign``, then ``blame.attribute``),
+reduced to what is happening now.
 
 The window keeps steps and readings younger than ``window_seconds`` before the newest time seen in either
 (data time, not the wall clock, so a replayed archive is read the same way as a live one): memory follows
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from analyzer import blame, network, physics, schemas
+from analyzer import blame, foreign, network, physics, schemas
 from analyzer.attribution import beat, pipeline
 from analyzer.thresholds import Thresholds
 
@@ -170,6 +170,11 @@ def compute(window: Window, members: pl.DataFrame, job: blame.JobFigures, thresh
         zeros = dict.fromkeys(links, 0.0)
         return Figures(network_seconds=zeros, network_peak_seconds=dict(zeros))
     net = network.analyse_telemetry(window.readings().lazy(), thresholds, members, job.traffic_class)
+    # Another sender in the job's class, read as the post-run analysis reads it, against the fastest step
+    # the window holds.
+    events = foreign.with_foreign(
+        net.events, net.physics, window.steps, job.bytes_per_step, job.traffic_class
+    )
     blamed = blame.attribute(
         window.steps,
         net.physics,
@@ -180,7 +185,7 @@ def compute(window: Window, members: pl.DataFrame, job: blame.JobFigures, thresh
         window.settings.skew_seconds,
         beat_periods=window.beat(),
     )
-    return _read(blamed, net.events, links, window.settings.recent_seconds)
+    return _read(blamed, events, links, window.settings.recent_seconds)
 
 
 def _read(blamed: blame.Blame, events: pl.DataFrame, links: list[str], recent_seconds: float) -> Figures:

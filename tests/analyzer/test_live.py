@@ -230,6 +230,35 @@ def test_the_window_reads_the_beat_again_only_as_its_first_steps_grow(
     assert reads == [100, 200]
 
 
+def test_the_window_reads_another_sender_in_the_jobs_class_as_the_analysis_does(tmp_path: Path) -> None:
+    """A link end that sends more of the job's class than the whole job can (20-25 s on a1) is a ``burst``
+    live too, where the job's bytes per step are known, and is not read without them."""
+    write_archive(tmp_path / "archive", 40, [])
+    readings = ArchiveTail(tmp_path / "archive").read()
+    # One step a second sending 1e9 bytes: a 1 s reading holds at most about 3e9 of the job's.
+    packets = readings.filter(
+        (pl.col("device") == "a1") & (pl.col("metric") == "dci_queue_transmit_packets_total")
+    ).sort("time")
+    added = [8e9 if 20 < t <= 25 else 0.5e9 for t in range(packets.height)]
+    totals = pl.Series([sum(added[: t + 1]) for t in range(packets.height)])
+    sent = packets.with_columns(
+        metric=pl.lit(physics.SENT).cast(readings.schema["metric"]),
+        value=totals,
+        counter=totals.cast(readings.schema["counter"]),
+    )
+    log = tmp_path / "steps.jsonl"
+    log.write_text("".join(_line(int(r["step"]), *_seconds(r), int(r["rank"])) for r in step_rows(40, [])))
+    window = live.Window(live.Settings(window_seconds=60.0, recent_seconds=40.0))
+    window.add_steps(LogTail(log, None, tmp_path).read().steps)
+    window.add_readings(pl.concat([readings, sent]))
+    members = topology.link_members(topology.load_config(config_yaml(tmp_path / "config.yaml")))
+    known = live.compute(window, members, blame.JobFigures(1e9, "3"), Thresholds())
+    assert known.events.get(("l1", "burst")) == 1, known.events
+    assert not any(kind == "burst" for link, kind in known.events if link != "l1")
+    unknown = live.compute(window, members, blame.JobFigures(traffic_class="3"), Thresholds())
+    assert ("l1", "burst") not in unknown.events
+
+
 def _seconds(row: dict[str, object]) -> tuple[float, float]:
     return tuple(  # type: ignore[return-value]
         (pl.Series([str(row[k])]).str.to_datetime(time_zone="UTC")[0] - T0).total_seconds()
