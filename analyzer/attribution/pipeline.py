@@ -86,11 +86,7 @@ def attribute(
     summary: dict[str, object] = found.summary(given=skew_seconds is not None)
     skew_seconds, correlation = found.seconds, found.correlation
     del signal
-    read = {
-        "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
-        "interval_lines": int((lines["n"] > 1).sum()),
-        "lines_not_placeable": int(lines["lo"].is_null().sum()),
-    }
+    read = lines_read(lines, poll, median_step)
     ranks = by_ranks(lines)
     del lines
     caused_parts = with_physics(ranks, cells, grid, median_step, skew_seconds)
@@ -117,6 +113,19 @@ def attribute(
             parts.add(outputs(steps, judged, shares, links, summary))
             del judged, gains, shares, steps
         return parts.joined(links, summary)
+
+
+def lines_read(lines: pl.DataFrame, poll: float, median_step: float) -> dict[str, object]:
+    """The summary's account of the lines: by the evidence that judged them, how many average several
+    iterations and how many have no wall clock, and what bounds placement inside an interval line (the
+    report says it): the readings' interval against a typical iteration."""
+    return {
+        "evidence": dict(lines.group_by("evidence").len().sort("evidence").iter_rows()),
+        "interval_lines": int((lines["n"] > 1).sum()),
+        "lines_not_placeable": int(lines["lo"].is_null().sum()),
+        "poll_seconds": poll,
+        "typical_step_seconds": median_step,
+    }
 
 
 def with_physics(

@@ -166,6 +166,26 @@ def clock_text(blame: dict[str, Any]) -> str | None:
     )
 
 
+def placement_text(blame: dict[str, Any]) -> str | None:
+    """How finely the network time inside a line averaging several iterations can be placed: to a fraction
+    of the telemetry's poll, so where an iteration is shorter than the poll the iteration given a stall may
+    not be the one it held (``summary.json``'s ``blame``: ``interval_lines``, ``poll_seconds``,
+    ``typical_step_seconds``). None where no line averages several iterations or they are longer than a
+    poll."""
+    lines = int(blame.get("interval_lines") or 0)
+    poll, step = blame.get("poll_seconds"), blame.get("typical_step_seconds")
+    if not lines or not poll or not step or step >= poll:
+        return None
+    return (
+        f"{lines:,} logged line(s) average several iterations each. Where in such a line the network held "
+        f"an iteration is read from telemetry polled every {poll:.2g} s, to a fraction of a poll, and a "
+        f"typical iteration takes {step:.2g} s: the iteration given a stall may be one or more off the one "
+        "it held. Each line's total does not depend on it; per-iteration figures do. A log line per "
+        "iteration, or the communication time per iteration (a profiler trace, NCCL timings, the step "
+        "log's comm_seconds), removes the ambiguity."
+    )
+
+
 def methodology(
     steps: pl.DataFrame,
     links: pl.DataFrame,
@@ -180,7 +200,8 @@ def methodology(
         steps: ``steps.parquet`` (``inflation_seconds``, ``unexplained_seconds``, ``steady_seconds``).
         links: ``links.parquet``.
         evidence: the blame's count of lines per measure (``summary.json``'s ``blame.evidence``).
-        blame: ``summary.json``'s ``blame`` (its clock: ``clock_text``).
+        blame: ``summary.json``'s ``blame`` (its clock: ``clock_text``; placement in lines:
+            ``placement_text``).
 
     Returns:
         The methodology section.
@@ -205,7 +226,9 @@ def methodology(
     ]
     return Methodology(
         MEASURED,
-        ([evidence_text(evidence)] if evidence else []) + BLAME + [t for t in [clock_text(blame or {})] if t],
+        ([evidence_text(evidence)] if evidence else [])
+        + BLAME
+        + [t for t in [clock_text(blame or {}), placement_text(blame or {})] if t],
         rules_text,
         total("duration_seconds") or 0.0,
         total("inflation_seconds") or 0.0,

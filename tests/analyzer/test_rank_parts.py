@@ -68,6 +68,9 @@ def test_one_rank_per_part_gives_the_same_analysis(fabric: Path, monkeypatch: py
     parted = Analysis(inputs).run()
     assert whole.attribution.height > 0
     assert whole.summary["blame"]["interval_lines"] > 0
+    # What bounds placement inside those lines, for the report: the poll against a typical iteration.
+    assert whole.summary["blame"]["poll_seconds"] == pytest.approx(1.0, rel=0.1)
+    assert 0 < whole.summary["blame"]["typical_step_seconds"] < 5
     assert sorted(set(whole.attribution["rank"])) == [0, 1, 2]
     assert compare.differences(whole, parted) == []
     # The same rows in the same order, not only the same set.

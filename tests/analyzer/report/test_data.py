@@ -148,3 +148,22 @@ def test_the_methodology_says_how_the_hosts_clock_was_set_and_what_the_logs_allo
     assert clock(unread).startswith("The hosts' clock could not be read from the logs")
     # An analysis from before the clock was reported says nothing of it.
     assert not clock({"evidence": {"communication": 1}}).startswith("The hosts' clock")
+
+
+def test_the_methodology_says_how_finely_a_line_of_several_iterations_is_placed(
+    small_analysis: tuple[Path, Path, Path],
+) -> None:
+    folder, config, claims = small_analysis
+    analysis = data.load_analysis(folder)
+
+    def said(blame: dict[str, object]) -> list[str]:
+        analysis.summary["blame"] = blame
+        return data.build_report(analysis, load_config(config), load_claims(claims)).methodology.blame
+
+    short = {"interval_lines": 1200, "poll_seconds": 1.0, "typical_step_seconds": 0.17}
+    text = said(short)[-1]
+    assert text.startswith("1,200 logged line(s) average several iterations each.")
+    assert "polled every 1 s" in text and "takes 0.17 s" in text and "one or more off" in text
+    # Iterations longer than a poll are placed by it; a log of one line per step has nothing to place.
+    for blame in ({**short, "typical_step_seconds": 2.5}, {**short, "interval_lines": 0}, {"evidence": {}}):
+        assert not any("average several iterations" in t for t in said(blame))
