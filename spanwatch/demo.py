@@ -9,7 +9,8 @@ in ``community``), ``archive/``, the job's log (``steps.jsonl``, ``megatron.log`
 a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
 into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
 The analysis is scored against the truth as ``spanwatch analyze --truth`` does (the control run in
-``--out/control/``, the score in ``--out/score.json``, printed).
+``--out/control/``, the score in ``--out/score.json``, printed). An earlier demo's recording in ``--out`` is
+replaced first (``fresh_out``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, 
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
 from spanwatch.sim.scenario import Scenario
+from spanwatch.sim.truth_build import LOG_FILES
 
 if TYPE_CHECKING:
     from analyzer.analysis import AnalysisInputs
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
+MARKER = ".spanwatch-demo"  # written into --out: the folder is a demo's, and the next demo replaces it
 # How long the collector may take to stop (cancel its sources, flush the archive) once the run is over,
 # and then to honour a cancellation: the demo's end is bounded whatever the machine's load.
 STOP_GRACE_S = 20.0
@@ -68,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     simulated time (``spanwatch.fast``)."""
     if args.list_scenarios:
         return list_scenarios()
+    fresh_out(args.out)
     if args.fast:
         from spanwatch.fast import record
         from spanwatch.report_process import ReportProcess
@@ -89,6 +93,29 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_analysis:
         conclude(args.out, demo.scenario, demo.log.path)
     return status
+
+
+def fresh_out(out: Path) -> None:
+    """Make ``out`` hold nothing of an earlier run's recording. The analysis reads the whole archive, so an
+    earlier run's files left beside this one's would be analysed with it (``./dev demo`` twice into
+    ``out``). A folder an earlier demo wrote (its ``MARKER``, or the ``truth.json`` every finished demo
+    writes) is the demo's to replace; an archive in any other folder is someone's data: refused, never
+    removed.
+
+    Raises:
+        DemoError: ``out`` holds an archive no demo wrote.
+    """
+    archive = out / "archive"
+    ours = (out / MARKER).is_file() or (out / "truth.json").is_file()
+    if archive.exists() and not ours:
+        raise DemoError(f"{archive} exists and no demo wrote it: choose another --out (nothing was changed)")
+    if ours:
+        shutil.rmtree(archive, ignore_errors=True)
+        shutil.rmtree(out / "control", ignore_errors=True)
+        for name in ("truth.json", *LOG_FILES.values()):
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by spanwatch demo: the next demo into this folder replaces its run\n")
 
 
 def conclude(out: Path, ran: Scenario, log_path: Path, reporter: ReportProcess | None = None) -> None:

@@ -1,0 +1,66 @@
+"""``spanwatch demo --out``: a folder an earlier demo wrote is replaced, never read with the new run; an
+archive no demo wrote is refused and left as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from spanwatch import demo
+
+
+def _earlier_demo(out: Path) -> None:
+    """The files an earlier demo run leaves: its archive, log, truth, control run, plus a user's note."""
+    (out / "archive" / "date=2026-12-01").mkdir(parents=True)
+    (out / "archive" / "date=2026-12-01" / "old.parquet").write_bytes(b"PAR1")
+    (out / "control").mkdir()
+    (out / "control" / "score.json").write_text("{}")
+    (out / "megatron.log").write_text("iteration 1\n")
+    (out / "truth.json").write_text("{}")
+    (out / "notes.txt").write_text("mine\n")
+
+
+def test_an_earlier_demos_recording_is_replaced_and_nothing_else(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _earlier_demo(out)
+    demo.fresh_out(out)
+    assert sorted(p.name for p in out.iterdir()) == [demo.MARKER, "notes.txt"]
+    # The marker alone (a demo stopped before it wrote its truth) is enough the next time.
+    (out / "archive").mkdir()
+    demo.fresh_out(out)
+    assert not (out / "archive").exists()
+
+
+def test_an_archive_no_demo_wrote_is_refused_and_kept(tmp_path: Path) -> None:
+    out = tmp_path / "collector"
+    (out / "archive").mkdir(parents=True)
+    (out / "archive" / "real.parquet").write_bytes(b"PAR1")
+    with pytest.raises(demo.DemoError, match="no demo wrote it"):
+        demo.fresh_out(out)
+    assert (out / "archive" / "real.parquet").read_bytes() == b"PAR1"
+    assert not (out / demo.MARKER).exists()
+
+
+@pytest.mark.integration
+def test_two_demos_into_one_folder_analyse_only_the_second(tmp_path: Path) -> None:
+    """The README's ``./dev demo`` runs into ``out`` every time: the second run's archive holds its own
+    readings only, as many as the first's, and its analysis and score read those."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "spanwatch.cli", "demo", "--fast", "--duration", "20", "--out", str(out)]
+    rows = []
+    for _ in range(2):
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        assert run.returncode == 0, run.stderr[-3000:]
+        archive = pl.scan_parquet(str(out / "archive" / "**" / "*.parquet"))
+        rows.append(archive.select(pl.len()).collect().item())
+    assert rows[0] == rows[1] > 0
+    # An archive no demo wrote: one clear line, exit 1, before anything is recorded.
+    collector = tmp_path / "collector"
+    (collector / "archive").mkdir(parents=True)
+    refused = subprocess.run([*cmd[:-1], str(collector)], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1
+    assert "no demo wrote it" in refused.stderr and list(collector.iterdir()) == [collector / "archive"]
