@@ -71,12 +71,12 @@ def run(args: argparse.Namespace) -> int:
     simulated time (``spanwatch.fast``)."""
     if args.list_scenarios:
         return list_scenarios()
-    fresh_out(args.out)
     if args.fast:
         from spanwatch.fast import record
         from spanwatch.report_process import ReportProcess
 
         ran = scenario(args, args.duration)
+        fresh_out(args.out)  # once the scenario is valid: a refused file writes nothing
         # Forked before the recording starts any thread; it imports the report's modules meanwhile.
         reporter = None if args.no_analysis else ReportProcess()
         try:
@@ -252,7 +252,7 @@ class Demo:
         self.args = args
         self.out: Path = args.out
         self.scenario = scenario(args, args.duration)
-        self.out.mkdir(parents=True, exist_ok=True)
+        fresh_out(self.out)  # once the scenario is valid: a refused file writes nothing
         self.sim = SimulatedFabric(self.scenario)
         self.log = JobLog(self.scenario, self.out, self.sim.host)
         self.sim.on_step = self.log.write
