@@ -103,18 +103,25 @@ def fresh_out(out: Path) -> None:
     removed.
 
     Raises:
-        DemoError: ``out`` holds an archive no demo wrote.
+        DemoError: ``out`` holds an archive no demo wrote, or the earlier run could not be removed (a stale
+            archive left in place would be analysed with the new run).
     """
     archive = out / "archive"
     ours = (out / MARKER).is_file() or (out / "truth.json").is_file()
-    if archive.exists() and not ours:
+    if (archive.exists() or archive.is_symlink()) and not ours:
         raise DemoError(f"{archive} exists and no demo wrote it: choose another --out (nothing was changed)")
-    if ours:
-        shutil.rmtree(archive, ignore_errors=True)
-        shutil.rmtree(out / "control", ignore_errors=True)
-        for name in ("truth.json", *LOG_FILES.values()):
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if ours:
+            for folder in (archive, out / "control"):
+                if folder.is_symlink():  # the link is the demo's, what it points to is not
+                    folder.unlink()
+                elif folder.exists():
+                    shutil.rmtree(folder)
+            for name in ("truth.json", *LOG_FILES.values()):
+                (out / name).unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DemoError(f"cannot replace the earlier demo run in {out}: {e}") from e
     (out / MARKER).write_text("written by spanwatch demo: the next demo into this folder replaces its run\n")
 
 

@@ -33,6 +33,13 @@ def test_an_earlier_demos_recording_is_replaced_and_nothing_else(tmp_path: Path)
     (out / "archive").mkdir()
     demo.fresh_out(out)
     assert not (out / "archive").exists()
+    # An archive linked elsewhere loses its link, never what it points to.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "kept.parquet").write_bytes(b"PAR1")
+    (out / "archive").symlink_to(elsewhere)
+    demo.fresh_out(out)
+    assert not (out / "archive").is_symlink() and (elsewhere / "kept.parquet").is_file()
 
 
 def test_an_archive_no_demo_wrote_is_refused_and_kept(tmp_path: Path) -> None:
