@@ -9,8 +9,8 @@ in ``community``), ``archive/``, the job's log (``steps.jsonl``, ``megatron.log`
 a summary of what was collected, then analyses it with the shipped example claims (``claims.yaml``, copied
 into ``--out``): the analysis tables and ``report.html`` / ``report.md`` / ``report.json`` land in ``--out``.
 The analysis is scored against the truth as ``spanwatch analyze --truth`` does (the control run in
-``--out/control/``, the score in ``--out/score.json``, printed). An earlier demo's recording in ``--out`` is
-replaced first (``fresh_out``).
+``--out/control/``, the score in ``--out/score.json``, printed). An earlier demo's or lab's recording in
+``--out`` is replaced first (``fresh_out``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from collector.errors import SpanwatchError
+from spanwatch.run_folder import replace_earlier_run
 from spanwatch.sim.commands import fabric_arguments, free_port, list_scenarios, scenario, write_config
 from spanwatch.sim.joblog import JobLog
 from spanwatch.sim.runtime import SimulatedFabric
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spanwatch.demo")
 CLAIMS = Path(__file__).with_name("claims.yaml")  # the example vendor claims the demo ships
-MARKER = ".spanwatch-demo"  # written into --out: the folder is a demo's, and the next demo replaces it
 # How long the collector may take to stop (cancel its sources, flush the archive) once the run is over,
 # and then to honour a cancellation: the demo's end is bounded whatever the machine's load.
 STOP_GRACE_S = 20.0
@@ -96,33 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def fresh_out(out: Path) -> None:
-    """Make ``out`` hold nothing of an earlier run's recording. The analysis reads the whole archive, so an
-    earlier run's files left beside this one's would be analysed with it (``./dev demo`` twice into
-    ``out``). A folder an earlier demo wrote (its ``MARKER``, or the ``truth.json`` every finished demo
-    writes) is the demo's to replace; an archive in any other folder is someone's data: refused, never
-    removed.
-
-    Raises:
-        DemoError: ``out`` holds an archive no demo wrote, or the earlier run could not be removed (a stale
-            archive left in place would be analysed with the new run).
-    """
-    archive = out / "archive"
-    ours = (out / MARKER).is_file() or (out / "truth.json").is_file()
-    if (archive.exists() or archive.is_symlink()) and not ours:
-        raise DemoError(f"{archive} exists and no demo wrote it: choose another --out (nothing was changed)")
-    try:
-        if ours:
-            for folder in (archive, out / "control"):
-                if folder.is_symlink():  # the link is the demo's, what it points to is not
-                    folder.unlink()
-                elif folder.exists():
-                    shutil.rmtree(folder)
-            for name in ("truth.json", *LOG_FILES.values()):
-                (out / name).unlink(missing_ok=True)
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DemoError(f"cannot replace the earlier demo run in {out}: {e}") from e
-    (out / MARKER).write_text("written by spanwatch demo: the next demo into this folder replaces its run\n")
+    """Replace an earlier demo or lab run's recording in ``out`` (``spanwatch.run_folder``)."""
+    replace_earlier_run(out, "demo", ("archive", "control", "truth.json", *LOG_FILES.values()))
 
 
 def conclude(out: Path, ran: Scenario, log_path: Path, reporter: ReportProcess | None = None) -> None:

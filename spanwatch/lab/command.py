@@ -1,9 +1,11 @@
 """``spanwatch lab``: the real-workload lab, end to end, into ``--out``.
 
-Order: check root and namespaces (one line, exit 2), remove what a killed run left, build the namespaces
-(``topology``), start the routers' snmpd and gNMI agents and the generators' iperf3 servers, measure each
-pinned flow's round trip, run the job clean (the control run, ``control-run/steps.jsonl``; ``control/`` is the scorer's shifted analysis), start the collector,
-run the job again with the episodes on schedule, read the queues over gNMI beside ``tc`` while they are
+Order: check root and namespaces (one line, exit 2), replace an earlier demo's or lab's recording in
+``--out`` (``spanwatch.run_folder``: an archive neither wrote is refused), remove what a killed run left,
+build the namespaces (``topology``), start the routers' snmpd and gNMI agents and the generators' iperf3
+servers, measure each pinned flow's round trip, run the job clean (the control run,
+``control-run/steps.jsonl``; ``control/`` is the scorer's shifted analysis), start the collector, run the
+job again with the episodes on schedule, read the queues over gNMI beside ``tc`` while they are
 loaded, stop everything and remove the namespaces, then write ``steps.jsonl``, ``truth.json`` and
 ``qdisc-check.json`` and run ``spanwatch analyze`` (and the score, where this build has
 ``spanwatch score``) and the report into the same folder. Everything is removed on exit, on failure and on
@@ -35,6 +37,7 @@ from spanwatch.lab.config import SITES, LabConfig
 from spanwatch.lab.episodes import Action
 from spanwatch.lab.netns import LabError, Process
 from spanwatch.lab.topology import GLOO_PORT, GNMI_PORT, MGMT, Plan, router_ns
+from spanwatch.run_folder import replace_earlier_run
 
 log = logging.getLogger("spanwatch.lab")
 
@@ -71,7 +74,7 @@ def run_command(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"control": args.control})
     preflight()
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    fresh_out(out)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with netns.Lock():
@@ -81,6 +84,13 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.no_analyze:
         analyse(out)
     return 0
+
+
+def fresh_out(out: Path) -> None:
+    """Replace an earlier lab or demo run's recording in ``out`` (``spanwatch.run_folder``): the analysis
+    reads the whole archive."""
+    folders = ("archive", "control", "control-run", "run", "lab-logs")
+    replace_earlier_run(out, "lab", (*folders, "truth.json", "steps.jsonl", "qdisc-check.json", "score.json"))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,8 +1,9 @@
-"""``spanwatch demo --out``: a folder an earlier demo wrote is replaced, never read with the new run; an
-archive no demo wrote is refused and left as it was."""
+"""``spanwatch demo --out`` and ``spanwatch lab --out``: a folder an earlier demo or lab wrote is replaced,
+never read with the new run; an archive neither wrote is refused and left as it was."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import polars as pl
 import pytest
 
 from spanwatch import demo
+from spanwatch.lab import command as lab
+from spanwatch.run_folder import MARKERS, RunFolderError
 
 
 def _earlier_demo(out: Path) -> None:
@@ -28,7 +31,7 @@ def test_an_earlier_demos_recording_is_replaced_and_nothing_else(tmp_path: Path)
     out = tmp_path / "out"
     _earlier_demo(out)
     demo.fresh_out(out)
-    assert sorted(p.name for p in out.iterdir()) == [demo.MARKER, "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKERS["demo"], "notes.txt"]
     # The marker alone (a demo stopped before it wrote its truth) is enough the next time.
     (out / "archive").mkdir()
     demo.fresh_out(out)
@@ -46,10 +49,43 @@ def test_an_archive_no_demo_wrote_is_refused_and_kept(tmp_path: Path) -> None:
     out = tmp_path / "collector"
     (out / "archive").mkdir(parents=True)
     (out / "archive" / "real.parquet").write_bytes(b"PAR1")
-    with pytest.raises(demo.DemoError, match="no demo wrote it"):
-        demo.fresh_out(out)
+    for replace in (demo.fresh_out, lab.fresh_out):
+        with pytest.raises(RunFolderError, match=r"no spanwatch (demo|lab) wrote it"):
+            replace(out)
     assert (out / "archive" / "real.parquet").read_bytes() == b"PAR1"
-    assert not (out / demo.MARKER).exists()
+    assert sorted(p.name for p in out.iterdir()) == ["archive"]
+
+
+def test_a_lab_replaces_an_earlier_lab_or_demo_run(tmp_path: Path) -> None:
+    """The lab records into the same names a second time, and analyses its folder's whole archive."""
+    out = tmp_path / "out"
+    _earlier_demo(out)
+    for name in ("control-run", "run", "lab-logs"):
+        (out / name).mkdir()
+        (out / name / "steps.rank0.jsonl").write_text("{}\n")
+    (out / "steps.jsonl").write_text("{}\n")
+    lab.fresh_out(out)
+    assert sorted(p.name for p in out.iterdir()) == [MARKERS["lab"], "megatron.log", "notes.txt"]
+    # The lab's own marker is enough for the demo next.
+    (out / "archive").mkdir()
+    demo.fresh_out(out)
+    assert not (out / "archive").exists()
+
+
+def test_an_earlier_run_that_cannot_be_removed_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never left in place to be analysed with the new run (permissions would not stop root: a failing
+    removal stands in for them)."""
+    out = tmp_path / "out"
+    _earlier_demo(out)
+
+    def refuse(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    with pytest.raises(RunFolderError, match="cannot replace the earlier run"):
+        demo.fresh_out(out)
 
 
 @pytest.mark.integration
@@ -70,4 +106,6 @@ def test_two_demos_into_one_folder_analyse_only_the_second(tmp_path: Path) -> No
     (collector / "archive").mkdir(parents=True)
     refused = subprocess.run([*cmd[:-1], str(collector)], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1
-    assert "no demo wrote it" in refused.stderr and list(collector.iterdir()) == [collector / "archive"]
+    assert "no spanwatch demo wrote it" in refused.stderr and list(collector.iterdir()) == [
+        collector / "archive"
+    ]
