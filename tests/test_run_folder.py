@@ -3,6 +3,7 @@ never read with the new run; an archive neither wrote is refused and left as it 
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,24 @@ def test_an_earlier_run_that_cannot_be_removed_is_a_clear_error(
     monkeypatch.setattr(shutil, "rmtree", refuse)
     with pytest.raises(RunFolderError, match="cannot replace the earlier run"):
         demo.fresh_out(out)
+
+
+def test_a_lab_refused_for_another_running_one_leaves_the_folder_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running lab may be recording into the same folder: its archive is not the second one's to remove."""
+    from spanwatch.lab import netns
+
+    out = tmp_path / "out"
+    _earlier_demo(out)
+    monkeypatch.setattr(netns, "can_create", lambda: None)
+    monkeypatch.setattr(lab, "preflight", lambda: None)
+    lock = tmp_path / "lab.lock"
+    monkeypatch.setattr(netns.Lock.__init__, "__defaults__", (lock,))  # the machine's lock left alone
+    args = argparse.Namespace(config=lab.lab_config.DEFAULT, duration=None, control=None, out=out)
+    with netns.Lock(lock), pytest.raises(netns.LabError, match="another spanwatch lab is running"):
+        lab.run_command(args)
+    assert (out / "archive" / "date=2026-12-01" / "old.parquet").is_file()
 
 
 @pytest.mark.integration

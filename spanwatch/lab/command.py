@@ -74,10 +74,11 @@ def run_command(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"control": args.control})
     preflight()
     out: Path = args.out
-    fresh_out(out)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with netns.Lock():
+            # Under the lock: a lab refused because another is running leaves its folder as it was.
+            fresh_out(out)
             Lab(config, out).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
