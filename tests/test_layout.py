@@ -132,18 +132,22 @@ def test_layers() -> None:
     assert wrong == []
 
 
-def test_collect_loads_no_analyzer() -> None:
-    """``spanwatch collect`` imports the daemon's stack only: no analyzer, polars, jinja2 or matplotlib
-    (the archive writer imports polars at its first flush, not at start-up)."""
+def test_collect_loads_no_analyzer(tmp_path: Path) -> None:
+    """``spanwatch collect`` imports the daemon's stack only: no analyzer, dataframe library, jinja2 or
+    matplotlib, not even once it has written its archive (``collector.exporters.parquet``)."""
     probe = (
         "import sys\n"
         "from spanwatch.cli import parser\n"
         "argv = ['collect', '--config', 'x.yaml']\n"
         "parser(argv).parse_args(argv)\n"
         "import collector.daemon\n"
+        "from collector.exporters.archive import Archive\n"
+        f"archive = Archive({str(tmp_path)!r}, writer='w')\n"
+        "archive.add((10**18, 10**18, 'sw', 'snmp', 'm', (('interface', 'e1'),), None, 1.0, 1))\n"
+        "assert archive.flush()\n"
         "print(len(sys.modules), *sorted({m.split('.')[0] for m in sys.modules}))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     count, *tops = out.stdout.split()
-    assert not {"analyzer", "polars", "jinja2", "matplotlib", "pysmi"} & set(tops)
+    assert not {"analyzer", "polars", "pyarrow", "numpy", "jinja2", "matplotlib", "pysmi"} & set(tops)
     assert int(count) < 600, f"spanwatch collect loads {count} modules (525 when this test was written)"

@@ -1,9 +1,9 @@
 """The archive's layout and columns: the one description the writer and every reader derive from.
 
 ``<archive>/[shard=I/]date=YYYY-MM-DD/hour=HH/<writer-id>-<seq>.parquet``: one row per reading (``shard=I``
-when sharded collectors write side by side). The writer builds its
-Arrow schema from ``COLUMNS`` and the analyzer its polars schema, each through its own type table, so the
-two cannot drift apart. No dataframe library is imported here.
+when sharded collectors write side by side). The writer
+(``collector.exporters.parquet``) builds its Parquet schema from ``COLUMNS`` and the analyzer its polars
+schema, each through its own type table, so the two cannot drift apart. No dataframe library is imported here.
 """
 
 from __future__ import annotations
