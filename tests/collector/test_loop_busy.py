@@ -8,6 +8,10 @@ from pathlib import Path
 
 from collector.loop_busy import LoopBusy
 
+# The measures' windows open and close a few statements away from the thread's CPU clock reads, and the
+# thread spends a little CPU inside select(0): 0.05 of the ~0.2 s span is 10 ms, far more than both.
+TICK_SHARE = 0.05
+
 
 def _spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
@@ -46,20 +50,30 @@ async def test_two_watchers_share_one_wrapper_and_a_closed_one_stops_counting() 
 
 
 async def test_each_measure_alone_sees_a_working_loop(tmp_path: Path) -> None:
-    """The selector's measure without schedstat, and schedstat's without a selector."""
+    """The selector's measure without schedstat, and schedstat's without a selector.
+
+    Busy is at least what the loop's thread computed: time on a CPU is never inside ``select``'s wait, and
+    schedstat counts it too. Their shares of the wall time are bounded by the CPU the machine gives the
+    thread, not by a fixed figure: on a loaded host the thread is also descheduled, and the selector measure
+    counts a preemption at ``select``'s return (the kernel's preemption point) as waiting, its stated blind
+    spot (0.58 in a CI run beside a busy test suite); schedstat counts the wait for a CPU as busy.
+    """
     no_schedstat = LoopBusy(asyncio.get_running_loop(), schedstat=str(tmp_path / "absent"))
 
     class Bare(asyncio.AbstractEventLoop):
         pass
 
     schedstat_only = LoopBusy(Bare())
+    wall, cpu = time.perf_counter(), time.thread_time()
     for _ in range(20):
         _spin(0.01)
         await asyncio.sleep(0)
+    computed = (time.thread_time() - cpu) / (time.perf_counter() - wall)
     shares = no_schedstat.share(), schedstat_only.share()
     no_schedstat.close()
-    assert shares[0] is not None and shares[0] > 0.8
-    assert shares[1] is not None and shares[1] > 0.8  # on a CPU or waiting for one: not waiting for I/O
+    assert shares[0] is not None and shares[0] >= computed - TICK_SHARE
+    assert shares[1] is not None and shares[1] >= computed - TICK_SHARE
+    assert shares[1] > 0.8  # on a CPU or waiting for one: not waiting for I/O, however busy the machine
 
 
 def test_nothing_to_read_is_not_measured(tmp_path: Path) -> None:

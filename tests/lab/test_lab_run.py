@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.integration
 SHORT = Path(__file__).resolve().parents[2] / "examples" / "lab" / "short.yaml"
 LAG_S = 0.5  # the agent's sample age plus the Get's own time on a loaded machine
 RUN_BUDGET_S = 240.0  # the issue: a CI lab under 4 minutes
+MIN_STEPS_PER_EPISODE = 3  # a step before, in and after the episode's middle: a mean, not one sample
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +77,28 @@ def test_truth_measures_the_episodes(lab: tuple[Path, float]) -> None:
     truth = _truth(lab[0])
     ranks = {s["rank"] for s in truth["steps"]}
     assert ranks == {0, 1, 2, 3}
-    assert len(truth["steps"]) >= 4 * 100
+    # Every network episode is measured over steps of every rank (a compute stall is one long step). How
+    # many steps the job makes is the host's speed (348 to 760 in a run on this 2-core machine), so the
+    # bound is on what the truth needs, not on that.
+    for episode in (e for e in truth["episodes"] if e["link"] is not None):
+        start, end = (
+            datetime.fromisoformat(episode["start_time"]),
+            datetime.fromisoformat(episode["end_time"]),
+        )
+        for rank in ranks:
+            inside = [
+                s
+                for s in truth["steps"]
+                if s["rank"] == rank
+                and datetime.fromisoformat(s["start_time"]) < end
+                and datetime.fromisoformat(s["end_time"]) > start
+            ]
+            assert len(inside) >= MIN_STEPS_PER_EPISODE, (
+                episode["kind"],
+                episode["start"],
+                rank,
+                len(inside),
+            )
     job, background, job_on_ab2 = truth["episodes"][:3]
     assert job["kind"] == "congestion" and job["traffic_class"] == 3 and background["traffic_class"] == 0
     for episode in (job, job_on_ab2):
