@@ -233,16 +233,18 @@ def _executor() -> ThreadPoolExecutor:
 
 def _writable(row: Row) -> bool:
     """Whether the schema can hold ``row`` (times fit int64 nanoseconds, the counter fits uint64, every
-    string is text)."""
-    time_ns, received_ns, device, source, metric, labels, link, value, counter = row
-    texts = (device, source, metric, *(v for _, v in labels))
+    string is text; a row of another shape cannot be held either)."""
+    try:
+        time_ns, received_ns, device, source, metric, labels, link, value, counter = row
+        texts = [device, source, metric, *(v for _, v in labels)] + ([] if link is None else [link])
+    except (TypeError, ValueError):
+        return False
     return (
         isinstance(time_ns, int)
         and isinstance(received_ns, int)
         and -(2**63) <= time_ns < 2**63
         and -(2**63) <= received_ns < 2**63
         and all(isinstance(t, str) and _encodes(t) for t in texts)
-        and (link is None or (isinstance(link, str) and _encodes(link)))
         and isinstance(value, float)
         and (counter is None or (isinstance(counter, int) and 0 <= counter <= MAX64))
     )

@@ -201,12 +201,17 @@ def test_the_archive_writes_the_frame_polars_builds_from_the_same_rows(tmp_path:
     assert read.equals(_polars_frame(rows), null_equal=True)
 
 
-def test_the_archive_drops_a_row_whose_text_is_not_utf8_and_writes_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "labels",
+    [(("interface", "Eth\udcff"),), (("interface",),), "interface=Eth0"],
+    ids=["not utf-8", "a label without a value", "labels not pairs"],
+)
+def test_the_archive_drops_a_row_it_cannot_hold_and_writes_the_rest(tmp_path: Path, labels: object) -> None:
     rows = _rows()[:3]
-    bad = (*rows[0][:5], (("interface", "Eth\udcff"),), *rows[0][6:])
+    bad = (*rows[0][:5], labels, *rows[0][6:])
     store = archive.Archive(tmp_path, writer="w")
     for row in (rows[0], bad, rows[1]):
-        store.add(row)
+        store.add(row)  # type: ignore[arg-type]
     files = store.flush()
     assert store.rows_dropped == {"unwritable": 1}
     assert pl.read_parquet(files)["interface"].to_list() == ["Eth0", "Eth1"]
