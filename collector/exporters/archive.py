@@ -244,18 +244,10 @@ def _writable(row: Row) -> bool:
         and isinstance(received_ns, int)
         and -(2**63) <= time_ns < 2**63
         and -(2**63) <= received_ns < 2**63
-        and all(isinstance(t, str) and _encodes(t) for t in texts)
+        and all(map(parquet.is_text, texts))
         and isinstance(value, float)
         and (counter is None or (isinstance(counter, int) and 0 <= counter <= MAX64))
     )
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # a lone surrogate: not UTF-8, so not a Parquet string
-        return False
-    return True
 
 
 def _by_hour(rows: list[Row]) -> dict[int, list[Row]]:

@@ -29,7 +29,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, TypeGuard, cast
 
 from backports import zstd
 
@@ -259,13 +259,21 @@ def _le(values: array) -> array:  # type: ignore[type-arg]
     return values
 
 
-def _utf8(value: object) -> bytes:
+def is_text(value: object) -> TypeGuard[str]:
+    """Whether ``value`` can be a Parquet string: a ``str`` that UTF-8 encodes (a lone surrogate does not)."""
     if not isinstance(value, str):
-        raise TypeError(f"parquet: a string column holds {type(value).__name__} {value!r}")
+        return False
     try:
-        return value.encode()
-    except UnicodeEncodeError as e:
-        raise ValueError(f"parquet: {value!r} is not valid text ({e.reason})") from None
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _utf8(value: object) -> bytes:
+    if not is_text(value):
+        raise ValueError(f"parquet: a string column holds {value!r}, which is not text")
+    return value.encode()
 
 
 def _zigzag(n: int) -> int:
