@@ -71,9 +71,9 @@ def encode(columns: Sequence[Column]) -> bytes:
     written raises before any byte reaches a file.
 
     Raises:
-        ValueError: columns of different lengths, or a value its kind cannot hold (a timestamp or counter
-            out of 64 bits, a string that is not valid text).
-        TypeError: a value of another type than its kind's.
+        ValueError: columns of different lengths, or a string column's value that is not text.
+        OverflowError: a timestamp or counter out of 64 bits.
+        TypeError: a number column's value that is not a number.
     """
     rows = _length(columns[0][2]) if columns else 0
     if any(_length(values) != rows for _, _, values in columns):
