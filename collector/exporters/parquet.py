@@ -14,12 +14,13 @@ import and +57 MB once writing, against a whole collector's budget of 71 MB (fou
 * ``uint64``: INT64 annotated INTEGER(64, unsigned), optional, PLAIN (the value's 64 bits as they are);
 * ``string``: BYTE_ARRAY annotated STRING, optional, dictionary-encoded: the archive's strings repeat (a
   few devices, metrics and label sets), so each column stores its distinct values once and an index a row;
-* nulls as definition levels (RLE runs of the RLE/bit-packing hybrid); indices bit-packed at 8, 16 or 32
-  bits, where bit-packing is the plain little-endian array of the values (no shifting in Python).
+* nulls as definition levels of the RLE/bit-packing hybrid (one RLE run where every row is alike, else one
+  bit-packed run); dictionary indices bit-packed at 8, 16 or 32 bits, where bit-packing is the plain
+  little-endian array of the values (no shifting in Python).
 
 The footer is Thrift's compact protocol (``_Struct``). The format's reference is ``parquet.thrift`` and
 ``Encodings.md`` of apache/parquet-format; ``tests/collector/test_parquet.py`` reads what this writes with
-polars (and pyarrow where installed) and checks every value, null and type.
+polars (and pyarrow and DuckDB where installed) and checks every value, null and type.
 """
 
 from __future__ import annotations
