@@ -33,13 +33,12 @@ def member_links(config: Config) -> dict[str, dict[tuple[str, str], str]]:
 def capacity_bytes_per_second(link: Link, config: Config, store: Store) -> float:
     """The link's usable capacity from the member speeds the devices report (0 until they report)."""
     sites = {t.name: t.labels.get("site", t.name) for t in config.targets}
-    speeds = store.families.get(SPEED, {})
     by_side: dict[str, float] = defaultdict(float)
-    for full, series in speeds.items():
+    for full, value in store.items(SPEED):
         labels = dict(full)
         for m in link.members:
             if labels.get("device") == m.device and labels.get("interface") == m.interface:
-                by_side[sites.get(m.device, m.device)] += float(series.value)  # type: ignore[arg-type]
+                by_side[sites.get(m.device, m.device)] += float(value)  # type: ignore[arg-type]
     return min(by_side.values(), default=0.0)
 
 

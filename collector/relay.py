@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from collector.store import Changes, FullLabels, Histogram, LabelSet, Series, Store, render_labels
 
 _LENGTH = struct.Struct("!I")
-UNSENT, GONE = -1, -2  # ``Series.relay_id`` before its definition is sent, and after its removal
+UNSENT, GONE = -1, -2  # ``Store.relay_id`` before its definition is sent, and after its removal
 MAX_FRAME = 1 << 30
 
 Definition = tuple[int, str, FullLabels, "str | None", "str | None", "int | float | Histogram"]
@@ -37,32 +37,29 @@ class Outbox:
     def __init__(self, store: Store) -> None:
         self.store = store
         store.changes = store.changes or Changes()
-        self._next = 0  # ids are kept on the series (``Series.relay_id``): no map of every series
+        self._next = 0  # ids are kept with the series (``Store.relay_id``): no map of every series
 
     def frame(self) -> Frame | None:
         """The changes since the last frame, or None when nothing changed."""
-        assert self.store.changes is not None
-        new, dirty, gone = self.store.changes.take()
+        store = self.store
+        new, dirty, gone = store.take_changes()
         if not (new or dirty or gone):
             return None
         removed = []
-        for s in gone:
-            if s.relay_id >= 0:
-                removed.append(s.relay_id)
-            s.relay_id = GONE  # a series created and removed within one tick needs nothing
+        for ref in gone:
+            if store.relay_id(ref) >= 0:
+                removed.append(store.relay_id(ref))
+            store.set_relay_id(ref, GONE)  # a series created and removed within one tick needs nothing
         defs: list[Definition] = []
-        for series, metric, full in new:
-            if series.relay_id != UNSENT:
+        for ref, metric, full in new:
+            if store.relay_id(ref) != UNSENT:
                 continue
-            series.relay_id = self._next
-            defs.append((self._next, metric, full, series.owner, series.source, series.value))
+            store.set_relay_id(ref, self._next)
+            owner = ref.owner if isinstance(ref, Series) else full[0][1]  # a device series: device first
+            defs.append((self._next, metric, full, owner, store.ref_source(ref), store.ref_value(ref)))
             self._next += 1
-            dirty.discard(series)
-        ids, values = [], []
-        for series in dirty:
-            if series.relay_id >= 0:
-                ids.append(series.relay_id)
-                values.append(series.value)
+            dirty.discard(ref)
+        ids, values = store.sent_values(dirty)
         return defs, ids, values, removed
 
 

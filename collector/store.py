@@ -13,17 +13,21 @@ the cap drops them before decoding them, ``series_dropped``, so a flood of names
 Per-series state (label cache, counter tracks) goes with its series when it expires, so churn does not
 leak memory.
 
-Memory (issue 33, "a compact store"): a device's series of one label set (an interface's ten counters)
-share one ``LabelSet``, its full labels and its rendered text, so a series holds no strings or tuples
-of its own; the exposition joins the family name, that text and the value at scrape time.
+Memory (issue 33, "a compact store"): a device's series are no objects. Each holds a slot in the store's
+columns (a few flat lists and arrays: value, when it moved, source, relay id, counter state); the series
+of one label set (an interface's counters) form a ``Row`` that keeps their labels and rendered text once
+and their slots in one array, in the order of a ``Shape`` (the row's metrics) that rows of the same kind
+share. The exposition joins the family name, the row's text and the value at scrape time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from array import array
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -106,8 +110,7 @@ NO_KEY: tuple[str, Labels] = ("", ())
 
 
 class LabelSet:
-    """What series share: one device's series of one set of sample labels, across metrics (an
-    interface's counters); any other series (health, links, probes) has one of its own.
+    """The labels of an exported series (a ``Row`` for a device's series).
 
     Attributes:
         full: the exported labels (device, target labels, sample labels, link).
@@ -116,10 +119,9 @@ class LabelSet:
         ttl: seconds without a reading after which the series expire (inf: never).
         key: device series: ``(device, sample labels)``, its key in the store (``NO_KEY`` for any other).
         link: the link its member belongs to, or None.
-        series: device series: how many series use it (it goes with the last); 0 for any other.
     """
 
-    __slots__ = ("full", "key", "link", "owner", "series", "text", "ttl")
+    __slots__ = ("full", "key", "link", "owner", "text", "ttl")
 
     def __init__(
         self,
@@ -136,58 +138,41 @@ class LabelSet:
         self.ttl = ttl
         self.key = key
         self.link = link
-        self.series = 0
 
 
-class Tracks(Mapping[Ident, counters.CounterTrack]):
-    """One source's counter state by series (``(device, metric, labels)``), held per label set: the
-    counters of one interface share a small dict keyed by metric, so a series needs no key of its own."""
+class Shape:
+    """Which metrics a row holds, in slot order: shared by every row of that shape (an interface of one
+    device model has the same counters as the next), so a row keeps only its slot numbers."""
 
-    __slots__ = ("_by_set", "_count")
+    __slots__ = ("_grown", "index", "metrics")
 
-    def __init__(self) -> None:
-        self._by_set: dict[tuple[str, Labels], dict[str, counters.CounterTrack]] = {}
-        self._count = 0
+    def __init__(self, metrics: tuple[str, ...]) -> None:
+        self.metrics = metrics
+        self.index = {m: i for i, m in enumerate(metrics)}
+        self._grown: dict[str, Shape] = {}  # metric -> this shape with it appended (interned by the store)
 
-    def __getitem__(self, ident: Ident) -> counters.CounterTrack:
-        device, metric, lbls = ident
-        return self._by_set[(device, lbls)][metric]
 
-    def __iter__(self) -> Iterator[Ident]:
-        for (device, lbls), tracks in self._by_set.items():
-            for metric in tracks:
-                yield (device, metric, lbls)
+class Row(LabelSet):
+    """A device's series of one set of sample labels (an interface's counters): their labels once, and
+    where their values are in the store's columns (``slots[shape.index[metric]]``)."""
 
-    def __len__(self) -> int:
-        return self._count
+    __slots__ = ("shape", "slots")
 
-    def of(self, key: tuple[str, Labels]) -> dict[str, counters.CounterTrack]:
-        """The tracks of one label set (``LabelSet.key``), by metric; add to them with ``add``."""
-        return self._by_set.get(key) or {}
+    def __init__(
+        self, full: FullLabels, text: str, owner: str, ttl: float, key: tuple[str, Labels], link: str | None
+    ) -> None:
+        super().__init__(full, text, owner, ttl, key, link)
+        self.shape = EMPTY_SHAPE
+        self.slots = array("i")
 
-    def add(self, key: tuple[str, Labels], metric: str, track: counters.CounterTrack) -> None:
-        tracks = self._by_set.get(key)
-        if tracks is None:
-            tracks = self._by_set[key] = {}
-        tracks[metric] = track
-        self._count += 1
 
-    def discard(self, key: tuple[str, Labels], metric: str) -> None:
-        tracks = self._by_set.get(key)
-        if tracks is not None and tracks.pop(metric, None) is not None:
-            self._count -= 1
-            if not tracks:
-                del self._by_set[key]
-
-    def drop_device(self, device: str) -> None:
-        for key in [k for k in self._by_set if k[0] == device]:
-            self._count -= len(self._by_set.pop(key))
+EMPTY_SHAPE = Shape(())
 
 
 @dataclass(slots=True, eq=False)
 class Series:
-    """One exported series: its latest value, when it last moved, and its labels (``LabelSet``, shared
-    by a device's series of one label set). The family name is its key in ``Store.families``.
+    """A series that is not a device's reading (health, links, probes, histograms; a worker's series in the
+    daemon): its value, when it last moved, its labels. The family name is its key in ``Store.families``.
 
     Compared and hashed by identity: the change log (``Changes``) keys on the object.
     """
@@ -208,13 +193,13 @@ class Series:
         """The device it belongs to."""
         return self.labelset.owner
 
-    @property
-    def ttl(self) -> float:
-        return self.labelset.ttl
+
+Ref = Series | int
+"""A series in the change log: a ``Series``, or the column slot of a device series."""
 
 
 class Changes:
-    """What changed in a store since the last ``take`` (a worker relays it to the daemon's exposition).
+    """What changed in a store since the last ``Store.take_changes`` (a worker relays it to the daemon).
 
     Attributes:
         new: series created, with their family name and labels.
@@ -225,15 +210,9 @@ class Changes:
     __slots__ = ("dirty", "gone", "new")
 
     def __init__(self) -> None:
-        self.new: list[tuple[Series, str, FullLabels]] = []
-        self.dirty: set[Series] = set()
-        self.gone: list[Series] = []
-
-    def take(self) -> tuple[list[tuple[Series, str, FullLabels]], set[Series], list[Series]]:
-        """The changes so far, and a fresh start."""
-        out = (self.new, self.dirty, self.gone)
-        self.new, self.dirty, self.gone = [], set(), []
-        return out
+        self.new: list[tuple[Ref, str, FullLabels]] = []
+        self.dirty: set[Ref] = set()
+        self.gone: list[Ref] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +227,14 @@ class TargetLabels:
 
 
 class Store:
-    """Latest values per series, counter state and collector health, keyed by catalogue name."""
+    """Latest values per series, counter state and collector health, keyed by catalogue name.
+
+    A device's series live in columns (issue 33, "a compact store"): one slot per series in a few flat
+    lists and arrays (value, when it moved, its source, its relay id, and the counter state of the
+    source that tracks it), found through its ``Row``. Every other series (health, links, probes,
+    histograms; in the daemon, what the workers relay) is a ``Series`` in ``families``: few of them, and
+    set from many places.
+    """
 
     def __init__(
         self, clock: Clock | None = None, archive: ArchiveSink | None = None, rendered: bool = True
@@ -257,12 +243,28 @@ class Store:
         self.archive = archive
         # A worker process' store is relayed, never rendered: its series need no rendered labels.
         self.rendered = rendered
-        self.families: dict[str, dict[FullLabels, Series]] = {}
+        self.families: dict[str, dict[FullLabels, Series]] = {}  # the series that are not a device's
         self._targets: dict[str, TargetLabels] = {}
-        # Counter state per source: SNMP and gNMI reading the same counter must not look like resets.
-        self._tracks: dict[str, Tracks] = {}
-        # (device, sample labels) -> the label set its series share (one per interface, not per series)
-        self._keys: dict[tuple[str, Labels], LabelSet] = {}
+        # (device, sample labels) -> its row, in creation order (the exposition's order)
+        self._keys: dict[tuple[str, Labels], Row] = {}
+        self._by_full: dict[FullLabels, Row] = {}
+        self._per_metric: dict[str, int] = {}  # metric -> device series of it
+        # The columns, by slot. ``_tracker`` is the source whose counter state the counter columns hold
+        # (the first to feed the series); another source reading the same counter (SNMP and gNMI both)
+        # keeps its own ``CounterTrack`` in ``_others``, so the two never look like resets of each other.
+        self._value: list[int | float | None] = []
+        self._updated = array("d")
+        self._source: list[str | None] = []
+        self._relay = array("q")
+        self._tracker: list[str | None] = []
+        self._total: list[int] = []  # exact, past 2^64 if it must: a Python int (0 for a gauge)
+        self._raw = array("Q")  # the device's last reading (a valid one fits 64 bits)
+        self._epoch: list[Hashable] = []
+        self._seen = array("d")
+        self._peak = array("d")
+        self._others: dict[int, dict[str, counters.CounterTrack]] = {}
+        self._free: list[int] = []
+        self._releasing: list[int] = []  # slots gone since the last relay frame: reused after it
         self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
         self._device_pairs: dict[str, tuple[str, str]] = {}
@@ -281,9 +283,9 @@ class Store:
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
                 self._gone(family.pop(key))
-        for tracks in self._tracks.values():
-            tracks.drop_device(device)
-        self._keys = {k: v for k, v in self._keys.items() if k[0] != device}
+        for row in [r for k, r in self._keys.items() if k[0] == device]:
+            for metric in reversed(row.shape.metrics):
+                self._remove(row, metric)
         self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
         self._device_pairs.pop(device, None)
@@ -302,16 +304,15 @@ class Store:
         now = self.clock.monotonic()
         target = self._targets.get(device) or TargetLabels()
         archive = self.archive
-        tracks = self._tracks.get(source)
-        if tracks is None:
-            tracks = self._tracks[source] = Tracks()
-        families, keys, changes = self.families, self._keys, self.changes
+        keys, changes = self._keys, self.changes
+        values, updated, sources = self._value, self._updated, self._source
+        tracker, totals, raws, epochs = self._tracker, self._total, self._raw, self._epoch
+        seen, peaks = self._seen, self._peak
         n = 0
         # Samples of one label set come together (an interface's counters, sharing one labels tuple):
-        # its label set and counter tracks are looked up once for the run, not once per sample.
+        # its row is looked up once for the run, not once per sample.
         run_labels: Labels | None = None
-        run_set: LabelSet | None = None
-        run_tracks: dict[str, counters.CounterTrack] | None = None
+        row: Row | None = None
         for s in samples:
             metric = s.metric
             is_counter = _IS_COUNTER.get(metric)
@@ -328,18 +329,17 @@ class Store:
                 if problem is not None:
                     self.invalid(device, source, problem, metric)
                     continue
-            family = families.get(metric)
-            if family is None:
-                family = families[metric] = {}
             if s.labels is not run_labels:
-                run_labels, run_set, run_tracks = s.labels, keys.get((device, s.labels)), None
-            ls = run_set
-            series = family.get(ls.full) if ls is not None else None
-            if series is None or ls is None:
-                ls = self._admit(device, ls, target, s, source)
-                if ls is None:
+                run_labels, row = s.labels, keys.get((device, s.labels))
+            pos = row.shape.index.get(metric) if row is not None else None
+            created = pos is None
+            if pos is None:
+                row, slot = self._admit(device, row, target, s, source)
+                if slot < 0:
                     continue
-                run_set = ls
+            else:
+                assert row is not None
+                slot = row.slots[pos]
             n += 1
             value: int | float
             if raw is None:
@@ -348,51 +348,75 @@ class Store:
                 if metric == SPEED_METRIC:
                     self._note_speed(device, s)
             else:
-                if run_tracks is None:
-                    run_tracks = tracks.of(ls.key)
-                track = run_tracks.get(metric)
-                if track is None:
-                    track = counters.start(raw, s.epoch, now)
-                    tracks.add(ls.key, metric, track)
-                    run_tracks = None  # ``of`` may have answered a fresh empty dict
-                else:
-                    elapsed = now - track.seen
-                    track.seen = now
-                    up = raw - track.last_raw
-                    if up >= 0 and s.epoch == track.epoch:
+                if created:
+                    tracker[slot], totals[slot], raws[slot], epochs[slot] = source, raw, raw, s.epoch
+                    seen[slot], peaks[slot] = now, 0.0
+                    total = raw
+                elif tracker[slot] == source:
+                    elapsed = now - seen[slot]
+                    seen[slot] = now
+                    up = raw - raws[slot]
+                    if up >= 0 and s.epoch == epochs[slot]:
                         # The common reading (no decrease, same epoch) counts its increase whatever the
                         # bound (``counters.advance``): inline, without working out a bound it ignores.
-                        track.last_raw = raw
-                        track.total += up
-                        if elapsed > 0 and up / elapsed > track.peak:
-                            track.peak = up / elapsed
-                    elif counters.advance(
-                        track, raw, s.width, s.epoch, self._bound(device, s, elapsed), elapsed
-                    ):
-                        self.inc(
-                            "dci_counter_discontinuities_total", (("device", device), ("metric", metric))
+                        raws[slot] = raw
+                        total = totals[slot] + up
+                        totals[slot] = total
+                        if elapsed > 0 and up / elapsed > peaks[slot]:
+                            peaks[slot] = up / elapsed
+                    else:
+                        track = counters.CounterTrack(
+                            raws[slot], totals[slot], epochs[slot], now, peaks[slot]
                         )
+                        self._advance(device, s, track, elapsed)
+                        raws[slot], totals[slot], epochs[slot], peaks[slot] = (
+                            track.last_raw,
+                            track.total,
+                            track.epoch,
+                            track.peak,
+                        )
+                        total = track.total
+                else:
+                    total = self._other_track(device, s, source, slot, now)
                 if s.scale == 1.0:
-                    value = exact = track.total
+                    value = exact = total
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
-                    value, exact = track.total * s.scale, None
-            if series is None:
-                family[ls.full] = series = Series(value, now, ls, source)
-                if changes is not None:
-                    changes.new.append((series, metric, ls.full))
+                    value, exact = total * s.scale, None
             # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
-            elif series.source == source or now - series.updated > ls.ttl:
-                series.value = value
-                series.updated = now
-                series.source = source
+            if created:
+                values[slot], updated[slot], sources[slot] = value, now, source
                 if changes is not None:
-                    changes.dirty.add(series)
+                    changes.new.append((slot, metric, row.full))  # type: ignore[union-attr]
+            elif sources[slot] == source or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
+                values[slot], updated[slot], sources[slot] = value, now, source
+                if changes is not None:
+                    changes.dirty.add(slot)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
                 archive.add(
-                    (time_ns, received_ns, device, source, metric, s.labels, ls.link, float(value), exact)
+                    (time_ns, received_ns, device, source, metric, s.labels, row.link, float(value), exact)  # type: ignore[union-attr]
                 )
         return n
+
+    def _advance(self, device: str, s: Sample, track: counters.CounterTrack, elapsed: float) -> None:
+        """Fold a reading that is not a plain increase into ``track`` (``counters.advance``), counting a
+        discontinuity."""
+        assert s.raw is not None
+        if counters.advance(track, s.raw, s.width, s.epoch, self._bound(device, s, elapsed), elapsed):
+            self.inc("dci_counter_discontinuities_total", (("device", device), ("metric", s.metric)))
+
+    def _other_track(self, device: str, s: Sample, source: str, slot: int, now: float) -> int:
+        """The total of a counter read by a second source, from that source's own track."""
+        assert s.raw is not None
+        tracks = self._others.setdefault(slot, {})
+        track = tracks.get(source)
+        if track is None:
+            track = tracks[source] = counters.start(s.raw, s.epoch, now)
+        else:
+            elapsed = now - track.seen
+            track.seen = now
+            self._advance(device, s, track, elapsed)
+        return track.total
 
     def invalid(self, device: str, source: str, reason: str, what: str = "") -> None:
         """Count a reading that was dropped as invalid, with one rate-limited log line per reason."""
@@ -424,31 +448,84 @@ class Store:
 
     def holds(self, device: str, metric: str, lbls: Labels) -> bool:
         """Whether the store still keeps state for this device series (sources prune their caches by it)."""
-        return self._held(device, metric, lbls) is not None
+        row = self._keys.get((device, lbls))
+        return row is not None and metric in row.shape.index
 
-    def _held(self, device: str, metric: str, lbls: Labels) -> Series | None:
-        """The device series of ``device``, ``metric`` and sample labels ``lbls``, or None."""
-        ls = self._keys.get((device, lbls))
-        if ls is None:
+    def track(self, source: str, device: str, metric: str, lbls: Labels) -> counters.CounterTrack | None:
+        """A copy of the counter state ``source`` keeps for a device series, or None."""
+        row = self._keys.get((device, lbls))
+        pos = None if row is None else row.shape.index.get(metric)
+        if row is None or pos is None:
             return None
-        series = self.families.get(metric, {}).get(ls.full)
-        return series if series is not None and series.labelset is ls else None
+        slot = row.slots[pos]
+        if self._tracker[slot] != source:
+            other = self._others.get(slot, {}).get(source)
+            return None if other is None else dataclasses.replace(other)
+        return counters.CounterTrack(
+            self._raw[slot], self._total[slot], self._epoch[slot], self._seen[slot], self._peak[slot]
+        )
 
     def _admit(
-        self, device: str, ls: LabelSet | None, target: TargetLabels, s: Sample, source: str
-    ) -> LabelSet | None:
-        """Make room for a new series: its (possibly new) label set, or None at the target's cap (counted)."""
+        self, device: str, row: Row | None, target: TargetLabels, s: Sample, source: str
+    ) -> tuple[Row | None, int]:
+        """A slot for a new series in its (possibly new) row, or -1 at the target's cap (counted)."""
         count = self._count.get(device, 0)
         if target.max_series is not None and count >= target.max_series:
             self.series_dropped(device, source)
-            return None
-        if ls is None:
+            return row, -1
+        if row is None:
             key = (device, s.labels)
             full, link = self._compose(device, target, s)
-            ls = self._keys[key] = LabelSet(full, self._text(full), device, target.ttl, key, link)
-        ls.series += 1
+            row = self._keys[key] = self._by_full[full] = Row(
+                full, self._text(full), device, target.ttl, key, link
+            )
+        slot = self._slot()
+        row.shape = _grown(row.shape, s.metric)
+        row.slots.append(slot)
         self._count[device] = count + 1
-        return ls
+        self._per_metric[s.metric] = self._per_metric.get(s.metric, 0) + 1
+        return row, slot
+
+    def _slot(self) -> int:
+        """A free column slot (reused, or appended to every column)."""
+        if self._free:
+            slot = self._free.pop()
+            self._relay[slot] = -1
+            return slot
+        self._value.append(None)
+        self._updated.append(0.0)
+        self._source.append(None)
+        self._relay.append(-1)
+        self._tracker.append(None)
+        self._total.append(0)
+        self._raw.append(0)
+        self._epoch.append(None)
+        self._seen.append(0.0)
+        self._peak.append(0.0)
+        return len(self._value) - 1
+
+    def _release(self, slot: int) -> None:
+        """Free a removed series' slot (after the next relay frame in a worker: its id may be sent)."""
+        self._value[slot] = self._epoch[slot] = None
+        self._total[slot] = 0
+        self._source[slot] = self._tracker[slot] = None
+        self._others.pop(slot, None)
+        if self.changes is None:
+            self._free.append(slot)
+        else:
+            self.changes.gone.append(slot)
+            self._releasing.append(slot)
+
+    def take_changes(self) -> tuple[list[tuple[Ref, str, FullLabels]], set[Ref], list[Ref]]:
+        """The changes since the last call, and a fresh start (the slots of removed series are reused
+        from now on)."""
+        assert self.changes is not None
+        changes = self.changes
+        out = (changes.new, changes.dirty, changes.gone)
+        changes.new, changes.dirty, changes.gone = [], set(), []
+        self._free.extend(self._releasing)
+        self._releasing = []
+        return out
 
     def _note_speed(self, device: str, s: Sample) -> None:
         interface = next((v for k, v in s.labels if k == "interface"), None)
@@ -476,28 +553,30 @@ class Store:
 
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
-        for tracks in self._tracks.values():
-            tracks.discard((device, lbls), metric)
-        series = self._held(device, metric, lbls)
-        if series is not None:
-            del self.families[metric][series.labelset.full]
-            self._gone(series)
-            self._prune(metric, series.labelset)
+        row = self._keys.get((device, lbls))
+        if row is not None and metric in row.shape.index:
+            self._remove(row, metric)
 
-    def _prune(self, metric: str, ls: LabelSet) -> None:
-        """Forget the per-series state of a removed series (counter tracks, the cap's count, its label set
-        once no series uses it)."""
-        device, lbls = ls.key
-        for tracks in self._tracks.values():
-            tracks.discard(ls.key, metric)
+    def _remove(self, row: Row, metric: str) -> None:
+        """Remove one device series and what it kept (counter state, the cap's count, its row once empty)."""
+        shape = row.shape
+        pos = shape.index[metric]
+        self._release(row.slots[pos])
+        del row.slots[pos]
+        row.shape = _shape(shape.metrics[:pos] + shape.metrics[pos + 1 :])
+        device, lbls = row.key
         left = self._count.get(device, 1) - 1
         if left > 0:
             self._count[device] = left
         else:
             self._count.pop(device, None)
-        ls.series -= 1
-        if ls.series <= 0 and self._keys.get(ls.key) is ls:
-            del self._keys[ls.key]
+        left = self._per_metric[metric] - 1
+        if left > 0:
+            self._per_metric[metric] = left
+        else:
+            del self._per_metric[metric]
+        if not row.slots:
+            del self._keys[row.key], self._by_full[row.full]
         if metric == SPEED_METRIC:
             interface = next((v for k, v in lbls if k == "interface"), None)
             self._speed.pop((device, interface or ""), None)
@@ -521,16 +600,85 @@ class Store:
             how many series were dropped.
         """
         now = self.clock.monotonic()
+        updated = self._updated
         dropped = 0
-        for metric, family in self.families.items():
-            stale = [k for k, s in family.items() if now - s.updated > s.labelset.ttl]
-            for key in stale:
-                series = family.pop(key)
-                self._gone(series)
-                if series.labelset.series:  # a device series
-                    self._prune(metric, series.labelset)
+        for row in list(self._keys.values()):
+            ttl = row.ttl
+            stale = [
+                m for m, slot in zip(row.shape.metrics, row.slots, strict=True) if now - updated[slot] > ttl
+            ]
+            for metric in stale:
+                self._remove(row, metric)
             dropped += len(stale)
         return dropped
+
+    # -- reading it ----------------------------------------------------------------------------------
+    def metrics(self) -> set[str]:
+        """The families that hold a series."""
+        return {name for name, family in self.families.items() if family} | set(self._per_metric)
+
+    def device_series(self, metric: str) -> Iterator[tuple[Row, int | float]]:
+        """Every device series of ``metric``: its row and value, rows in creation order."""
+        if metric not in self._per_metric:
+            return
+        values = self._value
+        for row in self._keys.values():
+            pos = row.shape.index.get(metric)
+            if pos is not None:
+                yield row, values[row.slots[pos]]  # type: ignore[misc]
+
+    def items(self, metric: str) -> list[tuple[FullLabels, int | float | Histogram]]:
+        """Every series of ``metric`` as ``(labels, value)``."""
+        out: list[tuple[FullLabels, int | float | Histogram]] = [
+            (full, s.value) for full, s in self.families.get(metric, {}).items()
+        ]
+        out += [(row.full, v) for row, v in self.device_series(metric)]
+        return out
+
+    def series_count(self) -> int:
+        """How many series the store holds."""
+        return sum(map(len, self.families.values())) + sum(self._per_metric.values())
+
+    def value(self, metric: str, full: FullLabels) -> int | float | Histogram | None:
+        """The current value of one series, or None."""
+        series = self.families.get(metric, {}).get(full)
+        if series is not None:
+            return series.value
+        row = self._by_full.get(full)
+        pos = None if row is None else row.shape.index.get(metric)
+        return None if pos is None else self._value[row.slots[pos]]  # type: ignore[union-attr]
+
+    # -- the change log (``relay.Outbox``) -------------------------------------------------------------
+    def relay_id(self, ref: Ref) -> int:
+        return ref.relay_id if isinstance(ref, Series) else self._relay[ref]
+
+    def set_relay_id(self, ref: Ref, relay_id: int) -> None:
+        if isinstance(ref, Series):
+            ref.relay_id = relay_id
+        else:
+            self._relay[ref] = relay_id
+
+    def sent_values(self, refs: Iterable[Ref]) -> tuple[list[int], list[int | float | Histogram]]:
+        """The relay ids and values of the series among ``refs`` whose definition was sent (the relay's
+        hot loop: a tick's changed values)."""
+        ids: list[int] = []
+        values: list[int | float | Histogram] = []
+        relay, column = self._relay, self._value
+        for ref in refs:
+            if isinstance(ref, Series):
+                if ref.relay_id >= 0:
+                    ids.append(ref.relay_id)
+                    values.append(ref.value)
+            elif relay[ref] >= 0:
+                ids.append(relay[ref])
+                values.append(column[ref])  # type: ignore[arg-type]
+        return ids, values
+
+    def ref_value(self, ref: Ref) -> int | float | Histogram:
+        return ref.value if isinstance(ref, Series) else self._value[ref]  # type: ignore[return-value]
+
+    def ref_source(self, ref: Ref) -> str | None:
+        return ref.source if isinstance(ref, Series) else self._source[ref]
 
     # -- collector health --------------------------------------------------------------------------
     def set(self, metric: str, full: FullLabels, value: float) -> None:
@@ -561,15 +709,6 @@ class Store:
         series.value.observe(value)
         if self.changes is not None:
             self.changes.dirty.add(series)
-
-    def series_count(self) -> int:
-        """How many series the store holds."""
-        return sum(map(len, self.families.values()))
-
-    def value(self, metric: str, full: FullLabels) -> int | float | Histogram | None:
-        """The current value of one series, or None."""
-        series = self.families.get(metric, {}).get(full)
-        return None if series is None else series.value
 
     def _put(self, metric: str, full: FullLabels, value: float, now: float) -> None:
         """Set a series that is not a device's reading (health, links, probes), creating it."""
@@ -643,3 +782,30 @@ def _invalid(s: Sample, is_counter: bool) -> str | None:
 
 def _owner(full: FullLabels) -> str | None:
     return full[0][1] if full and full[0][0] == "device" else None
+
+
+MAX_SHAPES = 4096
+"""Shapes interned at most: a device sending its metrics in ever new orders cannot grow this table past
+it (a shape beyond it still works, unshared)."""
+_SHAPES: dict[tuple[str, ...], Shape] = {(): EMPTY_SHAPE}
+
+
+def _shape(metrics: tuple[str, ...]) -> Shape:
+    """The shape of ``metrics``, shared while the table has room."""
+    shape = _SHAPES.get(metrics)
+    if shape is None:
+        shape = Shape(metrics)
+        if len(_SHAPES) < MAX_SHAPES:
+            _SHAPES[metrics] = shape
+    return shape
+
+
+def _grown(shape: Shape, metric: str) -> Shape:
+    """``shape`` with ``metric`` appended (remembered on ``shape``: a row grows along the same path as the
+    last row of its kind)."""
+    grown = shape._grown.get(metric)
+    if grown is None:
+        grown = _shape((*shape.metrics, metric))
+        if len(shape._grown) < MAX_SHAPES:
+            shape._grown[metric] = grown
+    return grown

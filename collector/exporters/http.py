@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import logging
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import Any
 
 from collector.errors import ConfigError, SpanwatchError
 from collector.exporters.auth import CHALLENGE, BasicAuth
-from collector.exporters.prometheus import CONTENT_TYPE, render
+from collector.exporters.prometheus import CONTENT_TYPE, render_chunks
 from collector.exporters.webconfig import WebConfig, load_web_config, peer_allowed, ssl_context
 from collector.lograte import RateLimitedLog
 from collector.store import Store
@@ -114,7 +114,7 @@ class Response:
     """A response before serialisation."""
 
     status: int
-    body: bytes = b""
+    body: bytes | list[bytes] = b""  # a list: written in its parts (``/metrics``, a chunk a family)
     content_type: str = "text/plain; charset=utf-8"
     headers: list[tuple[str, str]] = field(default_factory=list)
 
@@ -360,8 +360,9 @@ class ExporterServer:
             response = await self._respond(request)
             # The request was read whole (no body is accepted), so any answer can keep the connection.
             keep_alive = request.keep_alive
-            data = self._serialise(response, keep_alive)
-            writer.write(data if request.method != "HEAD" else data[: len(data) - len(response.body)])
+            writer.write(self._serialise(response, keep_alive, with_body=False))
+            if request.method != "HEAD":  # apart from the head: a large body is not copied again
+                writer.writelines([response.body] if isinstance(response.body, bytes) else response.body)
             await writer.drain()
             if not keep_alive:
                 return
@@ -431,22 +432,37 @@ class ExporterServer:
         return Response(404, b"Not Found\n")
 
     async def _metrics(self, request: Request) -> Response:
-        body = render(self.store).encode()
+        chunks = render_chunks(self.store)
         if not accepts_gzip(request.headers.get("accept-encoding", "")):
-            return Response(200, body, CONTENT_TYPE)
+            return Response(200, chunks, CONTENT_TYPE)
         loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(self._gzip, gzip.compress, body, GZIP_LEVEL)
+        body = await loop.run_in_executor(self._gzip, gzip_chunks, chunks)
         return Response(200, body, CONTENT_TYPE, [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")])
 
-    def _serialise(self, response: Response, keep_alive: bool) -> bytes:
+    def _serialise(self, response: Response, keep_alive: bool, with_body: bool = True) -> bytes:
         lines = [
             f"HTTP/1.1 {response.status} {_REASONS[response.status]}",
             f"Content-Type: {response.content_type}",
-            f"Content-Length: {len(response.body)}",
+            f"Content-Length: {_length(response.body)}",
             f"Connection: {'keep-alive' if keep_alive else 'close'}",
             *(f"{k}: {v}" for k, v in (*response.headers, *self._extra)),
         ]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + response.body
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if not with_body:
+            return head
+        return head + (response.body if isinstance(response.body, bytes) else b"".join(response.body))
+
+
+def _length(body: bytes | list[bytes]) -> int:
+    return len(body) if isinstance(body, bytes) else sum(map(len, body))
+
+
+def gzip_chunks(chunks: list[bytes]) -> bytes:
+    """One gzip member of ``chunks`` in order, compressed as they come (never joined uncompressed)."""
+    packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # 16+: a gzip header
+    out = [packer.compress(chunk) for chunk in chunks]
+    out.append(packer.flush())
+    return b"".join(out)
 
 
 def _client(writer: asyncio.StreamWriter) -> str:

@@ -85,7 +85,7 @@ def run(names: int, cap: int, folder: Path) -> dict[str, float]:
     dropped = store.value("spanwatch_series_dropped_total", (("device", DEVICE),))
     return {
         "peak_rss_mb": peak_rss_mb(),
-        "series": sum(len(f) for name, f in store.families.items() if name.startswith("dci_")),
+        "series": sum(len(store.items(name)) for name in store.metrics() if name.startswith("dci_")),
         "dropped": float(dropped) if isinstance(dropped, int | float) else 0.0,
     }
 

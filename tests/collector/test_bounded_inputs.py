@@ -143,7 +143,7 @@ def test_series_beyond_the_cap_are_dropped_and_counted() -> None:
     store = Store()
     store.set_target("d", TargetLabels(max_series=100))
     store.ingest("d", "gnmi", [counter(RX, labels(interface=f"Et{i}"), i) for i in range(150)], 0)
-    assert len(store.families[RX]) == 100
+    assert len(store.items(RX)) == 100
     assert store.value("spanwatch_series_dropped_total", (("device", "d"),)) == 50
     store.ingest("d", "gnmi", [counter(RX, labels(interface="Et1"), 5)], 0)  # a known series still moves
     assert store.value(RX, (("device", "d"), ("interface", "Et1"))) == 5
@@ -158,7 +158,10 @@ def test_expired_series_free_their_caches_and_their_place_under_the_cap() -> Non
         store.ingest("d", "gnmi", [counter(RX, x, 1) for x in lbls], 0)
         clock._now += 11
         store.expire()
-    assert len(store._keys) == 0 and len(store._tracks["gnmi"]) == 0
+    assert store._keys == {} and store._by_full == {} and store._others == {}
+    assert sorted(store._free) == list(
+        range(len(store._value))
+    )  # every slot free again, none grown past 1,000
     assert store.value("spanwatch_series_dropped_total", (("device", "d"),)) is None
 
 

@@ -69,10 +69,10 @@ def test_sonic_pause_duration_us_is_an_exact_integer_track_exported_in_seconds()
     n.update.add(path=make_path("COUNTERS/Ethernet8"), val=gnmi_pb2.TypedValue(json_val=b"{}"))
     samples, _ = decoder.notification(n)
     assert samples == []
-    track = store._tracks["gnmi"][
-        ("d", "dci_pfc_pause_duration_seconds_total", pause("Ethernet8", "3", "rx")[1][1:])
-    ]
-    assert track.total == 2**60 + 3  # the store keeps the device's integers exactly
+    track = store.track(
+        "gnmi", "d", "dci_pfc_pause_duration_seconds_total", pause("Ethernet8", "3", "rx")[1][1:]
+    )
+    assert track is not None and track.total == 2**60 + 3  # the store keeps the device's integers exactly
     assert store.value(*pause("Ethernet8", "3", "rx")) == (2**60 + 3) * 1e-6
 
 

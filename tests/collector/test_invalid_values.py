@@ -55,7 +55,7 @@ def test_non_finite_counters_and_string_gauges_are_dropped() -> None:
     text_gauge.value = "-3.2"  # type: ignore[assignment]
     assert store.ingest("d", "gnmi", [nan_counter, inf_counter, text_gauge], 0) == 0
     assert (invalid(store, "nan"), invalid(store, "inf"), invalid(store, "not_a_number")) == (1, 1, 1)
-    assert RX not in store.families
+    assert RX not in store.metrics()
 
 
 def test_invalid_values_log_one_line_per_reason_not_one_per_value(caplog: pytest.LogCaptureFixture) -> None:

@@ -31,7 +31,7 @@ def _store(tmp_path=None) -> tuple[Store, FakeClock]:
 def test_series_carry_device_static_labels_and_link() -> None:
     store, _ = _store()
     store.ingest("sw1", "snmp", [gauge("dci_optics_rx_power_dbm", labels(interface="Eth1", lane=2), -3.5)], 0)
-    (full,) = store.families["dci_optics_rx_power_dbm"]
+    ((full, _),) = store.items("dci_optics_rx_power_dbm")
     assert full == (
         ("device", "sw1"),
         ("site", "a"),
@@ -71,17 +71,17 @@ async def test_series_expire_after_their_ttl() -> None:
     assert store.expire() == 0
     await clock.advance(2)
     assert store.expire() == 1
-    assert not store.families["dci_interface_oper_up"]
+    assert not store.items("dci_interface_oper_up")
 
 
 def test_changing_a_targets_labels_drops_its_old_series() -> None:
     store, _ = _store()
     store.ingest("sw1", "snmp", [gauge("dci_interface_oper_up", labels(interface="Eth1"), 1.0)], 0)
     store.set_target("sw1", TargetLabels(static=(("site", "b"),)))
-    assert not store.families["dci_interface_oper_up"]
+    assert not store.items("dci_interface_oper_up")
     store.ingest("sw1", "snmp", [gauge("dci_interface_oper_up", labels(interface="Eth1"), 1.0)], 0)
-    assert list(store.families["dci_interface_oper_up"]) == [
-        (("device", "sw1"), ("site", "b"), ("interface", "Eth1"))
+    assert store.items("dci_interface_oper_up") == [
+        ((("device", "sw1"), ("site", "b"), ("interface", "Eth1")), 1.0)
     ]
 
 
@@ -90,7 +90,7 @@ def test_forget_removes_one_series() -> None:
     lbl = labels(interface="Eth1")
     store.ingest("sw1", "gnmi", [counter(RX, lbl, 5)], 0)
     store.forget("sw1", RX, lbl)
-    assert not store.families[RX]
+    assert not store.items(RX)
 
 
 def test_every_reading_reaches_the_archive(tmp_path) -> None:
@@ -149,7 +149,7 @@ async def test_two_sources_of_one_series_do_not_fight() -> None:
 def test_optics_reported_per_component_get_the_link_of_the_member_they_carry() -> None:
     store, _ = _store()
     store.ingest("sw1", "gnmi", [gauge("dci_optics_osnr_db", labels(component="OpticalChannel1/1"), 31.5)], 0)
-    (full,) = store.families["dci_optics_osnr_db"]
+    ((full, _),) = store.items("dci_optics_osnr_db")
     assert full == (
         ("device", "sw1"),
         ("site", "a"),

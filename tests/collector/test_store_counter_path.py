@@ -64,7 +64,8 @@ def test_store_folds_counters_as_counters_advance_does(
         resets += counters.advance(track, raw, width, epoch, bound, elapsed)
     assert track is not None
     assert store.value(METRIC, (("device", "d"), *LBLS)) == track.total
-    kept = store._tracks["gnmi"][("d", METRIC, LBLS)]
+    kept = store.track("gnmi", "d", METRIC, LBLS)
+    assert kept is not None
     assert (kept.total, kept.last_raw, kept.peak, kept.epoch) == (
         track.total,
         track.last_raw,
