@@ -26,7 +26,7 @@ from collector.lifecycle import Signals, cancel_all
 from collector.mapping_files import Mappings
 from collector.probes.prober import Probes
 from collector.probes.twamp import Reflector
-from collector.process import HeapFreezer, raise_descriptor_limit
+from collector.process import HeapFreezer, raise_descriptor_limit, return_large_blocks
 from collector.scheduler import Poller, Schedule
 from collector.shard import Shard
 from collector.shedding import Shedder
@@ -83,6 +83,7 @@ class Daemon:
                 keeps the running config instead).
         """
         raise_descriptor_limit()
+        return_large_blocks()
         config, mappings = await self._load()
         self._phases = _phases(sharding.select(config, self.shard))
         config = sharding.select_worker(config, self.shard, self.worker)

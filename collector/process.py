@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import resource
@@ -18,6 +19,29 @@ def raise_descriptor_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (OSError, ValueError) as e:  # a seccomp filter may refuse setrlimit: keep what we have
         log.debug("cannot raise the descriptor limit: %s", e)
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 128 * 1024  # glibc's default, held: blocks this large are mapped, and unmapped when freed
+
+
+def return_large_blocks() -> bool:
+    """Have glibc's allocator give large blocks back to the system when they are freed (issue 33).
+
+    glibc raises its mmap threshold each time a mapped block is freed, up to 32 MB, so after the first
+    scrape the exposition's megabyte chunks and the store's growing columns come from the heap, whose
+    freed space stays in the process among the small objects allocated after them: 25 MB of RSS at 200
+    SNMP targets (92 -> 80 MB before the first scrape, 107 -> 81 MB after it). Holding the threshold at
+    its default turns that adjustment off (``mallopt(3)``). Elsewhere (musl, macOS) nothing is done.
+
+    Returns:
+        whether the allocator took the setting.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 class HeapFreezer:

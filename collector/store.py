@@ -249,15 +249,22 @@ class Store:
         self._keys: dict[tuple[str, Labels], Row] = {}
         self._by_full: dict[FullLabels, Row] = {}
         self._per_metric: dict[str, int] = {}  # metric -> device series of it
-        # The columns, by slot. ``_tracker`` is the source whose counter state the counter columns hold
-        # (the first to feed the series); another source reading the same counter (SNMP and gNMI both)
-        # keeps its own ``CounterTrack`` in ``_others``, so the two never look like resets of each other.
-        self._value: list[int | float | None] = []
+        # The columns, by slot: numbers in arrays, so that a series holds no object of its own (at scale,
+        # small objects that live long among a poll's short-lived ones cost the allocator about as much
+        # again). The exported value is ``_kind``'s: the counter total (EXACT), a float (FLOAT), or an
+        # object in ``_held`` (HELD: an integer gauge, a total past 2^64, another source's total).
+        # ``_tracker`` is the source whose counter state the counter columns hold (the first to feed the
+        # series); another source reading the same counter (SNMP and gNMI both) keeps its own
+        # ``CounterTrack`` in ``_others``, so the two never look like resets of each other; so does a
+        # total past 2^64, which no array holds.
+        self._kind = bytearray()
+        self._float = array("d")
+        self._held: dict[int, int | float] = {}
         self._updated = array("d")
         self._source: list[str | None] = []
         self._relay = array("q")
         self._tracker: list[str | None] = []
-        self._total: list[int] = []  # exact, past 2^64 if it must: a Python int (0 for a gauge)
+        self._total = array("Q")
         self._raw = array("Q")  # the device's last reading (a valid one fits 64 bits)
         self._epoch: list[Hashable] = []
         self._seen = array("d")
@@ -305,7 +312,13 @@ class Store:
         target = self._targets.get(device) or TargetLabels()
         archive = self.archive
         keys, changes = self._keys, self.changes
-        values, updated, sources = self._value, self._updated, self._source
+        kinds, floats, held, updated, sources = (
+            self._kind,
+            self._float,
+            self._held,
+            self._updated,
+            self._source,
+        )
         tracker, totals, raws, epochs = self._tracker, self._total, self._raw, self._epoch
         seen, peaks = self._seen, self._peak
         n = 0
@@ -361,21 +374,27 @@ class Store:
                         # bound (``counters.advance``): inline, without working out a bound it ignores.
                         raws[slot] = raw
                         total = totals[slot] + up
-                        totals[slot] = total
                         if elapsed > 0 and up / elapsed > peaks[slot]:
                             peaks[slot] = up / elapsed
+                        if total <= counters.MAX64:
+                            totals[slot] = total
+                        else:
+                            self._demote(slot, counters.CounterTrack(raw, total, s.epoch, now, peaks[slot]))
                     else:
                         track = counters.CounterTrack(
                             raws[slot], totals[slot], epochs[slot], now, peaks[slot]
                         )
                         self._advance(device, s, track, elapsed)
-                        raws[slot], totals[slot], epochs[slot], peaks[slot] = (
-                            track.last_raw,
-                            track.total,
-                            track.epoch,
-                            track.peak,
-                        )
                         total = track.total
+                        if total <= counters.MAX64:
+                            raws[slot], totals[slot], epochs[slot], peaks[slot] = (
+                                track.last_raw,
+                                total,
+                                track.epoch,
+                                track.peak,
+                            )
+                        else:
+                            self._demote(slot, track)
                 else:
                     total = self._other_track(device, s, source, slot, now)
                 if s.scale == 1.0:
@@ -383,14 +402,21 @@ class Store:
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = total * s.scale, None
             # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
-            if created:
-                values[slot], updated[slot], sources[slot] = value, now, source
+            if created or sources[slot] == source or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
+                if exact is not None and tracker[slot] == source:
+                    kind = EXACT  # the total column is the value
+                elif value.__class__ is float:
+                    kind, floats[slot] = FLOAT, value
+                else:
+                    kind, held[slot] = HELD, value
+                if kinds[slot] == HELD and kind != HELD:
+                    del held[slot]
+                kinds[slot], updated[slot], sources[slot] = kind, now, source
                 if changes is not None:
-                    changes.new.append((slot, metric, row.full))  # type: ignore[union-attr]
-            elif sources[slot] == source or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
-                values[slot], updated[slot], sources[slot] = value, now, source
-                if changes is not None:
-                    changes.dirty.add(slot)
+                    if created:
+                        changes.new.append((slot, metric, row.full))  # type: ignore[union-attr]
+                    else:
+                        changes.dirty.add(slot)
             if archive is not None:
                 time_ns = s.time_ns if s.time_ns is not None else received_ns
                 archive.add(
@@ -404,6 +430,14 @@ class Store:
         assert s.raw is not None
         if counters.advance(track, s.raw, s.width, s.epoch, self._bound(device, s, elapsed), elapsed):
             self.inc("dci_counter_discontinuities_total", (("device", device), ("metric", s.metric)))
+
+    def _demote(self, slot: int, track: counters.CounterTrack) -> None:
+        """Move a counter whose total outgrew 64 bits out of the columns, into a ``CounterTrack`` of its
+        own (Python integers: exact at any size); its source's readings go there from now on."""
+        source = self._tracker[slot]
+        assert source is not None
+        self._others.setdefault(slot, {})[source] = track
+        self._tracker[slot] = None
 
     def _other_track(self, device: str, s: Sample, source: str, slot: int, now: float) -> int:
         """The total of a counter read by a second source, from that source's own track."""
@@ -492,7 +526,8 @@ class Store:
             slot = self._free.pop()
             self._relay[slot] = -1
             return slot
-        self._value.append(None)
+        self._kind.append(FLOAT)
+        self._float.append(0.0)
         self._updated.append(0.0)
         self._source.append(None)
         self._relay.append(-1)
@@ -502,12 +537,14 @@ class Store:
         self._epoch.append(None)
         self._seen.append(0.0)
         self._peak.append(0.0)
-        return len(self._value) - 1
+        return len(self._kind) - 1
 
     def _release(self, slot: int) -> None:
         """Free a removed series' slot (after the next relay frame in a worker: its id may be sent)."""
-        self._value[slot] = self._epoch[slot] = None
-        self._total[slot] = 0
+        if self._kind[slot] == HELD:
+            del self._held[slot]
+        self._kind[slot] = FLOAT
+        self._epoch[slot] = None
         self._source[slot] = self._tracker[slot] = None
         self._others.pop(slot, None)
         if self.changes is None:
@@ -621,11 +658,13 @@ class Store:
         """Every device series of ``metric``: its row and value, rows in creation order."""
         if metric not in self._per_metric:
             return
-        values = self._value
+        kinds, totals, floats, held = self._kind, self._total, self._float, self._held
         for row in self._keys.values():
             pos = row.shape.index.get(metric)
             if pos is not None:
-                yield row, values[row.slots[pos]]  # type: ignore[misc]
+                slot = row.slots[pos]
+                kind = kinds[slot]
+                yield row, totals[slot] if kind == EXACT else floats[slot] if kind == FLOAT else held[slot]
 
     def items(self, metric: str) -> list[tuple[FullLabels, int | float | Histogram]]:
         """Every series of ``metric`` as ``(labels, value)``."""
@@ -646,7 +685,14 @@ class Store:
             return series.value
         row = self._by_full.get(full)
         pos = None if row is None else row.shape.index.get(metric)
-        return None if pos is None else self._value[row.slots[pos]]  # type: ignore[union-attr]
+        return None if pos is None else self._read(row.slots[pos])  # type: ignore[union-attr]
+
+    def _read(self, slot: int) -> int | float:
+        """A device series' value (``_kind`` says which column holds it)."""
+        kind = self._kind[slot]
+        if kind == EXACT:
+            return self._total[slot]
+        return self._float[slot] if kind == FLOAT else self._held[slot]
 
     # -- the change log (``relay.Outbox``) -------------------------------------------------------------
     def relay_id(self, ref: Ref) -> int:
@@ -663,7 +709,7 @@ class Store:
         hot loop: a tick's changed values)."""
         ids: list[int] = []
         values: list[int | float | Histogram] = []
-        relay, column = self._relay, self._value
+        relay = self._relay
         for ref in refs:
             if isinstance(ref, Series):
                 if ref.relay_id >= 0:
@@ -671,11 +717,11 @@ class Store:
                     values.append(ref.value)
             elif relay[ref] >= 0:
                 ids.append(relay[ref])
-                values.append(column[ref])  # type: ignore[arg-type]
+                values.append(self._read(ref))
         return ids, values
 
     def ref_value(self, ref: Ref) -> int | float | Histogram:
-        return ref.value if isinstance(ref, Series) else self._value[ref]  # type: ignore[return-value]
+        return ref.value if isinstance(ref, Series) else self._read(ref)
 
     def ref_source(self, ref: Ref) -> str | None:
         return ref.source if isinstance(ref, Series) else self._source[ref]
@@ -740,6 +786,9 @@ class Store:
         if self.changes is not None:
             self.changes.gone.append(series)
 
+
+FLOAT, EXACT, HELD = 0, 1, 2
+"""Where a device series' value is (``Store._kind``): the float column, the total column, ``_held``."""
 
 _IS_COUNTER: dict[str, bool] = {}  # metric -> whether the catalogue says counter (ingest's hot loop)
 _PER_UNIT: dict[str, float | None] = {}  # metric -> ``_BYTES_PER_UNIT`` of its unit (``_bound``)

@@ -35,7 +35,7 @@ from collector.config import Config
 from collector.errors import SpanwatchError
 from collector.exporters.http import Exporter
 from collector.lifecycle import Signals
-from collector.process import HeapFreezer, raise_descriptor_limit
+from collector.process import HeapFreezer, raise_descriptor_limit, return_large_blocks
 from collector.relay import Mirror, read_frame
 from collector.shard import Shard
 from collector.store import Store
@@ -76,6 +76,7 @@ class Supervisor:
             SpanwatchError: the config is invalid, or the address cannot be bound, at start-up.
         """
         raise_descriptor_limit()
+        return_large_blocks()
         config = await self._load()
         await self._restart_server(config, None)
         self.config = config

@@ -362,7 +362,8 @@ class ExporterServer:
             keep_alive = request.keep_alive
             writer.write(self._serialise(response, keep_alive, with_body=False))
             if request.method != "HEAD":  # apart from the head: a large body is not copied again
-                writer.writelines([response.body] if isinstance(response.body, bytes) else response.body)
+                for part in [response.body] if isinstance(response.body, bytes) else response.body:
+                    writer.write(part)  # not ``writelines``: it joins the parts into one copy first
             await writer.drain()
             if not keep_alive:
                 return

@@ -160,7 +160,7 @@ def test_expired_series_free_their_caches_and_their_place_under_the_cap() -> Non
         store.expire()
     assert store._keys == {} and store._by_full == {} and store._others == {}
     assert sorted(store._free) == list(
-        range(len(store._value))
+        range(len(store._kind))
     )  # every slot free again, none grown past 1,000
     assert store.value("spanwatch_series_dropped_total", (("device", "d"),)) is None
 

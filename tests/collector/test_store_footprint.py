@@ -69,7 +69,7 @@ def test_a_label_set_goes_with_its_last_series_and_counts_under_the_cap_per_seri
     clock._now += 31
     assert store.expire() == 4
     assert store._keys == {} and store._by_full == {} and store._count == {} and store._per_metric == {}
-    assert sorted(store._free) == list(range(len(store._value)))  # the columns never grew past 6 slots
+    assert sorted(store._free) == list(range(len(store._kind)))  # the columns never grew past 6 slots
 
 
 def test_a_series_costs_under_200_traced_bytes() -> None:
@@ -135,7 +135,7 @@ def test_a_worker_reuses_a_removed_series_slot_only_after_the_frame_that_removes
     assert first is not None and [d[0] for d in first[0] if d[1] == RX] == [0]
     store.forget("sw1", RX, a)
     store.ingest("sw1", "gnmi", [counter(RX, b, 2)], 0)  # in the same tick: a fresh slot, a fresh id
-    assert len(store._value) == 2
+    assert len(store._kind) == 2
     second = box.frame()
     assert second is not None
     defs, ids, values, removed = second
@@ -146,4 +146,24 @@ def test_a_worker_reuses_a_removed_series_slot_only_after_the_frame_that_removes
     assert third is not None
     defs, ids, values, removed = third
     assert (ids, values, removed) == ([1], [5], []) and [(d[0], d[5]) for d in defs] == [(2, 3)]
-    assert len(store._value) == 2
+    assert len(store._kind) == 2
+
+
+def test_a_total_past_64_bits_stays_exact_out_of_the_columns() -> None:
+    store, clock = _store()
+    lbl = labels(interface="Eth1")
+    full = (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("link", "paris-lyon"))
+    top = 2**64 - 1
+    store.ingest("sw1", "snmp", [counter(RX, lbl, top - 5, width=32)], 0)
+    clock._now += 10
+    store.ingest("sw1", "snmp", [counter(RX, lbl, top - 10, width=32)], 0)  # wrapped: 2^32 - 5 more
+    assert store.value(RX, full) == top - 5 + 2**32 - 5  # past 2^64: no array holds it
+    clock._now += 10
+    store.ingest("sw1", "snmp", [counter(RX, lbl, top - 8, width=32)], 0)
+    assert store.value(RX, full) == top - 5 + 2**32 - 5 + 2
+    line = RX + '{device="sw1",site="a",interface="Eth1",link="paris-lyon"} ' + str(top + 2**32 - 8)
+    assert line + "\n" in render(store)
+    track = store.track("snmp", "sw1", RX, lbl)
+    assert track is not None and track.total == top + 2**32 - 8
+    store.forget("sw1", RX, lbl)
+    assert store._held == {} and store._others == {}
