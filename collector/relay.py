@@ -18,7 +18,7 @@ import pickle
 import struct
 from dataclasses import dataclass, field
 
-from collector.store import Changes, FullLabels, Histogram, LabelSet, Series, Store, render_labels
+from collector.store import FullLabels, Histogram, LabelSet, Series, Store, render_labels
 
 _LENGTH = struct.Struct("!I")
 UNSENT, GONE = -1, -2  # ``Store.relay_id`` before its definition is sent, and after its removal
@@ -36,7 +36,7 @@ class Outbox:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        store.changes = store.changes or Changes()
+        store.log_changes()
         self._next = 0  # ids are kept with the series (``Store.relay_id``): no map of every series
 
     def frame(self) -> Frame | None:

@@ -261,9 +261,11 @@ class Store:
         self._float = array("d")
         self._held: dict[int, int | float] = {}
         self._updated = array("d")
-        self._source: list[str | None] = []
-        self._relay = array("q")
-        self._tracker: list[str | None] = []
+        # Sources as codes (``_sources``: code -> name; 0 is none): a byte a series, not a reference.
+        self._source = bytearray()
+        self._tracker = bytearray()
+        self._sources: list[str | None] = [None]
+        self._relay = array("q")  # only in a worker's store (``log_changes``)
         self._total = array("Q")
         self._raw = array("Q")  # the device's last reading (a valid one fits 64 bits)
         self._epoch: list[Hashable] = []
@@ -275,7 +277,7 @@ class Store:
         self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
         self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
         self._device_pairs: dict[str, tuple[str, str]] = {}
-        self.changes: Changes | None = None  # set by a worker process: every change is logged for relay
+        self.changes: Changes | None = None  # a worker's (``log_changes``): every change is logged for relay
 
     # -- targets -------------------------------------------------------------------------------
     def set_target(self, device: str, info: TargetLabels) -> None:
@@ -320,6 +322,7 @@ class Store:
             self._source,
         )
         tracker, totals, raws, epochs = self._tracker, self._total, self._raw, self._epoch
+        code = self._code(source)
         seen, peaks = self._seen, self._peak
         n = 0
         # Samples of one label set come together (an interface's counters, sharing one labels tuple):
@@ -362,10 +365,10 @@ class Store:
                     self._note_speed(device, s)
             else:
                 if created:
-                    tracker[slot], totals[slot], raws[slot], epochs[slot] = source, raw, raw, s.epoch
+                    tracker[slot], totals[slot], raws[slot], epochs[slot] = code, raw, raw, s.epoch
                     seen[slot], peaks[slot] = now, 0.0
                     total = raw
-                elif tracker[slot] == source:
+                elif tracker[slot] == code:
                     elapsed = now - seen[slot]
                     seen[slot] = now
                     up = raw - raws[slot]
@@ -402,8 +405,8 @@ class Store:
                 else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
                     value, exact = total * s.scale, None
             # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
-            if created or sources[slot] == source or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
-                if exact is not None and tracker[slot] == source:
+            if created or sources[slot] == code or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
+                if exact is not None and tracker[slot] == code:
                     kind = EXACT  # the total column is the value
                 elif value.__class__ is float:
                     kind, floats[slot] = FLOAT, value
@@ -411,7 +414,7 @@ class Store:
                     kind, held[slot] = HELD, value
                 if kinds[slot] == HELD and kind != HELD:
                     del held[slot]
-                kinds[slot], updated[slot], sources[slot] = kind, now, source
+                kinds[slot], updated[slot], sources[slot] = kind, now, code
                 if changes is not None:
                     if created:
                         changes.new.append((slot, metric, row.full))  # type: ignore[union-attr]
@@ -434,10 +437,10 @@ class Store:
     def _demote(self, slot: int, track: counters.CounterTrack) -> None:
         """Move a counter whose total outgrew 64 bits out of the columns, into a ``CounterTrack`` of its
         own (Python integers: exact at any size); its source's readings go there from now on."""
-        source = self._tracker[slot]
+        source = self._sources[self._tracker[slot]]
         assert source is not None
         self._others.setdefault(slot, {})[source] = track
-        self._tracker[slot] = None
+        self._tracker[slot] = 0
 
     def _other_track(self, device: str, s: Sample, source: str, slot: int, now: float) -> int:
         """The total of a counter read by a second source, from that source's own track."""
@@ -492,7 +495,7 @@ class Store:
         if row is None or pos is None:
             return None
         slot = row.slots[pos]
-        if self._tracker[slot] != source:
+        if self._sources[self._tracker[slot]] != source:
             other = self._others.get(slot, {}).get(source)
             return None if other is None else dataclasses.replace(other)
         return counters.CounterTrack(
@@ -524,14 +527,16 @@ class Store:
         """A free column slot (reused, or appended to every column)."""
         if self._free:
             slot = self._free.pop()
-            self._relay[slot] = -1
+            if self.changes is not None:
+                self._relay[slot] = -1
             return slot
         self._kind.append(FLOAT)
         self._float.append(0.0)
         self._updated.append(0.0)
-        self._source.append(None)
-        self._relay.append(-1)
-        self._tracker.append(None)
+        self._source.append(0)
+        self._tracker.append(0)
+        if self.changes is not None:
+            self._relay.append(-1)
         self._total.append(0)
         self._raw.append(0)
         self._epoch.append(None)
@@ -545,13 +550,30 @@ class Store:
             del self._held[slot]
         self._kind[slot] = FLOAT
         self._epoch[slot] = None
-        self._source[slot] = self._tracker[slot] = None
+        self._source[slot] = self._tracker[slot] = 0
         self._others.pop(slot, None)
         if self.changes is None:
             self._free.append(slot)
         else:
             self.changes.gone.append(slot)
             self._releasing.append(slot)
+
+    def _code(self, source: str) -> int:
+        """The code of a source's name (the sources are the protocols: a few)."""
+        try:
+            return self._sources.index(source)
+        except ValueError:
+            if len(self._sources) == 256:
+                raise ValueError(f"more than 255 sources: {source}") from None
+            self._sources.append(source)
+            return len(self._sources) - 1
+
+    def log_changes(self) -> Changes:
+        """Log every change from now on, for a worker's relay (``relay.Outbox``)."""
+        if self.changes is None:
+            self.changes = Changes()
+            self._relay = array("q", [-1]) * len(self._kind)
+        return self.changes
 
     def take_changes(self) -> tuple[list[tuple[Ref, str, FullLabels]], set[Ref], list[Ref]]:
         """The changes since the last call, and a fresh start (the slots of removed series are reused
@@ -724,7 +746,7 @@ class Store:
         return ref.value if isinstance(ref, Series) else self._read(ref)
 
     def ref_source(self, ref: Ref) -> str | None:
-        return ref.source if isinstance(ref, Series) else self._source[ref]
+        return ref.source if isinstance(ref, Series) else self._sources[self._source[ref]]
 
     # -- collector health --------------------------------------------------------------------------
     def set(self, metric: str, full: FullLabels, value: float) -> None:

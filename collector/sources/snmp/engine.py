@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from collector.contracts.catalog import CATALOG
 from collector.model import Labels, Sample, counter, gauge, labels
@@ -154,9 +155,9 @@ class Epochs:
         return epoch
 
 
-RowLabels = tuple["int | None", tuple["Labels | None", ...]]
-"""A row's ifIndex (None when it belongs to no interface) and each mapped column's series labels (None
-where the column's ``where`` excludes the row)."""
+RowLabels = tuple["int | Labels | None", ...]
+"""A row's ifIndex (None when it belongs to no interface), then each mapped column's series labels (None
+where the column's ``where`` excludes the row): one flat tuple, as every row of every target keeps one."""
 
 
 class Resolver:
@@ -228,11 +229,14 @@ class Resolver:
         # Columns of a row mostly carry the same labels: one tuple for all of them, as the store keeps
         # the tuple of every series it holds (tens of bytes a series at 100k series).
         shared: dict[Labels, Labels] = {}
-        return ifindex, tuple(
-            None
-            if any(parts[k] != v for k, v in c.where.items())
-            else _share(shared, _series_labels(c.metric, {**lbls, **c.labels}))
-            for c in table.columns
+        return (
+            ifindex,
+            *(
+                None
+                if any(parts[k] != v for k, v in c.where.items())
+                else _share(shared, _series_labels(c.metric, {**lbls, **c.labels}))
+                for c in table.columns
+            ),
         )
 
 
@@ -263,11 +267,12 @@ def table_samples(
         found = resolver.row(table, suffix)
         if found is None:
             continue
-        ifindex, col_labels = found
+        ifindex = cast("int | None", found[0])
         if ifindex is not None and marker_column is not None:
             marker = row.get(marker_column)
             epochs.per_ifindex[ifindex] = None if marker is None else marker[1]
-        for col, series in zip(columns, col_labels, strict=True):
+        for i, col in enumerate(columns, 1):
+            series = cast("Labels | None", found[i])
             if series is None:
                 continue  # the column's ``where`` excludes this row
             sample = _column_sample(col, row, series, ifindex, epochs)
