@@ -329,6 +329,7 @@ class Store:
         # its row is looked up once for the run, not once per sample.
         run_labels: Labels | None = None
         row: Row | None = None
+        index: Mapping[str, int] = {}  # the row's metric -> slot position
         for s in samples:
             metric = s.metric
             is_counter = _IS_COUNTER.get(metric)
@@ -347,28 +348,30 @@ class Store:
                     continue
             if s.labels is not run_labels:
                 run_labels, row = s.labels, keys.get((device, s.labels))
-            pos = row.shape.index.get(metric) if row is not None else None
+                index = EMPTY_SHAPE.index if row is None else row.shape.index
+            pos = index.get(metric)
             created = pos is None
             if pos is None:
                 row, slot = self._admit(device, row, target, s, source)
                 if slot < 0:
                     continue
+                index = row.shape.index  # type: ignore[union-attr]
             else:
-                assert row is not None
-                slot = row.slots[pos]
+                slot = row.slots[pos]  # type: ignore[union-attr]
             n += 1
             value: int | float
             if raw is None:
                 value = s.value
-                exact = None
+                exact, tracked = None, False
                 if metric == SPEED_METRIC:
                     self._note_speed(device, s)
             else:
+                tracked = created or tracker[slot] == code  # this source's state is in the columns
                 if created:
                     tracker[slot], totals[slot], raws[slot], epochs[slot] = code, raw, raw, s.epoch
                     seen[slot], peaks[slot] = now, 0.0
                     total = raw
-                elif tracker[slot] == code:
+                elif tracked:
                     elapsed = now - seen[slot]
                     seen[slot] = now
                     up = raw - raws[slot]
@@ -383,6 +386,7 @@ class Store:
                             totals[slot] = total
                         else:
                             self._demote(slot, counters.CounterTrack(raw, total, s.epoch, now, peaks[slot]))
+                            tracked = False
                     else:
                         track = counters.CounterTrack(
                             raws[slot], totals[slot], epochs[slot], now, peaks[slot]
@@ -398,6 +402,7 @@ class Store:
                             )
                         else:
                             self._demote(slot, track)
+                            tracked = False
                 else:
                     total = self._other_track(device, s, source, slot, now)
                 if s.scale == 1.0:
@@ -406,7 +411,7 @@ class Store:
                     value, exact = total * s.scale, None
             # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
             if created or sources[slot] == code or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
-                if exact is not None and tracker[slot] == code:
+                if exact is not None and tracked:
                     kind = EXACT  # the total column is the value
                 elif value.__class__ is float:
                     kind, floats[slot] = FLOAT, value
@@ -731,15 +736,19 @@ class Store:
         hot loop: a tick's changed values)."""
         ids: list[int] = []
         values: list[int | float | Histogram] = []
-        relay = self._relay
+        relay, kinds, totals, floats, held = self._relay, self._kind, self._total, self._float, self._held
         for ref in refs:
-            if isinstance(ref, Series):
-                if ref.relay_id >= 0:
-                    ids.append(ref.relay_id)
-                    values.append(ref.value)
-            elif relay[ref] >= 0:
-                ids.append(relay[ref])
-                values.append(self._read(ref))
+            if isinstance(ref, int):  # a device series: the common case, read inline from the columns
+                relay_id = relay[ref]
+                if relay_id >= 0:
+                    ids.append(relay_id)
+                    kind = kinds[ref]
+                    values.append(
+                        totals[ref] if kind == EXACT else floats[ref] if kind == FLOAT else held[ref]
+                    )
+            elif ref.relay_id >= 0:
+                ids.append(ref.relay_id)
+                values.append(ref.value)
         return ids, values
 
     def ref_value(self, ref: Ref) -> int | float | Histogram:
