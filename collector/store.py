@@ -275,7 +275,6 @@ class Store:
         self._free: list[int] = []
         self._releasing: list[int] = []  # slots gone since the last relay frame: reused after it
         self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
-        self._speed: dict[tuple[str, str], float] = {}  # (device, interface) -> bytes/s, for rate bounds
         self._device_pairs: dict[str, tuple[str, str]] = {}
         self.changes: Changes | None = None  # a worker's (``log_changes``): every change is logged for relay
 
@@ -295,7 +294,6 @@ class Store:
         for row in [r for k, r in self._keys.items() if k[0] == device]:
             for metric in reversed(row.shape.metrics):
                 self._remove(row, metric)
-        self._speed = {k: v for k, v in self._speed.items() if k[0] != device}
         self._count.pop(device, None)
         self._device_pairs.pop(device, None)
 
@@ -363,8 +361,6 @@ class Store:
             if raw is None:
                 value = s.value
                 exact, tracked = None, False
-                if metric == SPEED_METRIC:
-                    self._note_speed(device, s)
             else:
                 tracked = created or tracker[slot] == code  # this source's state is in the columns
                 if created:
@@ -591,15 +587,6 @@ class Store:
         self._releasing = []
         return out
 
-    def _note_speed(self, device: str, s: Sample) -> None:
-        interface = next((v for k, v in s.labels if k == "interface"), None)
-        if interface is not None:
-            # Some agents report speed 0 for sub-interfaces: unknown, not "no traffic possible".
-            if s.value > 0:
-                self._speed[(device, interface)] = float(s.value)
-            else:
-                self._speed.pop((device, interface), None)
-
     def _bound(self, device: str, s: Sample, elapsed: float) -> float | None:
         """How far the counter of ``s`` can have moved in ``elapsed`` seconds (device units), or None."""
         metric = s.metric
@@ -610,10 +597,20 @@ class Store:
         if per_unit is None or s.scale != 1.0:
             return None
         interface = _interface_of(s.labels)
-        speed = self._speed.get((device, interface or ""))
+        speed = None if interface is None else self._speed(device, interface)
         if speed is None:
             return None
         return speed / per_unit * (max(elapsed, 0.0) + BOUND_SLACK_SECONDS)
+
+    def _speed(self, device: str, interface: str) -> float | None:
+        """The interface's speed (bytes/s) as its speed series holds it, or None: unknown, or reported as 0
+        (some agents do for sub-interfaces), which is not "no traffic possible"."""
+        row = self._keys.get((device, (("interface", interface),)))  # the catalogue's speed labels
+        pos = None if row is None else row.shape.index.get(SPEED_METRIC)
+        if row is None or pos is None:
+            return None
+        speed = self._read(row.slots[pos])
+        return float(speed) if speed > 0 else None
 
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
@@ -628,7 +625,7 @@ class Store:
         self._release(row.slots[pos])
         del row.slots[pos]
         row.shape = _shape(shape.metrics[:pos] + shape.metrics[pos + 1 :])
-        device, lbls = row.key
+        device = row.key[0]
         left = self._count.get(device, 1) - 1
         if left > 0:
             self._count[device] = left
@@ -641,9 +638,6 @@ class Store:
             del self._per_metric[metric]
         if not row.slots:
             del self._keys[row.key], self._by_full[row.full]
-        if metric == SPEED_METRIC:
-            interface = next((v for k, v in lbls if k == "interface"), None)
-            self._speed.pop((device, interface or ""), None)
 
     def _compose(self, device: str, target: TargetLabels, s: Sample) -> tuple[FullLabels, str | None]:
         link = None
