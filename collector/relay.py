@@ -47,8 +47,9 @@ class Outbox:
             return None
         removed = []
         for ref in gone:
-            if store.relay_id(ref) >= 0:
-                removed.append(store.relay_id(ref))
+            relay_id = store.relay_id(ref)
+            if relay_id >= 0:
+                removed.append(relay_id)
             store.set_relay_id(ref, GONE)  # a series created and removed within one tick needs nothing
         defs: list[Definition] = []
         for ref, metric, full in new:

@@ -50,9 +50,6 @@ _BYTES_PER_UNIT = {
     "frames": MIN_FRAME_BYTES,
     "blocks": MIN_FRAME_BYTES,
 }
-Ident = tuple[str, str, Labels]
-"""(device, metric, sample labels): one device series."""
-
 FullLabels = tuple[tuple[str, str], ...]
 """Every label of an exported series, in exposition order (device first)."""
 
@@ -105,10 +102,6 @@ class Histogram:
         return out
 
 
-NO_KEY: tuple[str, Labels] = ("", ())
-"""The ``LabelSet.key`` of a series that is not a device's reading."""
-
-
 class LabelSet:
     """The labels of an exported series (a ``Row`` for a device's series).
 
@@ -116,28 +109,14 @@ class LabelSet:
         full: the exported labels (device, target labels, sample labels, link).
         text: ``full`` rendered (``{a="1"}``), or "" in a store that is not rendered.
         owner: the device the series belong to, so a removed target's series go with it.
-        ttl: seconds without a reading after which the series expire (inf: never).
-        key: device series: ``(device, sample labels)``, its key in the store (``NO_KEY`` for any other).
-        link: the link its member belongs to, or None.
     """
 
-    __slots__ = ("full", "key", "link", "owner", "text", "ttl")
+    __slots__ = ("full", "owner", "text")
 
-    def __init__(
-        self,
-        full: FullLabels,
-        text: str,
-        owner: str | None,
-        ttl: float = math.inf,
-        key: tuple[str, Labels] = NO_KEY,
-        link: str | None = None,
-    ) -> None:
+    def __init__(self, full: FullLabels, text: str, owner: str | None) -> None:
         self.full = full
         self.text = text
         self.owner = owner
-        self.ttl = ttl
-        self.key = key
-        self.link = link
 
 
 class Shape:
@@ -154,14 +133,25 @@ class Shape:
 
 class Row(LabelSet):
     """A device's series of one set of sample labels (an interface's counters): their labels once, and
-    where their values are in the store's columns (``slots[shape.index[metric]]``)."""
+    where their values are in the store's columns (``slots[shape.index[metric]]``).
 
-    __slots__ = ("shape", "slots")
+    Attributes:
+        key: ``(device, sample labels)``, its key in the store.
+        ttl: seconds without a reading after which its series expire (inf: never).
+        link: the link its member belongs to, or None.
+        shape: its metrics, in slot order.
+        slots: each metric's slot in the columns.
+    """
+
+    __slots__ = ("key", "link", "shape", "slots", "ttl")
 
     def __init__(
-        self, full: FullLabels, text: str, owner: str, ttl: float, key: tuple[str, Labels], link: str | None
+        self, full: FullLabels, text: str, key: tuple[str, Labels], ttl: float, link: str | None
     ) -> None:
-        super().__init__(full, text, owner, ttl, key, link)
+        super().__init__(full, text, key[0])
+        self.key = key
+        self.ttl = ttl
+        self.link = link
         self.shape = EMPTY_SHAPE
         self.slots = array("i")
 
@@ -180,7 +170,7 @@ class Series:
     value: int | float | Histogram
     updated: float
     labelset: LabelSet
-    source: str | None = None  # the protocol feeding it, when a device series
+    source: str | None = None  # the protocol feeding it: a worker's device series, in the daemon
     relay_id: int = -1  # in a worker: its id towards the supervisor (``relay.Outbox``); -2 once gone
 
     @property
@@ -514,9 +504,7 @@ class Store:
         if row is None:
             key = (device, s.labels)
             full, link = self._compose(device, target, s)
-            row = self._keys[key] = self._by_full[full] = Row(
-                full, self._text(full), device, target.ttl, key, link
-            )
+            row = self._keys[key] = self._by_full[full] = Row(full, self._text(full), key, target.ttl, link)
         slot = self._slot()
         row.shape = _grown(row.shape, s.metric)
         row.slots.append(slot)
@@ -709,7 +697,8 @@ class Store:
         return None if pos is None else self._read(row.slots[pos])  # type: ignore[union-attr]
 
     def _read(self, slot: int) -> int | float:
-        """A device series' value (``_kind`` says which column holds it)."""
+        """A device series' value (``_kind`` says which column holds it; the scrape's and the relay's
+        loops read it inline)."""
         kind = self._kind[slot]
         if kind == EXACT:
             return self._total[slot]

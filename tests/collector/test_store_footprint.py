@@ -167,3 +167,20 @@ def test_a_total_past_64_bits_stays_exact_out_of_the_columns() -> None:
     assert track is not None and track.total == top + 2**32 - 8
     store.forget("sw1", RX, lbl)
     assert store._held == {} and store._others == {}
+
+
+def test_a_counter_is_bounded_by_the_speed_its_interface_series_holds() -> None:
+    """The rate bound reads the interface's speed series (no second copy of it): a queue counter of Eth1
+    too; a speed of 0 (sub-interfaces on some agents) or none is unknown, not "no traffic possible"."""
+    store, clock = _store()
+    speed = "dci_interface_speed_bytes_per_second"
+    store.ingest("sw1", "snmp", [gauge(speed, labels(interface="Eth1"), 1.25e9)], 0)
+    store.ingest("sw1", "snmp", [gauge(speed, labels(interface="Eth2"), 0.0)], 0)
+    on_queue = counter("dci_queue_transmit_bytes_total", labels(interface="Eth1", queue="3"), 1)
+    assert store._bound("sw1", counter(RX, labels(interface="Eth1"), 1), 1.0) == 1.25e9 * 1.1
+    assert store._bound("sw1", on_queue, 1.0) == 1.25e9 * 1.1
+    assert store._bound("sw1", counter(RX, labels(interface="Eth2"), 1), 1.0) is None
+    assert store._bound("sw1", counter(RX, labels(interface="Eth3"), 1), 1.0) is None
+    clock._now += 31  # the speed series expires: so does what it told
+    store.expire()
+    assert store._bound("sw1", counter(RX, labels(interface="Eth1"), 1), 1.0) is None
