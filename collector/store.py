@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import logging
 import math
 from array import array
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from collector import counters
 from collector.clock import Clock, SystemClock
@@ -136,20 +137,20 @@ class Row(LabelSet):
     where their values are in the store's columns (``slots[shape.index[metric]]``).
 
     Attributes:
-        key: ``(device, sample labels)``, its key in the store.
+        labels: its sample labels, its key among its device's rows (``owner`` is the device).
         ttl: seconds without a reading after which its series expire (inf: never).
         link: the link its member belongs to, or None.
         shape: its metrics, in slot order.
         slots: each metric's slot in the columns.
     """
 
-    __slots__ = ("key", "link", "shape", "slots", "ttl")
+    __slots__ = ("labels", "link", "shape", "slots", "ttl")
 
     def __init__(
-        self, full: FullLabels, text: str, key: tuple[str, Labels], ttl: float, link: str | None
+        self, full: FullLabels, text: str, device: str, labels: Labels, ttl: float, link: str | None
     ) -> None:
-        super().__init__(full, text, key[0])
-        self.key = key
+        super().__init__(full, text, device)
+        self.labels = labels
         self.ttl = ttl
         self.link = link
         self.shape = EMPTY_SHAPE
@@ -235,9 +236,9 @@ class Store:
         self.rendered = rendered
         self.families: dict[str, dict[FullLabels, Series]] = {}  # the series that are not a device's
         self._targets: dict[str, TargetLabels] = {}
-        # (device, sample labels) -> its row, in creation order (the exposition's order)
-        self._keys: dict[tuple[str, Labels], Row] = {}
-        self._by_full: dict[FullLabels, Row] = {}
+        # device -> sample labels -> its row, in creation order (the exposition's order): a dict a device,
+        # not a (device, labels) key tuple a row (56 bytes an interface)
+        self._rows: dict[str, dict[Labels, Row]] = {}
         self._per_metric: dict[str, int] = {}  # metric -> device series of it
         # The columns, by slot: numbers in arrays, so that a series holds no object of its own (at scale,
         # small objects that live long among a poll's short-lived ones cost the allocator about as much
@@ -281,9 +282,10 @@ class Store:
         for family in self.families.values():
             for key in [k for k, s in family.items() if s.owner == device]:
                 self._gone(family.pop(key))
-        for row in [r for k, r in self._keys.items() if k[0] == device]:
+        for row in list(self._rows.get(device, {}).values()):
             for metric in reversed(row.shape.metrics):
                 self._remove(row, metric)
+        self._rows.pop(device, None)
         self._count.pop(device, None)
         self._device_pairs.pop(device, None)
 
@@ -301,7 +303,7 @@ class Store:
         now = self.clock.monotonic()
         target = self._targets.get(device) or TargetLabels()
         archive = self.archive
-        keys, changes = self._keys, self.changes
+        rows, changes = self._rows.setdefault(device, {}), self.changes
         kinds, floats, held, updated, sources = (
             self._kind,
             self._float,
@@ -335,7 +337,7 @@ class Store:
                     self.invalid(device, source, problem, metric)
                     continue
             if s.labels is not run_labels:
-                run_labels, row = s.labels, keys.get((device, s.labels))
+                run_labels, row = s.labels, rows.get(s.labels)
                 index = EMPTY_SHAPE.index if row is None else row.shape.index
             pos = index.get(metric)
             created = pos is None
@@ -476,12 +478,12 @@ class Store:
 
     def holds(self, device: str, metric: str, lbls: Labels) -> bool:
         """Whether the store still keeps state for this device series (sources prune their caches by it)."""
-        row = self._keys.get((device, lbls))
+        row = self._rows.get(device, {}).get(lbls)
         return row is not None and metric in row.shape.index
 
     def track(self, source: str, device: str, metric: str, lbls: Labels) -> counters.CounterTrack | None:
         """A copy of the counter state ``source`` keeps for a device series, or None."""
-        row = self._keys.get((device, lbls))
+        row = self._rows.get(device, {}).get(lbls)
         pos = None if row is None else row.shape.index.get(metric)
         if row is None or pos is None:
             return None
@@ -502,9 +504,9 @@ class Store:
             self.series_dropped(device, source)
             return row, -1
         if row is None:
-            key = (device, s.labels)
             full, link = self._compose(device, target, s)
-            row = self._keys[key] = self._by_full[full] = Row(full, self._text(full), key, target.ttl, link)
+            row = Row(full, self._text(full), device, s.labels, target.ttl, link)
+            self._rows.setdefault(device, {})[s.labels] = row
         slot = self._slot()
         row.shape = _grown(row.shape, s.metric)
         row.slots.append(slot)
@@ -593,7 +595,7 @@ class Store:
     def _speed(self, device: str, interface: str) -> float | None:
         """The interface's speed (bytes/s) as its speed series holds it, or None: unknown, or reported as 0
         (some agents do for sub-interfaces), which is not "no traffic possible"."""
-        row = self._keys.get((device, (("interface", interface),)))  # the catalogue's speed labels
+        row = self._rows.get(device, {}).get((("interface", interface),))  # the catalogue's speed labels
         pos = None if row is None else row.shape.index.get(SPEED_METRIC)
         if row is None or pos is None:
             return None
@@ -602,7 +604,7 @@ class Store:
 
     def forget(self, device: str, metric: str, lbls: Labels) -> None:
         """Remove one series now (a gNMI delete notification)."""
-        row = self._keys.get((device, lbls))
+        row = self._rows.get(device, {}).get(lbls)
         if row is not None and metric in row.shape.index:
             self._remove(row, metric)
 
@@ -613,7 +615,7 @@ class Store:
         self._release(row.slots[pos])
         del row.slots[pos]
         row.shape = _shape(shape.metrics[:pos] + shape.metrics[pos + 1 :])
-        device = row.key[0]
+        device = cast(str, row.owner)
         left = self._count.get(device, 1) - 1
         if left > 0:
             self._count[device] = left
@@ -625,7 +627,10 @@ class Store:
         else:
             del self._per_metric[metric]
         if not row.slots:
-            del self._keys[row.key], self._by_full[row.full]
+            rows = self._rows[device]
+            del rows[row.labels]
+            if not rows:
+                del self._rows[device]
 
     def _compose(self, device: str, target: TargetLabels, s: Sample) -> tuple[FullLabels, str | None]:
         link = None
@@ -648,7 +653,7 @@ class Store:
         now = self.clock.monotonic()
         updated = self._updated
         dropped = 0
-        for row in list(self._keys.values()):
+        for row in list(self._all_rows()):
             ttl = row.ttl
             stale = [
                 m for m, slot in zip(row.shape.metrics, row.slots, strict=True) if now - updated[slot] > ttl
@@ -668,7 +673,7 @@ class Store:
         if metric not in self._per_metric:
             return
         kinds, totals, floats, held = self._kind, self._total, self._float, self._held
-        for row in self._keys.values():
+        for row in self._all_rows():
             pos = row.shape.index.get(metric)
             if pos is not None:
                 slot = row.slots[pos]
@@ -692,9 +697,17 @@ class Store:
         series = self.families.get(metric, {}).get(full)
         if series is not None:
             return series.value
-        row = self._by_full.get(full)
-        pos = None if row is None else row.shape.index.get(metric)
-        return None if pos is None else self._read(row.slots[pos])  # type: ignore[union-attr]
+        # A scan of the device's rows (tests and diagnostics; nothing on a hot path asks by full labels).
+        device = full[0][1] if full and full[0][0] == "device" else None
+        for row in self._rows.get(device, {}).values() if device is not None else ():
+            pos = row.shape.index.get(metric)
+            if pos is not None and row.full == full:
+                return self._read(row.slots[pos])
+        return None
+
+    def _all_rows(self) -> Iterator[Row]:
+        """Every device row, in creation order within a device, devices in the order first seen."""
+        return itertools.chain.from_iterable(rows.values() for rows in self._rows.values())
 
     def _read(self, slot: int) -> int | float:
         """A device series' value (``_kind`` says which column holds it; the scrape's and the relay's

@@ -158,7 +158,7 @@ def test_expired_series_free_their_caches_and_their_place_under_the_cap() -> Non
         store.ingest("d", "gnmi", [counter(RX, x, 1) for x in lbls], 0)
         clock._now += 11
         store.expire()
-    assert store._keys == {} and store._by_full == {} and store._others == {}
+    assert store._rows == {} and store._others == {}
     assert sorted(store._free) == list(
         range(len(store._kind))
     )  # every slot free again, none grown past 1,000

@@ -35,7 +35,7 @@ def _interface(name: str, value: int) -> list:
 def test_the_series_of_one_interface_share_their_labels_and_render_as_before() -> None:
     store, _ = _store()
     store.ingest("sw1", "snmp", _interface("Eth1", 5), 0)
-    (row,) = store._keys.values()
+    (row,) = store._rows["sw1"].values()
     assert row.full == (("device", "sw1"), ("site", "a"), ("interface", "Eth1"), ("link", "paris-lyon"))
     assert row.text == '{device="sw1",site="a",interface="Eth1",link="paris-lyon"}'
     assert row.shape.metrics == (RX, TX, UP) and len(row.slots) == 3
@@ -60,15 +60,15 @@ def test_a_label_set_goes_with_its_last_series_and_counts_under_the_cap_per_seri
     lbl = labels(interface="Eth1")
     store.forget("sw1", RX, lbl)
     assert not store.holds("sw1", RX, lbl) and store.holds("sw1", TX, lbl)
-    assert ("sw1", lbl) in store._keys  # TX and UP still use it
+    assert lbl in store._rows["sw1"]  # TX and UP still use it
     store.forget("sw1", TX, lbl)
     store.forget("sw1", UP, lbl)
-    assert ("sw1", lbl) not in store._keys
+    assert lbl not in store._rows["sw1"]
     store.ingest("sw1", "gnmi", _interface("Eth3", 1), 0)  # the three freed places are taken again
     assert store.holds("sw1", UP, labels(interface="Eth3"))
     clock._now += 31
     assert store.expire() == 4
-    assert store._keys == {} and store._by_full == {} and store._count == {} and store._per_metric == {}
+    assert store._rows == {} and store._count == {} and store._per_metric == {}
     assert sorted(store._free) == list(range(len(store._kind)))  # the columns never grew past 6 slots
 
 
