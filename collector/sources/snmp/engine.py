@@ -37,6 +37,7 @@ _H = TypeVar("_H", bound=Hashable)
 _LANE = re.compile(r"(?i)\blane\s*(\d+)")
 TICKS_WRAP = 1 << 32  # sysUpTime (TimeTicks) wraps here, after 497 days
 UPTIME_SLACK_SECONDS = 5.0  # a poll's own duration and jitter
+MAX_SHARED_EPOCHS = 4096  # a device's distinct epochs kept for sharing: its interfaces, with room
 
 
 def text(value: object) -> str:
@@ -123,7 +124,7 @@ class Epochs:
         self.uptime: int | None = None
         self._uptime_at: float | None = None  # monotonic seconds of the last sysUpTime reading
         self.per_ifindex: dict[int, object] = {}
-        self._last: dict[int | None, tuple[object, ...]] = {}  # ifindex -> its epoch as last handed out
+        self._shared: dict[tuple[object, ...], tuple[object, ...]] = {}  # equal epochs as one tuple
 
     def see_uptime(self, ticks: int | None, now: float | None = None) -> bool:
         """Fold a sysUpTime reading in (``now``: monotonic seconds); True when it went backwards (the device
@@ -148,12 +149,14 @@ class Epochs:
     def of(self, ifindex: int | None) -> Hashable:
         """The epoch for a counter of ``ifindex`` (or of no interface)."""
         epoch = (self.boots,) if ifindex is None else (self.boots, self.per_ifindex.get(ifindex))
-        # The same tuple while the epoch holds: every counter track keeps one, so equal ones are shared.
-        last = self._last.get(ifindex)
-        if last == epoch:
-            return last
-        self._last[ifindex] = epoch
-        return epoch
+        # Equal epochs as one tuple: every counter keeps its epoch, and the interfaces of a device mostly
+        # share theirs (no discontinuity since boot). Bounded against markers that change every poll.
+        shared = self._shared.get(epoch)
+        if shared is None:
+            if len(self._shared) >= MAX_SHARED_EPOCHS:
+                self._shared.clear()
+            shared = self._shared[epoch] = epoch
+        return shared
 
 
 RowLabels = tuple["int | Labels | None", ...]
@@ -180,8 +183,9 @@ class Resolver:
         self.cache = cache
         self.module = module
         self._rows: dict[str, dict[Oid, RowLabels | None]] = {}
-        # Labels and row labels as one object each for all the tables of the target: ifTable and ifXTable
-        # rows of an interface are alike (~300 bytes an interface at 12,800 interfaces, measured).
+        # Labels, row labels and index suffixes as one object each for all the tables of the target while
+        # rows are resolved (ifTable and ifXTable rows of an interface are alike): ~300 bytes an interface
+        # at 12,800 interfaces, measured. Emptied once a poll has resolved its rows (``settle``).
         self._shared: dict[object, object] = {}
 
     def value(self, expr: LabelExpr, parts: Mapping[str, int]) -> object:
@@ -224,8 +228,12 @@ class Resolver:
         if suffix in memo:
             return memo[suffix]
         found = self._row(table, suffix)
-        memo[suffix] = found
+        memo[self._share(suffix)] = found
         return found
+
+    def settle(self) -> None:
+        """A poll's rows are resolved: the objects they share are held by the memo, not by this table."""
+        self._shared.clear()
 
     def _row(self, table: Table, suffix: Oid) -> RowLabels | None:
         if len(suffix) != len(table.index):

@@ -210,6 +210,7 @@ class SnmpSource:
             ordinary, fallen_back = engine.table_samples(table, rows, resolver, self.epochs)
             primary += ordinary
             fallback += fallen_back
+        resolver.settle()
         for sensors in module.sensors:
             key = f"{name}.{sensors.name}"
             rows = await self._rows(key, sensors.entry, self._roots[key])
