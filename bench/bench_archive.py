@@ -41,7 +41,9 @@ if writer == "spanwatch":
     from collector.exporters import archive, parquet
 
     def write(rows, path):
-        Path(path).write_bytes(parquet.encode(archive._columns(rows)))
+        buffer = archive.Buffer()
+        buffer.recent = rows
+        Path(path).write_bytes(parquet.encode(archive._columns(buffer)))
 else:
     import polars as pl
     from collector.contracts import archive as layout

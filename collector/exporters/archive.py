@@ -19,14 +19,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
+import operator
 import os
 import socket
+from array import array
 from collections import defaultdict
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from collector.clock import Clock, SystemClock
 from collector.contracts import archive as layout
@@ -44,13 +47,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
-ROW_BYTES = 280  # measured: 1,000,000 buffered rows = 268 MB of RSS (findings 2026-12-01, F16)
+ROW_BYTES = 280  # a row as a tuple: 1,000,000 buffered rows = 268 MB of RSS (findings 2026-12-01, F16)
 DEFAULT_MAX_BUFFER_BYTES = 256 * 1024 * 1024
+# Rows gathered as tuples before they move into the columns: large enough that a move is a few C-level
+# passes, small enough that the tuples waiting cost little (~0.25 MB).
+CHUNK_ROWS = 1024
 
 LABEL_COLUMNS = layout.LABEL_COLUMNS
 
 Row = ArchiveRow
 _HOUR_NS = 3600 * 10**9
+_TIME, _RECEIVED, _VALUE, _COUNTER = itemgetter(0), itemgetter(1), itemgetter(7), itemgetter(8)
+_REFS = tuple(map(itemgetter, (2, 3, 4, 5, 6)))  # device, source, metric, labels, link
 
 
 def writer_id() -> str:
@@ -60,7 +68,8 @@ def writer_id() -> str:
 
 
 class Archive:
-    """Buffers rows (``add`` is on the ingest hot path: one tuple append) and writes Parquet files.
+    """Buffers rows (``add`` is on the ingest hot path: one tuple append) in columns (``Buffer``) and writes
+    Parquet files.
 
     Args:
         root: the archive directory (with ``bucket``: only named in messages).
@@ -86,17 +95,33 @@ class Archive:
         self.clock = clock or SystemClock()
         self.writer = writer or writer_id()
         self.max_rows = max(1, max_buffer_bytes // ROW_BYTES)
-        self._rows: list[Row] = []
+        # The columns are shed to stay within the cap with a chunk of tuples still to come.
+        chunk = min(CHUNK_ROWS, max(1, self.max_rows // 10))
+        self._cap = self.max_rows - chunk
+        self._buffer = Buffer(chunk)
         self._seq = 0
         self.rows_written = 0
         self.write_errors = 0
         self.rows_dropped: dict[str, int] = {}  # reason -> rows dropped without being written
 
     def add(self, row: Row) -> None:
-        rows = self._rows
-        rows.append(row)
-        if len(rows) > self.max_rows:
-            self._shed()
+        buffer = self._buffer
+        recent = buffer.recent
+        recent.append(row)
+        if len(recent) >= buffer.chunk:
+            self._fold(buffer)
+
+    def _fold(self, buffer: Buffer) -> None:
+        """Move ``buffer``'s tuples into its columns, count what they could not hold, and shed the oldest
+        rows past the cap (to 90 % of it: one slice, not one row a chunk)."""
+        buffer.fold()
+        self._drop("unwritable", buffer.unwritable)
+        buffer.unwritable = 0
+        excess = len(buffer.time) - self._cap
+        if excess > 0:
+            excess = len(buffer.time) - self._cap * 9 // 10
+            buffer.drop_oldest(excess)
+            self._drop("buffer_full", excess)
 
     @classmethod
     def from_config(cls, config: ArchiveConfig, clock: Clock, shard: Shard | None = None) -> Archive:
@@ -123,7 +148,11 @@ class Archive:
 
     @property
     def pending(self) -> int:
-        return len(self._rows)
+        return len(self._buffer)
+
+    def rows(self) -> list[Row]:
+        """The rows waiting, as tuples, oldest first."""
+        return self._buffer.rows()
 
     def flush(self) -> list[Path | str]:
         """Write every buffered row now (one file per hour partition).
@@ -132,42 +161,68 @@ class Archive:
             the files made visible. On an I/O error the rows are kept for the next flush; rows that cannot
             be written at all are dropped and counted (see the module docstring).
         """
-        rows, self._rows = self._rows, []
-        if not rows:
-            return []
+        written, kept = self._write_all(self._take())
+        self._keep(kept)
+        return written
+
+    async def flush_async(self) -> list[Path | str]:
+        """``flush`` with the writing in the archive's own worker thread, so the event loop keeps polling
+        while Parquet is encoded and a burst of scrapes (gzip) or password checks never queues ahead of it.
+        The buffer is taken and given back on the loop: the thread only reads rows no one adds to."""
+        buffer = self._take()
+        job = _executor().submit(self._write_all, buffer)
         try:
-            written = self._write_all(rows)
+            written, kept = await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            # Stopping mid-flush: the taken rows must not go with the task. A write not yet begun gives
+            # them back; one under way is waited for (the final flush comes next).
+            written, kept = ([], buffer) if job.cancel() else job.result()
+            self._keep(kept)
+            raise
+        self._keep(kept)
+        return written
+
+    def _take(self) -> Buffer:
+        self._fold(self._buffer)  # here, not in the writing thread: only the loop counts and sheds
+        buffer, self._buffer = self._buffer, Buffer(self._buffer.chunk)
+        return buffer
+
+    def _keep(self, older: Buffer | None) -> None:
+        """Put the rows of a flush that failed on I/O back before the rows buffered since."""
+        if older is None:
+            return
+        self._buffer.prepend(older)
+        self._fold(self._buffer)
+
+    def _write_all(self, buffer: Buffer) -> tuple[list[Path | str], Buffer | None]:
+        """Write ``buffer``: the files made visible, and the buffer again when an I/O error means its rows
+        are to be kept."""
+        buffer.fold()
+        if not len(buffer):
+            return [], None
+        try:
+            written = [self._write(hour, part) for hour, part in _by_hour(buffer).items()]
         except OSError as e:
             self.write_errors += 1
-            self._rows = rows + self._rows
-            if len(self._rows) > self.max_rows:
-                self._shed()
             log.error(
-                "archive flush to %s failed, %d rows kept for the next try: %s", self.root, len(rows), e
+                "archive flush to %s failed, %d rows kept for the next try: %s", self.root, len(buffer), e
             )
-            return []
+            return [], buffer
         except Exception as e:  # a row the schema cannot hold: find it, drop it, write the rest
             self.write_errors += 1
+            rows = buffer.rows()
             good = [row for row in rows if _writable(row)]
             if len(good) == len(rows):  # not a row's fault: retrying the same rows would fail forever
                 self._drop("write_failed", len(rows))
                 log.error("archive flush failed (%r); its %d rows dropped", e, len(rows))
-                return []
+                return [], None
             self._drop("unwritable", len(rows) - len(good))
             log.error("archive flush failed (%r); %d unwritable rows dropped", e, len(rows) - len(good))
-            self._rows = good + self._rows
-            return self.flush()
-        self.rows_written += len(rows)
-        return written
-
-    def _write_all(self, rows: list[Row]) -> list[Path | str]:
-        return [self._write(hour, part) for hour, part in _by_hour(rows).items()]
-
-    def _shed(self) -> None:
-        """Drop the oldest rows down to 90 % of the cap (in one slice, not one row per ``add``)."""
-        excess = len(self._rows) - self.max_rows * 9 // 10
-        del self._rows[:excess]
-        self._drop("buffer_full", excess)
+            retry = Buffer(buffer.chunk)
+            retry.recent = good
+            return self._write_all(retry)
+        self.rows_written += len(buffer)
+        return written, None
 
     def _drop(self, reason: str, n: int) -> None:
         if n <= 0:
@@ -182,12 +237,6 @@ class Archive:
             sum(self.rows_dropped.values()),
         )
 
-    async def flush_async(self) -> list[Path | str]:
-        """``flush`` in the archive's own worker thread, so the event loop keeps polling while Parquet is
-        encoded and a burst of scrapes (gzip) or password checks never queues ahead of it."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_executor(), self.flush)
-
     async def run(self, interval: float) -> None:
         """Flush every ``interval`` seconds until cancelled; the caller flushes once more at shutdown."""
         while True:
@@ -198,7 +247,7 @@ class Archive:
                 self.write_errors += 1
                 log.exception("archive flush failed")
 
-    def _write(self, hour_ns: int, rows: Sequence[Row]) -> Path | str:
+    def _write(self, hour_ns: int, rows: Buffer) -> Path | str:
         relative = layout.folder(_utc(hour_ns))
         if self.shard is not None:
             relative = f"{layout.shard_folder(self.shard)}/{relative}"
@@ -245,40 +294,152 @@ def _writable(row: Row) -> bool:
         and -(2**63) <= time_ns < 2**63
         and -(2**63) <= received_ns < 2**63
         and all(map(parquet.is_text, texts))
-        and isinstance(value, float)
+        and _is_double(value)
         and (counter is None or (isinstance(counter, int) and 0 <= counter <= MAX64))
     )
 
 
-def _by_hour(rows: list[Row]) -> dict[int, list[Row]]:
-    parts: dict[int, list[Row]] = defaultdict(list)
-    for row in rows:
-        parts[row[0] - row[0] % _HOUR_NS].append(row)
-    return parts
+def _is_double(value: object) -> bool:
+    """Whether the value column (float64) holds ``value``: a float, or an integer within a double's range."""
+    if isinstance(value, float):
+        return True
+    try:
+        return isinstance(value, int) and math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
-def _columns(rows: Sequence[Row]) -> list[parquet.Column]:
-    """The rows as the archive's columns (``layout.COLUMNS``, in order)."""
-    # One C-level pass a field (``zip(*rows)`` costs several times more on a flush's 1e5 rows).
-    fields = (list(map(itemgetter(k), rows)) for k in range(9))
-    time, received, device, source, metric, label_sets, link, value, counter = fields
+def _by_hour(buffer: Buffer) -> dict[int, Buffer]:
+    """The rows of each hour partition: the whole buffer, but at the turn of an hour."""
+    first, last = min(buffer.time), max(buffer.time)
+    if first - first % _HOUR_NS == last - last % _HOUR_NS:
+        return {first - first % _HOUR_NS: buffer}
+    hours: dict[int, list[int]] = defaultdict(list)
+    for i, t in enumerate(buffer.time):
+        hours[t - t % _HOUR_NS].append(i)
+    return {hour: buffer.gather(rows) for hour, rows in hours.items()}
+
+
+def _columns(buffer: Buffer) -> list[parquet.Column]:
+    """The buffered rows as the archive's columns (``layout.COLUMNS``, in order)."""
+    buffer.fold()
     # Rows repeat a few thousand label sets: each label column is its values per distinct set, gathered per row.
-    index: dict[Labels, int] = {pairs: i for i, pairs in enumerate(dict.fromkeys(label_sets))}
-    ids = list(map(index.__getitem__, label_sets))
+    index: dict[Labels, int] = {pairs: i for i, pairs in enumerate(dict.fromkeys(buffer.labels))}
+    ids = list(map(index.__getitem__, buffer.labels))
     spread = [dict(pairs) for pairs in index]
-    data: dict[str, Sequence[object] | parquet.Gathered] = {
-        "time": time,
-        "received_time": received,
-        "device": device,
-        "source": source,
-        "metric": metric,
-        "link": link,
-        "value": value,
-        "counter": counter,
+    data: dict[str, Any] = {
+        "time": buffer.time,
+        "received_time": buffer.received,
+        "device": buffer.device,
+        "source": buffer.source,
+        "metric": buffer.metric,
+        "link": buffer.link,
+        "value": buffer.value,
+        "counter": parquet.Masked(buffer.counter, bytes(buffer.present)),
     }
     for name in SERIES_LABELS:
         data[name] = parquet.Gathered([labels.get(name) for labels in spread], ids)
     return [(name, kind, data[name]) for name, kind in layout.COLUMNS]
+
+
+class Buffer:
+    """Rows waiting for a flush, a column each: ~80-110 bytes a row, where a row tuple and the numbers it
+    holds cost ~230 (the archive holds a flush interval of readings: ~12k rows at 200 SNMP targets).
+
+    Rows arrive as tuples (``add`` stays one append on the ingest path) and move into the columns
+    ``chunk`` at a time, a C-level pass a field: the pass a flush paid before, paid earlier. A row a
+    column cannot hold (a time that is not a 64-bit integer, a value that is not a number, a counter out
+    of 64 bits) is dropped there and counted (``unwritable``); strings are checked when a file is written.
+    """
+
+    def __init__(self, chunk: int = CHUNK_ROWS) -> None:
+        self.chunk = chunk
+        self.recent: list[Row] = []
+        self.time, self.received = array("q"), array("q")
+        self.device: list[str] = []
+        self.source: list[str] = []
+        self.metric: list[str] = []
+        self.labels: list[Labels] = []
+        self.link: list[str | None] = []
+        self.value = array("d")
+        self.counter = array("Q")
+        self.present = bytearray()  # 1 where the row has a counter
+        self.unwritable = 0
+
+    def __len__(self) -> int:
+        return len(self.time) + len(self.recent)
+
+    def _columns(self) -> tuple[Any, ...]:
+        return (
+            self.time, self.received, self.value, self.counter, self.present,
+            self.device, self.source, self.metric, self.labels, self.link,
+        )  # fmt: skip
+
+    def fold(self) -> None:
+        """Move the rows that came as tuples into the columns."""
+        rows, self.recent = self.recent, []
+        if not rows:
+            return
+        size = len(self.time)
+        try:
+            self._extend(rows)
+        except (TypeError, ValueError, OverflowError, IndexError):  # a row a column cannot hold: find it
+            self._truncate(size)
+            good = [row for row in rows if _writable(row)]
+            self.unwritable += len(rows) - len(good)
+            self._extend(good)
+
+    def _extend(self, rows: list[Row]) -> None:
+        self.time.extend(map(_TIME, rows))
+        self.received.extend(map(_RECEIVED, rows))
+        self.value.extend(map(_VALUE, rows))
+        counters = list(map(_COUNTER, rows))
+        self.counter.extend([c or 0 for c in counters])
+        self.present.extend(map(operator.is_not, counters, repeat(None)))
+        refs: tuple[list[Any], ...] = (self.device, self.source, self.metric, self.labels, self.link)
+        for column, field in zip(refs, _REFS, strict=True):
+            column.extend(map(field, rows))
+
+    def _truncate(self, size: int) -> None:
+        for column in self._columns():
+            del column[size:]
+
+    def drop_oldest(self, n: int) -> None:
+        for column in self._columns():
+            del column[:n]
+
+    def prepend(self, older: Buffer) -> None:
+        """Put ``older``'s rows (a failed flush's) before this buffer's."""
+        older.fold()
+        for mine, theirs in zip(self._columns(), older._columns(), strict=True):
+            mine[:0] = theirs
+
+    def gather(self, rows: list[int]) -> Buffer:
+        """A buffer of the rows at positions ``rows``."""
+        self.fold()
+        out = Buffer(self.chunk)
+        for mine, theirs in zip(out._columns(), self._columns(), strict=True):
+            mine.extend(map(theirs.__getitem__, rows))
+        return out
+
+    def rows(self) -> list[Row]:
+        """The rows as tuples, oldest first (a failed write's search for the row at fault; tests)."""
+        self.fold()
+        counters = [c if p else None for c, p in zip(self.counter, self.present, strict=True)]
+        return list(
+            zip(
+                self.time,
+                self.received,
+                self.device,
+                self.source,
+                self.metric,
+                self.labels,
+                self.link,
+                self.value,
+                counters,
+                strict=True,
+            )
+        )
 
 
 def _utc(ns: int) -> str:

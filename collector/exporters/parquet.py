@@ -29,7 +29,7 @@ import operator
 import sys
 from array import array
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, Literal, NamedTuple, TypeGuard, cast
 
 from backports import zstd
@@ -46,7 +46,15 @@ class Gathered(NamedTuple):
     rows: Sequence[int]
 
 
-Column = tuple[str, Kind, "Sequence[Any] | Gathered"]
+class Masked(NamedTuple):
+    """A uint64 column given as every row's number and a flag a row (1: present, 0: null): the archive
+    buffers its counters so, as numbers in an array rather than objects."""
+
+    values: Sequence[int]
+    present: bytes
+
+
+Column = tuple[str, Kind, "Sequence[Any] | Gathered | Masked"]
 """A column to write: its name, its kind and its values (``None`` for a null where the kind allows one)."""
 
 MAGIC = b"PAR1"
@@ -115,8 +123,10 @@ def encode(columns: Sequence[Column]) -> bytes:
     return b"".join([*parts, footer, len(footer).to_bytes(4, "little"), MAGIC])
 
 
-def _length(values: Sequence[Any] | Gathered) -> int:
-    return len(values.rows) if isinstance(values, Gathered) else len(values)
+def _length(values: Sequence[Any] | Gathered | Masked) -> int:
+    if isinstance(values, Gathered):
+        return len(values.rows)
+    return len(values.present) if isinstance(values, Masked) else len(values)
 
 
 def _schema_element(name: str, kind: Kind) -> bytes:
@@ -139,7 +149,7 @@ def _schema_element(name: str, kind: Kind) -> bytes:
 
 
 def _column_chunk(
-    name: str, kind: Kind, values: Sequence[Any] | Gathered, offset: int
+    name: str, kind: Kind, values: Sequence[Any] | Gathered | Masked, offset: int
 ) -> tuple[bytes, bytes, int]:
     """One column's pages, its ``ColumnMetaData`` (pages starting at ``offset``), and their raw size."""
     rows = _length(values)
@@ -154,6 +164,8 @@ def _column_chunk(
     elif kind == "uint64":
         physical, encoding = _INT64, _PLAIN
         body, stats = _counters(values)
+    elif isinstance(values, Masked):
+        raise TypeError(f"parquet: only a uint64 column is given masked, not {kind} {name}")
     else:
         physical, encoding = (_INT64, _PLAIN) if kind == "timestamp" else (_DOUBLE, _PLAIN)
         body, stats = _fixed(kind, values)
@@ -179,12 +191,20 @@ def _strings(values: Sequence[Any] | Gathered) -> tuple[list[str], bytes, _Struc
     return distinct, body, _Struct().i64(3, len(ids) - len(present))
 
 
-def _counters(values: Sequence[Any]) -> tuple[bytes, _Struct]:
+def _counters(values: Sequence[Any] | Masked) -> tuple[bytes, _Struct]:
     """A uint64 column's data page body (levels, then the values present) and its statistics."""
-    nulls = values.count(None)
-    present = [v for v in values if v is not None] if nulls else values
-    body = _definition_levels(values, len(values) - nulls) + _le(array("Q", present)).tobytes()
-    return body, _Struct().i64(3, nulls)
+    present: Sequence[Any]
+    if isinstance(values, Masked):
+        flags = values.present
+        nulls = flags.count(0)
+        present = list(compress(values.values, flags)) if nulls else values.values
+        levels = _definition_levels(flags, len(flags) - nulls, flags)
+    else:
+        plain = cast("Sequence[Any]", values)
+        nulls = plain.count(None)
+        present = [v for v in plain if v is not None] if nulls else plain
+        levels = _definition_levels(plain, len(plain) - nulls)
+    return levels + _le(array("Q", present)).tobytes(), _Struct().i64(3, nulls)
 
 
 def _fixed(kind: Kind, values: Sequence[Any]) -> tuple[bytes, _Struct]:
@@ -225,15 +245,16 @@ def _page(kind: int, body: bytes, header: _Struct) -> tuple[bytes, int]:
     return encoded + packed, len(encoded) + len(body)
 
 
-def _definition_levels(values: Sequence[object], present: int) -> bytes:
-    """The definition levels (1: a value, 0: null), prefixed with their length (data page v1): one RLE run
-    where every row is alike, else one bit-packed run of them all."""
+def _definition_levels(values: Sequence[object], present: int, flags: bytes | None = None) -> bytes:
+    """The definition levels (1: a value, 0: null; ``flags`` when they are known), prefixed with their
+    length (data page v1): one RLE run where every row is alike, else one bit-packed run of them all."""
     n = len(values)
     if present in (0, n):
         runs = _varint(n << 1) + bytes((1 if present else 0,)) if n else b""
     else:
         groups = (n + 7) // 8
-        flags = bytes(map(operator.is_not, values, repeat(None)))
+        if flags is None:
+            flags = bytes(map(operator.is_not, values, repeat(None)))
         # Bit k of the run is row k's level (least significant bit first): the flags as binary digits, the
         # first row last, read as one integer.
         bits = int(flags.translate(_DIGITS)[::-1], 2).to_bytes(groups, "little")

@@ -102,7 +102,7 @@ def test_archive_buffer_is_bounded_in_bytes_dropping_the_oldest(tmp_path: Path) 
     assert archive.pending <= 100
     assert archive.pending + archive.rows_dropped["buffer_full"] == 1000
     assert archive.write_errors == 4
-    assert archive._rows[-1][-1] == 999  # the newest rows are the ones kept
+    assert archive.rows()[-1][-1] == 999  # the newest rows are the ones kept
 
 
 async def test_unwritable_archive_logs_lost_rows_and_fails_the_exit_code(

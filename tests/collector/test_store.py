@@ -97,7 +97,7 @@ def test_every_reading_reaches_the_archive(tmp_path) -> None:
     store, _ = _store(tmp_path)
     store.ingest("sw1", "gnmi", [counter(RX, labels(interface="Eth1"), 5, time_ns=123)], 456)
     assert store.archive is not None and store.archive.pending == 1  # type: ignore[attr-defined]
-    (row,) = store.archive._rows  # type: ignore[attr-defined]
+    (row,) = store.archive.rows()  # type: ignore[attr-defined]
     assert row == (123, 456, "sw1", "gnmi", RX, (("interface", "Eth1"),), "paris-lyon", 5.0, 5)
 
 
