@@ -116,6 +116,22 @@ async def test_labels_cached_until_refresh() -> None:
     assert ("interface", "renamed") in (await src.poll())[0].labels
 
 
+async def test_an_interface_is_one_label_tuple_across_its_tables_and_polls() -> None:
+    # Every row of every target stays in the resolver's memo: ifTable's and ifXTable's row of an interface
+    # are one object, and the samples of both tables carry one labels tuple, the same poll after poll.
+    src = source(agent())
+    first = await src.poll()
+    eth = first[0].labels
+    assert {s.metric for s in first if s.labels is eth} >= {
+        "dci_interface_receive_bytes_total",  # ifXTable
+        "dci_interface_receive_errors_total",  # ifTable
+    }
+    assert all(s.labels is eth for s in await src.poll() if s.labels == eth)
+    resolver = src._resolvers["if_mib"]
+    assert resolver._rows["ifTable"][(1,)] is resolver._rows["ifXTable"][(1,)] == (1, eth)
+    assert resolver._shared == {}  # what shared them is emptied once a poll's rows are resolved
+
+
 async def test_counter32_wrap_no_spike_and_reboot_counts_discontinuity() -> None:
     walker, store = agent(in_errors=2**32 - 10), Store(FakeClock())
     src = source(walker)
