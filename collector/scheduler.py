@@ -119,6 +119,14 @@ class Poller:
         self.store.inc("spanwatch_polls_total", (*self._health, ("status", status)))
         self.store.set("spanwatch_target_up", self._health, 1.0 if status == "success" else 0.0)
         self.store.observe("spanwatch_poll_duration_seconds", self._health, elapsed)
+        # Each poll's exact duration, where the histogram has only its bucket (bench_scale's exact p99).
+        log.debug(
+            "target=%s source=%s step=poll status=%s seconds=%.6f",
+            self.source.device,
+            self.source.source,
+            status,
+            elapsed,
+        )
         return status
 
     def _salvage(self, cause: str) -> tuple[list[Sample], str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 from collector.clock import FakeClock
@@ -68,6 +69,22 @@ async def test_failures_become_statuses_and_log_lines(caplog) -> None:
         assert await poller.poll_once() == status
         assert _status(store, behaviour, status) == 1
     assert "target=auth source=snmp step=poll status=auth_error cause=wrong digest" in caplog.text
+
+
+async def test_each_poll_logs_its_exact_duration_at_debug(caplog) -> None:
+    # The histogram keeps a poll's bucket only; the exact duration is in the debug log (bench_scale's p99).
+    clock = FakeClock()
+    source = FakeSource("sw1", clock)
+    slow = source.poll
+
+    async def poll() -> list[Sample]:
+        await clock.advance(0.0375)
+        return await slow()
+
+    source.poll = poll  # type: ignore[method-assign]
+    caplog.set_level(logging.DEBUG, logger="collector.scheduler")
+    assert await Poller(source, Store(clock), Schedule(10, 5), clock).poll_once() == "success"
+    assert "target=sw1 source=snmp step=poll status=success seconds=0.037500" in caplog.text
 
 
 async def test_first_poll_is_jittered_within_the_interval() -> None:
