@@ -72,18 +72,31 @@ def test_what_goes_in_comes_out_and_what_cannot_is_counted(
     assert archive.rows_written == len(expected) and archive.pending == 0
 
 
-def test_a_failed_flush_puts_its_rows_before_the_new_ones(tmp_path: Path) -> None:
-    blocked = tmp_path / "file"
-    blocked.write_text("not a directory")
-    archive = Archive(blocked / "archive", writer="w")
+def test_a_failed_flush_puts_its_rows_before_the_ones_that_came_during_it(tmp_path: Path) -> None:
+    archive = Archive(tmp_path, writer="w")
     archive._buffer.chunk = 3
+    started, release = threading.Event(), threading.Event()
+
+    def failing_write(hour: int, part: Buffer) -> Path | str:
+        started.set()
+        release.wait(5)
+        raise OSError("disk full")
+
+    archive._write = failing_write  # type: ignore[method-assign]
     rows = [(T0 + i, T0 + i, "sw1", "snmp", "m", (), None, float(i), i) for i in range(10)]
-    for row in rows[:7]:
-        archive.add(row)
-    assert archive.flush() == [] and archive.write_errors == 1
-    for row in rows[7:]:
-        archive.add(row)
-    assert archive.rows() == rows
+
+    async def main() -> None:
+        for row in rows[:7]:
+            archive.add(row)
+        flushing = asyncio.create_task(archive.flush_async())
+        await asyncio.to_thread(started.wait, 5)
+        for row in rows[7:]:  # arrive while the write that will fail runs
+            archive.add(row)
+        release.set()
+        assert await flushing == []
+
+    asyncio.run(main())
+    assert archive.write_errors == 1 and archive.rows() == rows
 
 
 def test_rows_added_while_a_flush_writes_go_to_the_next(tmp_path: Path) -> None:
