@@ -177,19 +177,15 @@ def buckets(text: str, name: str, **where: str) -> dict[float, float]:
     return out
 
 
-def staleness(text: str, scraped: float) -> list[float]:
-    """Seconds between ``scraped`` (wall clock) and each gNMI load series' value's stamp (``STAMP_METRIC``)."""
-    return [age for _, age in device_staleness(text, scraped)]
-
-
-def device_staleness(text: str, scraped: float) -> list[tuple[str, float]]:
-    """``staleness`` with each series' device."""
-    out = []
+def series_values(text: str, metric: str) -> dict[str, tuple[str, float]]:
+    """Each series of ``metric``: its label set (as exposed) -> (its device, its value)."""
+    out = {}
     for line in text.splitlines():
-        if line.startswith(STAMP_METRIC + "{"):
-            device = re.search(r'device="([^"]+)"', line)
+        if line.startswith(metric + "{"):
+            labels, value = line[len(metric) :].rsplit(" ", 1)
+            device = re.search(r'device="([^"]+)"', labels)
             assert device is not None
-            out.append((device.group(1), scraped - float(line.rsplit(" ", 1)[1]) / 1000))
+            out[labels] = (device.group(1), float(value))
     return out
 
 
@@ -584,6 +580,7 @@ LEAVES = ("in-octets", "out-octets", "in-pkts", "out-pkts", "in-discards", "out-
 LEAVES += ("out-errors", "in-fcs-errors", "in-unicast-pkts", "out-unicast-pkts", "in-multicast-pkts")
 LEAVES += ("out-multicast-pkts", "in-broadcast-pkts", "out-broadcast-pkts", "carrier-transitions")
 STAMP_METRIC = "dci_interface_receive_bytes_total"  # LEAVES[0], in-octets: the load servers' stamp in ms
+SENT_METRIC = "dci_interface_transmit_bytes_total"  # LEAVES[1], out-octets: when it was handed to grpc, ms
 INTERVAL_METRIC = "spanwatch_gnmi_sample_interval_seconds"  # the interval in effect (issue 33's shedding)
 
 
@@ -596,7 +593,8 @@ async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
         """Sends a round of every interface's counters once per SAMPLE interval the Subscribe asks for
         (the collector asks for ``1 / rate`` unless it sheds the target), freshly stamped. Each
         interface's ``in-octets`` is the round's stamp in milliseconds (``STAMP_METRIC``), so that the
-        exposition tells how old each series' value is."""
+        exposition tells how old each series' value is, and its ``out-octets`` the moment this server
+        handed the notification to grpc (``SENT_METRIC``): how late the sender itself was."""
 
         async def _stream(self, context: Any) -> Any:
             # the SAMPLE interval the collector asked for: longer when it sheds this target
@@ -623,6 +621,7 @@ async def _serve_paced(count: int, rate: float, interfaces: int) -> None:
                     for j, u in enumerate(n.update):
                         u.val.uint_val = r * (1000 + i * 31 + j)
                     n.update[0].val.uint_val = now // 1_000_000
+                    n.update[1].val.uint_val = time.time_ns() // 1_000_000
                     yield gnmi_pb2.SubscribeResponse(update=n)
                 next_at += interval
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -638,7 +637,8 @@ def bench_gnmi(args: argparse.Namespace) -> None:
     )
     print(
         f"  {'offered/s':>10s} {'ingested/s':>11s} {'lag p50 s':>10s} {'lag p99 s':>10s} {'coalesced/s':>12s} {'CPU':>6s} {'RSS MB':>8s}"
-        f" {'stale p50/p99/max (intervals)':>30s} {'lag p99 (own intervals, worst)':>30s}  shed (targets per interval factor)"
+        f" {'stale p50/p99/max (intervals)':>30s} {'since sent p99/max':>19s} {'lag p99 (own intervals, worst)':>30s}"
+        "  shed (targets per interval factor)"
     )
     results = []
     for rate in args.rates:
@@ -647,7 +647,7 @@ def bench_gnmi(args: argparse.Namespace) -> None:
         print(
             f"  {r['offered']:10.0f} {r['ingested']:11.0f} {r['p50']:10.2f} {r['p99']:10.2f} "
             f"{r['coalesced']:12.0f} {r['cpu']:6.2f} {r['rss']:8.0f} {r['stale_p50']:14.2f} / {r['stale_p99']:.2f} / {r['stale_max']:.2f}"
-            f" {r['lag_p99_intervals']:30.2f}  {r['shed']}",
+            f" {r['since_sent_p99']:12.2f} / {r['since_sent_max']:.2f} {r['lag_p99_intervals']:30.2f}  {r['shed']}",
             flush=True,
         )
     print(json.dumps(results))
@@ -715,8 +715,11 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, Any]:
             w = measure(args, config, listen, await_settled(args.settle))
             log = (folder / "collector.log").read_text()
             changes = [line for line in log.splitlines() if "sample interval" in line]
-            if args.show_shedding:
-                print("\n".join("    " + line for line in changes), flush=True)
+            if args.show_shedding:  # the changes, and the collector's word on late values it did not shed
+                shown = [
+                    line for line in log.splitlines() if "sample interval" in line or "nothing shed" in line
+                ]
+                print("\n".join("    " + line for line in shown), flush=True)
     finally:
         for p in loads:
             p.terminate()
@@ -730,11 +733,17 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, Any]:
     # each series' age in the sample intervals its target had at that scrape (the configured one unless
     # shed; a tree without shedding exports no interval: the configured one)
     configured = 1.0 / rate
-    stale = []
+    stale, since_sent = [], []
     for text, at in ((before, w.scraped[0]), (after, w.scraped[1])):
         intervals = device_gauges(text, INTERVAL_METRIC)
-        stale += [age / intervals.get(device, configured) for device, age in device_staleness(text, at)]
+        sent = series_values(text, SENT_METRIC)
+        for labels, (device, stamp) in series_values(text, STAMP_METRIC).items():
+            own = intervals.get(device, configured)
+            stale.append((at - stamp / 1000) / own)
+            if labels in sent:  # how old the value was counted from when its sender handed it over
+                since_sent.append((at - sent[labels][1] / 1000) / own)
     stale.sort()
+    since_sent.sort()
     intervals = device_gauges(after, INTERVAL_METRIC)
     lag_intervals = [
         quantile(
@@ -761,6 +770,10 @@ def gnmi_once(args: argparse.Namespace, rate: float) -> dict[str, Any]:
         "stale_p50": exact_quantile(stale, 0.5) if stale else math.nan,
         "stale_p99": exact_quantile(stale, 0.99) if stale else math.nan,
         "stale_max": stale[-1] if stale else math.nan,
+        # the same ages counted from when the load server handed each value to grpc: what is left of the
+        # age once the load servers' own lateness (they share the machine's CPU) is taken out
+        "since_sent_p99": exact_quantile(since_sent, 0.99) if since_sent else math.nan,
+        "since_sent_max": since_sent[-1] if since_sent else math.nan,
         # the worst target's lag p99 over the window, in its own interval
         "lag_p99_intervals": max((x for x in lag_intervals if not math.isnan(x)), default=math.nan),
         "shed": shed_summary(intervals, configured) if intervals else "-",

@@ -15,7 +15,10 @@ rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscrib
   (updates per second) carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``)
   get twice their interval, up to ``max_factor`` times the configured one. While any target is shed (the
   process was past capacity), it goes on shedding while a batch is still ``restore_lag`` late: keeping up
-  at the edge is not keeping values fresh;
+  at the edge is not keeping values fresh. Nor is it unshed: at least half of the process's streams with
+  a batch ``shared_lag`` late, in a loop busy ``restore_busy`` or more and a backlog not draining, shed
+  too (lateness most streams share is made where they meet, in this process, not by one device; and a
+  loop that the restore rule would not load further has no room to call it someone else's);
 - **restore**: no batch of any stream was ``restore_lag`` intervals behind for ``restore_hold`` seconds:
   the lightest shed targets get half their interval back while the loop's busy share, predicted with
   their updates doubled, stays under ``restore_busy``, and the spell's worst lag, grown in proportion,
@@ -39,9 +42,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from collector.lograte import RateLimitedLog
 from collector.loop_busy import LoopBusy
 
 log = logging.getLogger(__name__)
+
+LATE_LOG_SECONDS = 600.0  # one line per ten minutes for values late with nothing shed: a state, not an event
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,14 @@ class ShedSettings:
     shed_share: float = 0.5
     """Share of the process's updates whose targets are doubled per step: the load drops by a quarter
     (1.25x capacity -> 0.94x); a step that is not enough is followed by another once settled."""
+    shared_lag: float = 1.0
+    """Intervals late, in a batch of at least half of the process's streams, that shed a process with
+    nothing shed yet whose loop is busy ``restore_busy`` or more: a round that comes when the next is due
+    has let values reach two intervals, past the bound whatever the scrape's timing. Half an interval
+    (``restore_lag``) is where values may pass it, and a process under its capacity reads that much: at
+    51k updates/s on 2 shared cores a synchronised round of 50 targets took a process 0.5-0.65 of the
+    interval, batches 0.43-0.63 late with values at most 1.06 intervals old, while past the capacity the
+    batches of most streams were 1.0-2.8 intervals late (bench/README.md, issue 33)."""
     deep_lag: float = 2.0
     """Intervals behind, held by every batch, past which every target is doubled at once: a backlog of
     two rounds that never drains is far past capacity, and steps of a quarter would take a minute."""
@@ -93,7 +107,10 @@ class ShedSettings:
     """Busy share the process may reach once restored targets send twice as much (their share of the
     updates, of the loop's mean busy share over the quiet spell): a prediction 40 % short still leaves it
     under ``saturated``, and it errs on the safe side (a loop's fixed work, scrapes and timers, does not
-    double)."""
+    double). It is also where a loop stops having room for lateness most of its streams share
+    (``shared_lag``): at 1.15-1.45x the capacity of 2 shared cores a worker's loop read 0.57-0.84 busy,
+    never saturated, while values aged 1.5-5.4 intervals, all of it after the senders handed them over
+    (bench/README.md, issue 33)."""
     restore_hold: float = 30.0
     """Seconds with room before a restore step: far longer than it takes to shed, so it cannot flap."""
     max_factor: int = 8
@@ -124,6 +141,11 @@ class ShedPolicy:
 
     settings: ShedSettings = field(default_factory=ShedSettings)
     _over: int = 0  # periods in a row of overload (or of late values while shed)
+    late_kept: int = 0
+    """Periods in a row with a batch ``shared_lag`` late (values past the staleness bound whatever the
+    scrape's timing) and nothing shed for it; ``kept_because`` says why (the shedder logs it)."""
+    kept_because: str = ""
+    shed_because: str = ""  # what the last shed answered, for its log line
     _room: tuple[float, float, int, float] | None = None  # quiet spell: since, busy sum, periods, worst lag s
     _settled_at: float | None = None  # no decision before this time (None: not started)
     _deepest: tuple[float, float] | None = None  # (the deepest backlog floor, seconds; when) last period
@@ -155,8 +177,12 @@ class ShedPolicy:
         worst_lag = max(load.lag for load in loads.values())  # seconds
         overloaded = floor >= s.shed_lag and busy >= s.saturated and not draining
         shed = any(load.factor > 1 for load in loads.values())
-        stale = shed and peak >= s.restore_lag
+        # at least half of the process's streams had a batch a whole interval late (the lower median)
+        lags = sorted(load.lag / load.interval for load in loads.values())
+        shared = lags[(len(lags) - 1) // 2] >= s.shared_lag
+        stale = (shed and peak >= s.restore_lag) or (shared and busy >= s.restore_busy and not draining)
         self._over = self._over + 1 if overloaded or stale else 0
+        self._keep(peak, busy, draining, loads)
         if peak >= s.restore_lag:
             self._room = None
         elif self._room is None:
@@ -167,6 +193,11 @@ class ShedPolicy:
         changes: dict[str, int] = {}
         if self._over >= s.shed_periods:
             changes = self._shed(loads, 1.0 if overloaded and floor >= s.deep_lag else s.shed_share)
+            self.shed_because = (
+                f"a stream stayed {floor:.1f} intervals behind"
+                if overloaded
+                else f"batches up to {peak:.1f} intervals late" + ("" if shed else " in most streams")
+            )
         elif self._room is not None and now - self._room[0] >= s.restore_hold:
             _, busy_sum, periods, worst = self._room
             changes = self._restore(loads, busy_sum / periods, worst)
@@ -179,6 +210,30 @@ class ShedPolicy:
             self._over = 0
             self._room = None
         return changes
+
+    def _keep(self, peak: float, busy: float, draining: bool, loads: Mapping[str, StreamLoad]) -> None:
+        """Count a period whose values were late and that sheds nothing for it, and say why."""
+        s = self.settings
+        bounded = all(load.factor * 2 > min(load.max_factor, s.max_factor) for load in loads.values())
+        if peak < s.shared_lag or (self._over and not bounded):
+            self.late_kept = 0
+            return
+        self.late_kept += 1
+        if bounded:
+            why = f"every target is at its longest interval ({s.max_factor}x)"
+        elif draining:
+            why = f"the backlog is draining (event loop busy {busy:.2f})"
+        elif busy < s.restore_busy:
+            why = (
+                f"the event loop had room (busy {busy:.2f} < {s.restore_busy:g}): lateness made upstream, "
+                "by the devices or the network, is not shed"
+            )
+        else:
+            why = (
+                f"fewer than half of the process's streams were {s.shared_lag:g} interval late (event loop "
+                f"busy {busy:.2f}): one device's lateness, or a round taking part of an interval"
+            )
+        self.kept_because = f"batches up to {peak:.1f} intervals late, nothing shed: {why}"
 
     def _shed(self, loads: Mapping[str, StreamLoad], share: float) -> dict[str, int]:
         """Double the heaviest targets that carry ``share`` of the updates (at least one)."""
@@ -249,6 +304,9 @@ class Shedder:
         self.cpu_seconds = cpu_seconds
         self.streams: dict[str, Sheddable] = {}
         self._task: asyncio.Task[None] | None = None
+        # values past the staleness bound that nothing sheds: said once per window, the lag metrics
+        # and ``spanwatch_ingest_backlog_seconds`` carry the detail
+        self._late = RateLimitedLog(log, window=LATE_LOG_SECONDS)
 
     @property
     def settings(self) -> ShedSettings:
@@ -295,11 +353,12 @@ class Shedder:
             loads = {name: stream.shed_load() for name, stream in self.streams.items()}
             changes = self.policy.decide(now, loads, busy)
             cpu = "" if util is None else f", CPU {util:.2f} of a core"
+            if self.policy.late_kept >= self.settings.shed_periods:
+                self._late.log(logging.WARNING, "late", "gnmi: %s%s", self.policy.kept_because, cpu)
             for name, factor in changes.items():
                 load = loads[name]
                 why = (
-                    f"a stream stayed {max(x.floor / x.interval for x in loads.values()):.1f} intervals "
-                    f"behind, event loop busy {busy:.2f}{cpu}"
+                    f"{self.policy.shed_because}, event loop busy {busy:.2f}{cpu}"
                     if factor > load.factor
                     else f"room: event loop busy {busy:.2f}{cpu}"
                 )

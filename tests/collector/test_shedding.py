@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import random
+from typing import Any
 
 from collector.clock import FakeClock
 from collector.config import GnmiConfig
-from collector.shedding import ShedPolicy, ShedSettings, StreamLoad
+from collector.shedding import Shedder, ShedPolicy, ShedSettings, StreamLoad
 from collector.sources.gnmi.client import subscribe_request
 from collector.sources.gnmi.source import GnmiSource
 from collector.store import Store
@@ -32,6 +34,7 @@ def test_a_stream_that_never_catches_up_sheds_the_heaviest_targets_carrying_half
     loads = _loads([1.5, 0.2, 0.2, 0.2], [400, 300, 200, 100], [1, 1, 1, 1])
     assert policy.decide(0.0, loads, busy=1.0) == {}  # one period over is not yet overload
     assert policy.decide(1.0, loads, busy=1.0) == {"t0": 2, "t1": 2}  # 700 of 1000 updates/s: >= half
+    assert policy.shed_because == "a stream stayed 1.5 intervals behind"
 
 
 def test_far_past_capacity_every_target_is_doubled_at_once() -> None:
@@ -48,12 +51,29 @@ def test_nothing_is_judged_during_the_start_up_grace() -> None:
     assert policy.decide(111.0, over, busy=1.0) == {"t0": 2}
 
 
-def test_a_bursty_stream_that_catches_up_each_round_is_not_shed() -> None:
-    """Peaks of several intervals, but some batch of every period was on time: not over capacity."""
+def test_a_bursty_stream_among_streams_on_time_is_not_shed() -> None:
+    """One device's peaks of several intervals, caught up within each period, beside streams on time: the
+    lateness is that device's, not the process's, even in a busy loop."""
     policy = ShedPolicy(S)
-    bursty = _loads([4.0, 1.5], [100, 100], [1, 1], floors=[0.1, 0.0])
+    bursty = _loads([4.0, 0.2, 0.2], [100, 100, 100], [1, 1, 1], floors=[0.1, 0.0, 0.0])
     for t in range(30):
         assert policy.decide(float(t), bursty, busy=0.9) == {}
+
+
+def test_lateness_most_streams_share_in_a_busy_loop_sheds_though_each_catches_up() -> None:
+    """At the edge of capacity every stream catches up within the period (no floor of backlog) and the loop
+    is not saturated, yet most streams' batches come half an interval late: values age past 1.5
+    intervals. A loop busier than the restore rule would load is not one with room for it."""
+    edge = _loads([1.2, 1.0, 0.2], [300, 200, 100], [1, 1, 1], floors=[0.0, 0.0, 0.0])
+    policy = ShedPolicy(S)
+    assert policy.decide(0.0, edge, busy=0.7) == {}
+    assert policy.decide(1.0, edge, busy=0.7) == {"t0": 2}  # the heaviest, half of the updates
+    assert policy.shed_because == "batches up to 1.2 intervals late in most streams"
+    roomy = ShedPolicy(S)  # the same lateness in a loop with room (busy under 0.6): made upstream
+    assert all(roomy.decide(float(t), edge, busy=0.5) == {} for t in range(40))
+    under = ShedPolicy(S)  # a process under its capacity takes part of an interval on a round
+    synchronised = _loads([0.7, 0.6, 0.6], [300, 200, 100], [1, 1, 1], floors=[0.0, 0.0, 0.0])
+    assert all(under.decide(float(t), synchronised, busy=0.65) == {} for t in range(40))
 
 
 def test_one_bad_period_between_good_ones_sheds_nothing() -> None:
@@ -89,9 +109,9 @@ def test_while_shed_late_values_go_on_shedding() -> None:
     for t in range(12, 22):
         changes = changes or policy.decide(float(t), caught_up, busy=0.5)
     assert changes == {"t1": 2}
-    policy2 = ShedPolicy(S)  # nothing shed yet: the same measurements are a process keeping up
+    policy2 = ShedPolicy(S)  # nothing shed yet, a loop with room: values late upstream, not shed
     unshed = _loads([0.6, 0.6], [100, 100], [1, 1], floors=[0.0, 0.0])
-    assert all(policy2.decide(float(t), unshed, busy=0.8) == {} for t in range(40))
+    assert all(policy2.decide(float(t), unshed, busy=0.5) == {} for t in range(40))
 
 
 def test_restore_needs_a_long_quiet_spell_and_room_for_the_doubled_updates() -> None:
@@ -133,11 +153,11 @@ def test_a_start_up_backlog_that_drains_in_a_saturated_loop_is_not_shed() -> Non
 
 
 def test_late_values_in_a_loop_with_time_to_spare_are_not_the_process_s_to_shed() -> None:
-    """A stream whose every batch is late while the loop waited for I/O a third of the time: the backlog was
+    """A stream whose every batch is late while the loop waited for I/O half of the time: the backlog was
     made upstream (a starved sender, the network), and a longer interval is not this process's cure."""
     policy = ShedPolicy(S)
     late = _loads([3.0, 1.0], [100, 100], [1, 1])
-    assert all(policy.decide(float(t), late, busy=0.65) == {} for t in range(60))
+    assert all(policy.decide(float(t), late, busy=0.5) == {} for t in range(60))
 
 
 def test_intervals_come_back_once_the_load_is_gone() -> None:
@@ -235,6 +255,66 @@ def test_a_process_offered_more_than_it_can_take_sheds_until_it_keeps_up_and_sta
     assert max(history[120:]) <= 0.5  # a round then takes at most half an interval: values stay fresh
     assert min(history[120:]) >= 0.25  # not one step more than that
     assert len(set(history[120:])) == 1  # and it stays
+
+
+def test_late_values_that_nothing_sheds_are_counted_with_the_reason() -> None:
+    """The staleness bound is not held while batches are half an interval late and nothing is shed for it;
+    the policy counts such periods and names which rule kept them (the shedder logs it)."""
+    room = ShedPolicy(S)
+    late = _loads([1.8, 1.7], [100, 100], [1, 1], floors=[0.0, 0.0])
+    for t in range(3):
+        assert room.decide(float(t), late, busy=0.5) == {}
+    assert room.late_kept == 3 and "had room (busy 0.50 < 0.6)" in room.kept_because
+    assert "up to 1.8 intervals late" in room.kept_because
+    room.decide(3.0, _loads([0.8, 0.2], [100, 100], [1, 1]), busy=0.5)
+    assert room.late_kept == 0  # under a whole interval: values may pass the bound, not for certain
+
+    one = ShedPolicy(S)
+    for t in range(3):
+        assert one.decide(float(t), _loads([1.8, 0.2], [100, 100], [1, 1], floors=[0.0, 0.0]), busy=0.9) == {}
+    assert "fewer than half of the process's streams" in one.kept_because
+
+    draining = ShedPolicy(S)
+    for t in range(3):
+        backlog = _loads([4.0 - t, 4.0 - t], [100, 100], [1, 1])  # every batch late, the backlog shrinking
+        assert draining.decide(float(t), backlog, busy=1.0) == {}
+    assert "the backlog is draining" in draining.kept_because
+
+    at_bound = ShedPolicy(S)
+    capped = _loads([3.0, 3.0], [100, 100], [8, 8])
+    for t in range(3):
+        assert at_bound.decide(float(t), capped, busy=1.0) == {}
+    assert at_bound.late_kept == 3 and "longest interval (8x)" in at_bound.kept_because
+
+    shedding = ShedPolicy(S)  # late because past capacity: it sheds, so nothing is kept late
+    over = _loads([1.0, 1.0], [100, 100], [1, 1])
+    shedding.decide(0.0, over, busy=1.0)
+    assert shedding.decide(1.0, over, busy=1.0) == {"t0": 2}
+    assert shedding.late_kept == 0
+
+
+class _Stream:
+    def __init__(self, device: str, load: StreamLoad) -> None:
+        self.device, self.load = device, load
+
+    def shed_load(self) -> StreamLoad:
+        return self.load
+
+    def shed_to(self, factor: int, reason: str) -> None:
+        raise AssertionError("nothing is shed here")
+
+
+def test_the_shedder_says_once_a_window_that_values_are_late_and_why(caplog: Any) -> None:
+    shedder = Shedder(S)
+    shedder.streams["t0"] = _Stream("t0", StreamLoad(1.9, 0.0, 1.0, 100.0, 1, 8))
+    with caplog.at_level(logging.WARNING, logger="collector.shedding"):
+        for t in range(6):
+            shedder.step(float(t), busy=0.5, util=0.4)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "gnmi: batches up to 1.9 intervals late, nothing shed: the event loop had room (busy 0.50 < 0.6): "
+        "lateness made upstream, by the devices or the network, is not shed, CPU 0.40 of a core"
+    ]
 
 
 def _cfg() -> GnmiConfig:
