@@ -15,10 +15,10 @@ rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscrib
   (updates per second) carrying ``shed_share`` of the process's updates (all of them past ``deep_lag``)
   get twice their interval, up to ``max_factor`` times the configured one. While any target is shed (the
   process was past capacity), it goes on shedding while a batch is still ``restore_lag`` late: keeping up
-  at the edge is not keeping values fresh. Nor is it unshed: at least half of the process's streams with
-  a batch ``shared_lag`` late, in a loop busy ``restore_busy`` or more and a backlog not draining, shed
-  too (lateness most streams share is made where they meet, in this process, not by one device; and a
-  loop that the restore rule would not load further has no room to call it someone else's);
+  at the edge is not keeping values fresh. With nothing shed yet, it also sheds when at least half of its
+  streams had a batch ``shared_lag`` late, in a loop busy ``restore_busy`` or more, with a backlog not
+  draining: lateness most streams share is made where they meet, in this process, not by one device, and
+  a loop that the restore rule would not load further has no room to call it someone else's;
 - **restore**: no batch of any stream was ``restore_lag`` intervals behind for ``restore_hold`` seconds:
   the lightest shed targets get half their interval back while the loop's busy share, predicted with
   their updates doubled, stays under ``restore_busy``, and the spell's worst lag, grown in proportion,
@@ -26,9 +26,9 @@ rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscrib
 
 After any change nothing more is decided for ``settle_intervals`` of the longest new interval: the first
 rounds at the new interval must arrive before the lag says anything about the new load. The numbers
-(``ShedSettings``) are why each step cannot flap: shedding needs a sustained backlog in a saturated loop
-(or late values in a busy one while already shed), restoring a long quiet spell and a prediction with room
-to spare. The busy share is wall time, so a machine that gives the process less CPU shows as a busier
+(``ShedSettings``) are why each step cannot flap: shedding needs a sustained backlog in a saturated loop,
+most streams a whole interval late in a busy one, or late values while already shed; restoring needs a
+long quiet spell and a prediction with room to spare. The busy share is wall time, so a machine that gives the process less CPU shows as a busier
 loop: the capacity is whatever the machine gives, measured every period, never a remembered figure.
 """
 
