@@ -92,7 +92,7 @@ class ShedSettings:
     (``restore_lag``) is where values may pass it, and a process under its capacity reads that much: at
     51k updates/s on 2 shared cores a synchronised round of 50 targets took a process 0.5-0.65 of the
     interval, batches 0.43-0.63 late with values at most 1.06 intervals old, while past the capacity the
-    batches of most streams were 1.0-2.8 intervals late (bench/README.md, issue 33)."""
+    worst batches of a process that shed nothing were 1.0-2.8 intervals late (bench/README.md, issue 33)."""
     deep_lag: float = 2.0
     """Intervals behind, held by every batch, past which every target is doubled at once: a backlog of
     two rounds that never drains is far past capacity, and steps of a quarter would take a minute."""
@@ -108,9 +108,9 @@ class ShedSettings:
     updates, of the loop's mean busy share over the quiet spell): a prediction 40 % short still leaves it
     under ``saturated``, and it errs on the safe side (a loop's fixed work, scrapes and timers, does not
     double). It is also where a loop stops having room for lateness most of its streams share
-    (``shared_lag``): at 1.15-1.45x the capacity of 2 shared cores a worker's loop read 0.57-0.84 busy,
-    never saturated, while values aged 1.5-5.4 intervals, all of it after the senders handed them over
-    (bench/README.md, issue 33)."""
+    (``shared_lag``): at 1.15-1.45x the capacity of 2 shared cores the loop of a worker that shed
+    nothing read 0.57-0.84 busy, under ``saturated``, while values aged 1.5-5.4 intervals, nearly all
+    of it after the senders handed them over (bench/README.md, issue 33)."""
     restore_hold: float = 30.0
     """Seconds with room before a restore step: far longer than it takes to shed, so it cannot flap."""
     max_factor: int = 8

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -72,17 +73,33 @@ def test_what_goes_in_comes_out_and_what_cannot_is_counted(
     assert archive.rows_written == len(expected) and archive.pending == 0
 
 
+def _hold_writes(
+    archive: Archive, then: Callable[[int, Buffer], Path | str]
+) -> tuple[threading.Event, threading.Event]:
+    """Make ``archive``'s writing thread say it started, wait to be released, then do ``then``.
+
+    Returns:
+        the started and release events.
+    """
+    started, release = threading.Event(), threading.Event()
+
+    def held(hour: int, part: Buffer) -> Path | str:
+        started.set()
+        release.wait(5)
+        return then(hour, part)
+
+    archive._write = held  # type: ignore[method-assign]
+    return started, release
+
+
+def _disk_full(hour: int, part: Buffer) -> Path | str:
+    raise OSError("disk full")
+
+
 def test_a_failed_flush_puts_its_rows_before_the_ones_that_came_during_it(tmp_path: Path) -> None:
     archive = Archive(tmp_path, writer="w")
     archive._buffer.chunk = 3
-    started, release = threading.Event(), threading.Event()
-
-    def failing_write(hour: int, part: Buffer) -> Path | str:
-        started.set()
-        release.wait(5)
-        raise OSError("disk full")
-
-    archive._write = failing_write  # type: ignore[method-assign]
+    started, release = _hold_writes(archive, _disk_full)
     rows = [(T0 + i, T0 + i, "sw1", "snmp", "m", (), None, float(i), i) for i in range(10)]
 
     async def main() -> None:
@@ -101,15 +118,7 @@ def test_a_failed_flush_puts_its_rows_before_the_ones_that_came_during_it(tmp_pa
 
 def test_rows_added_while_a_flush_writes_go_to_the_next(tmp_path: Path) -> None:
     archive = Archive(tmp_path, writer="w")
-    started, release = threading.Event(), threading.Event()
-    write = archive._write
-
-    def slow_write(hour: int, part: Buffer) -> Path | str:
-        started.set()
-        release.wait(5)
-        return write(hour, part)
-
-    archive._write = slow_write  # type: ignore[method-assign]
+    started, release = _hold_writes(archive, archive._write)
     first = [(T0 + i, T0, "sw1", "snmp", "m", (), None, 1.0, None) for i in range(5)]
     later = [(T0 + 10 + i, T0, "sw1", "snmp", "m", (), None, 2.0, 7) for i in range(3000)]
 
@@ -131,14 +140,7 @@ def test_rows_added_while_a_flush_writes_go_to_the_next(tmp_path: Path) -> None:
 def test_a_flush_cancelled_mid_write_keeps_its_rows(tmp_path: Path) -> None:
     """Stopping the daemon cancels its flush task: the rows it took must still be counted and kept."""
     archive = Archive(tmp_path, writer="w")
-    started, release = threading.Event(), threading.Event()
-
-    def failing_write(hour: int, part: Buffer) -> Path | str:
-        started.set()
-        release.wait(5)
-        raise OSError("disk gone")
-
-    archive._write = failing_write  # type: ignore[method-assign]
+    started, release = _hold_writes(archive, _disk_full)
     rows = [(T0 + i, T0, "sw1", "snmp", "m", (), None, 1.0, i) for i in range(5)]
 
     async def main() -> None:
