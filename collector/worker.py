@@ -3,7 +3,7 @@
 The supervisor (``collector.supervisor``) starts as many as the load needs (``collector.workload``). A worker runs a ``Daemon`` over its part of
 the targets (``shard.select_worker``), without an HTTP server: its sources decode and ingest into its own
 store, it writes its own archive files (the writer id names the process, so the layout is shared), and
-every ``RELAY_SECONDS`` it sends its store's changes to the supervisor over the pipe ``--relay-fd``
+every ``relay_seconds`` it sends its store's changes to the supervisor over the pipe ``--relay-fd``
 (``collector.relay``). SIGTERM, SIGINT and SIGHUP behave as in a single-process daemon. A worker whose
 supervisor is gone (the pipe breaks) stops, so no worker outlives its daemon.
 """
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from collector import shard
+from collector.config import Config
 from collector.daemon import Daemon
 from collector.errors import SpanwatchError
 from collector.logfmt import LogfmtFormatter
@@ -26,23 +27,45 @@ from collector.relay import Outbox, encode
 
 log = logging.getLogger(__name__)
 
-RELAY_SECONDS = 0.25  # well under a sample interval: the exposition trails the workers by this much
+# The exposition trails a worker by up to one relay period, and that age counts against the staleness
+# bound (a value at most 1.5 of its intervals old): of the half interval left once a round is due, the
+# device, the network and the ingest need most. A fixed 0.25 s took 0.5-0.94 of the bench's 0.27-0.5 s
+# intervals, and with 2 workers under the capacity the oldest value at a scrape read 1.1-1.9 intervals;
+# relayed every 0.05 s, 1.06-1.59 (bench/README.md, issue 33).
+RELAY_SHARE = 0.1
+RELAY_MAX = 0.25  # the period before: at intervals of 2.5 s and longer it is already under a tenth
+RELAY_MIN = 0.05  # a frame costs its two ends about 0.3 ms of CPU: 20 a second are 0.6 % of a core
+
+
+def relay_seconds(config: Config | None) -> float:
+    """Seconds between relay frames: ``RELAY_SHARE`` of the shortest interval the worker's targets are
+    sampled or polled at, within ``RELAY_MIN`` and ``RELAY_MAX`` (the longest before a config is read)."""
+    if config is None:
+        return RELAY_MAX
+    intervals = [t.gnmi.sample_interval for t in config.targets if t.gnmi is not None]
+    intervals += [t.snmp.interval or config.defaults.interval for t in config.targets if t.snmp is not None]
+    if not intervals:
+        return RELAY_MAX
+    return min(RELAY_MAX, max(RELAY_MIN, RELAY_SHARE * min(intervals)))
 
 
 async def relay(daemon: Daemon, fd: int, stopped: asyncio.Event) -> None:
-    """Send the store's changes every ``RELAY_SECONDS`` until ``stopped``, then once more."""
+    """Send the store's changes every ``relay_seconds`` until ``stopped``, then once more."""
     loop = asyncio.get_running_loop()
     pipe = os.fdopen(fd, "wb", buffering=0)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     outbox = Outbox(daemon.store)
     parent = os.getppid()
+    config, period = None, relay_seconds(None)
     try:
         while True:
             if os.getppid() != parent:  # the supervisor died without a word: do not outlive it
                 raise BrokenPipeError
+            if daemon.config is not config:  # the first config read, or a reload
+                config, period = daemon.config, relay_seconds(daemon.config)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RELAY_SECONDS):
+                async with asyncio.timeout(period):
                     await stopped.wait()
             frame = outbox.frame()
             if frame is not None:
