@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import random
 import signal
 import socket
 import sys
@@ -96,11 +97,41 @@ def list_scenarios() -> int:
     return 0
 
 
-def free_port() -> int:
-    """A free TCP port on loopback (bound and released: another process could take it, rarely)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Where ``free_port`` draws from: the unprivileged ports, less the kernel's ephemeral range.
+UNPRIVILEGED = range(1024, 65536)
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_TRIES = 64  # ports taken by running services are skipped; 64 all taken is a machine out of ports
+
+
+def free_port(kind: socket.SocketKind = socket.SOCK_STREAM) -> int:
+    """A TCP (or ``SOCK_DGRAM``: UDP) port free on loopback now, for a server that binds it a moment later.
+
+    It is drawn at random outside the kernel's ephemeral range: a port that ``bind(0)`` hands out and
+    releases can be handed out again before the caller binds it (to the fabric's own servers, grpc, ray or
+    another test's), which made the demo fail with "address already in use". Outside that range only
+    another caller picking the same port at random can take it.
+
+    Raises:
+        OSError: no port could be bound in ``PORT_TRIES`` draws.
+    """
+    low, high = ephemeral_range()
+    ports = [p for p in UNPRIVILEGED if not low <= p <= high]
+    if len(ports) < PORT_TRIES:  # a kernel whose ephemeral range spans nearly every port: draw from them all
+        ports = list(UNPRIVILEGED)
+    for port in random.sample(ports, PORT_TRIES):
+        with socket.socket(socket.AF_INET, kind) as s, contextlib.suppress(OSError):
+            s.bind(("127.0.0.1", port))
+            return port
+    raise OSError(f"no free {kind.name} port on 127.0.0.1 in {PORT_TRIES} random draws outside {low}-{high}")
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral port range (Linux's default where it cannot be read)."""
+    try:
+        low, high = EPHEMERAL_RANGE.read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def write_config(sim: SimulatedFabric, out: Path, listen: str) -> Path:

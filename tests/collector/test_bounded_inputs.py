@@ -23,6 +23,7 @@ from collector.sources.gnmi.client import open_channel
 from collector.sources.gnmi.decode import Decoder
 from collector.sources.gnmi.paths import load_set
 from collector.store import Store, TargetLabels
+from spanwatch.sim.commands import free_port
 
 RX = "dci_interface_receive_bytes_total"
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -112,7 +113,7 @@ async def test_unwritable_archive_logs_lost_rows_and_fails_the_exit_code(
     (tmp_path / "file").write_text("not a directory")
     config = tmp_path / "collector.yml"
     config.write_text(
-        f"collector: {{listen: '127.0.0.1:{_free_port()}', archive: {{path: file/archive, flush_interval: 100ms}}}}\n"
+        f"collector: {{listen: '127.0.0.1:{free_port()}', archive: {{path: file/archive, flush_interval: 100ms}}}}\n"
     )
     daemon = Daemon(config)
     task = asyncio.create_task(daemon.run())
@@ -128,14 +129,6 @@ async def test_unwritable_archive_logs_lost_rows_and_fails_the_exit_code(
     assert daemon.rows_lost == 287
     assert daemon.store.value("spanwatch_archive_write_errors_total", ()) >= 2  # type: ignore[operator]
     assert any("287 rows were never written" in r.getMessage() for r in caplog.records)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- series -------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from spanwatch.sim.commands import free_port
 
 CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager" / "alertmanager.yml"
 AMTOOL = shutil.which("amtool")
@@ -25,12 +26,6 @@ def test_config_is_valid() -> None:
     assert AMTOOL is not None
     result = subprocess.run([AMTOOL, "check-config", str(CONFIG)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alert(name: str, **labels: str) -> dict[str, Any]:
@@ -53,7 +48,7 @@ def _request(url: str, body: Any = None) -> Any:
 @pytest.mark.skipif(ALERTMANAGER is None, reason=REASON)
 def test_a_wave_down_holds_back_the_consequences_on_its_link(tmp_path: Path) -> None:
     assert ALERTMANAGER is not None
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [ALERTMANAGER, f"--config.file={CONFIG}", f"--storage.path={tmp_path}", f"--web.listen-address={address}",
          "--cluster.listen-address=", "--log.level=warn"],

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -19,18 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from spanwatch.sim.commands import free_port
 from tests.deploy.promql import RULES
 from tests.integration.processes import stop_process
 
 PROMETHEUS = shutil.which("prometheus")
 SKIP_REASON = "prometheus is not installed (apt-get install prometheus)"
-
-
-def free_port() -> int:
-    """A free TCP port on loopback (bound and released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def fast_rules(tmp: Path) -> Path:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from spanwatch.sim.commands import free_port
+
 TESTDATA = Path(__file__).resolve().parents[2].parent / "shared" / "testdata"
 
 
 def free_udp_port() -> int:
     """A UDP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port(socket.SOCK_DGRAM)
 
 
 def recordings() -> Path:

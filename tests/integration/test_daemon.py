@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,10 @@ import polars as pl
 import pytest
 import yaml
 
+from spanwatch.sim.commands import free_port
 from tests.integration.snmp_agents import copy_recordings, free_udp_port, snmpsim
 
 pytestmark = pytest.mark.integration
-
-
-def _free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -101,7 +95,7 @@ def _polls(text: str, device: str, status: str) -> int:
 
 
 def test_collect_reload_and_graceful_stop(tmp_path: Path, agent: int) -> None:
-    listen = _free_tcp_port()
+    listen = free_port()
     cfg_path = tmp_path / "spanwatch.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(tmp_path, agent, listen)))
     log = (tmp_path / "collector.log").open("w")
