@@ -11,7 +11,9 @@ accounting and start-up:
 - pygnmi: ``gNMIclient.subscribe2`` (STREAM) iterating its decoded dicts;
 - ours and pygnmi again with ``GRPC_EXPERIMENTS=-event_engine_client`` (``gnmi_client.RECEIVE_ENV``), which
   changes grpc core's client I/O path for both;
-- and, for the breakdown, ours without transport: ``GnmiSource.handle`` on already-parsed messages.
+- and, for the breakdown, ours without transport: ``GnmiSource.handle`` on already-parsed messages, and
+  where ours spent its CPU per response: ``ingest_batch`` (on the event loop's thread), the rest of that
+  thread (grpc.aio's read path in Python), and grpc core's own threads (``Split``).
 
 Run: ``.venv/bin/python bench/bench_gnmi.py`` (``--rounds 50`` for a quick look; ``--batch 16`` for 256
 updates per notification).
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -129,8 +132,8 @@ def server_process(path: str) -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline())
 
 
-async def ours(port: int, total_responses: int) -> float:
-    """CPU seconds for ``GnmiSource`` to take every response into the store.
+async def ours(port: int, total_responses: int) -> Split:
+    """CPU seconds for ``GnmiSource`` to take every response into the store, and where they went.
 
     The replay's rounds are a second apart in device time and arrive as fast as grpc delivers them, so at
     a 1 s sample interval the source would rightly see itself seconds behind and fold its batches,
@@ -144,20 +147,35 @@ async def ours(port: int, total_responses: int) -> float:
     store = Store()
     done = asyncio.Event()
     ingest_batch = source.ingest_batch
+    ingesting = [0.0]
 
     def counted(store: Store, items: list[Queued]) -> None:  # wake the timer once, not poll it
+        start = time.thread_time()
         ingest_batch(store, items)
+        ingesting[0] += time.thread_time() - start
         if source.responses >= total_responses:
             done.set()
 
     source.ingest_batch = counted  # type: ignore[method-assign]
-    start = time.process_time()
+    start, main_start = time.process_time(), time.thread_time()
     task = asyncio.create_task(source.run(store))
     await done.wait()
-    used = time.process_time() - start
+    split = Split(time.process_time() - start, time.thread_time() - main_start, ingesting[0])
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    return used
+    return split
+
+
+@dataclass(frozen=True)
+class Split:
+    """A consumer's CPU seconds: the whole process (every thread), its event loop's thread, and the part
+    of that spent in ``ingest_batch`` (parse, decode, store). The loop's thread less the ingest is grpc.aio's
+    read path in Python (its futures, the loop's turns, the wake-up socket) and the source's read loop; the
+    process less the loop's thread is grpc core's own threads."""
+
+    process: float
+    loop_thread: float
+    ingest: float
 
 
 PYGNMI = """
@@ -192,9 +210,17 @@ def pygnmi(port: int, total_updates: int, env: dict[str, str]) -> float:
     return child(["-c", PYGNMI, str(port), str(total_updates)], env)
 
 
-def ours_child(port: int, total_responses: int, env: dict[str, str]) -> float:
-    """CPU seconds for ``GnmiSource`` (in a child process)."""
-    return child([__file__, "--consume", f"{port}:{total_responses}"], env)
+def ours_child(port: int, total_responses: int, env: dict[str, str]) -> Split:
+    """``ours`` in a child process."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--consume", f"{port}:{total_responses}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        env=env,
+    )
+    return Split(**json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:
@@ -213,7 +239,7 @@ def main() -> None:
     if args.consume:
         logging.disable(logging.WARNING)
         port, responses = map(int, args.consume.split(":"))
-        print(asyncio.run(ours(port, responses)), flush=True)
+        print(json.dumps(asdict(asyncio.run(ours(port, responses)))), flush=True)
         return
     logging.disable(logging.WARNING)  # synthetic timestamps: no clock-skew lines
     blobs = build(args.rounds, args.interfaces, args.leaves, args.batch)
@@ -226,6 +252,7 @@ def main() -> None:
     }
     plain = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
     fast = {**plain, **RECEIVE_ENV}
+    splits: dict[str, Split] = {}
     for name, run in (
         ("ours (GnmiSource -> Store)", lambda port: ours_child(port, len(blobs), plain)),
         ("pygnmi subscribe2", lambda port: pygnmi(port, total, plain)),
@@ -234,7 +261,10 @@ def main() -> None:
     ):
         proc, port = server_process(f.name)  # the server always runs with grpc's defaults
         try:
-            results[name] = total / run(port)
+            used = run(port)
+            if isinstance(used, Split):
+                splits[name], used = used, used.process
+            results[name] = total / used
         finally:
             proc.terminate()
             proc.wait()
@@ -243,6 +273,15 @@ def main() -> None:
     print(f"{total} updates in {len(blobs)} responses ({args.leaves * args.batch} updates per notification)")
     for name, rate in results.items():
         print(f"  {name:30s} {rate:12,.0f} updates/CPU-s")
+    print("where ours spends it, µs of CPU per response (start-up included):")
+    for name, split in splits.items():
+        grpc_threads, ingest = split.process - split.loop_thread, split.ingest
+        read_path = split.loop_thread - ingest
+        per = 1e6 / len(blobs)
+        print(
+            f"  {name:30s} ingest_batch {ingest * per:5.1f}  grpc.aio read path {read_path * per:5.1f}"
+            f"  grpc threads {grpc_threads * per:5.1f}  (whole {split.process * per:5.1f})"
+        )
     summary = {}
     for tag, ours_name, py_name in (
         ("default", "ours (GnmiSource -> Store)", "pygnmi subscribe2"),
