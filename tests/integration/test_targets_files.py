@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spanwatch.sim.commands import free_port
 from tests.integration.snmp_agents import copy_recordings, snmpsim
-from tests.integration.test_daemon import _free_tcp_port, _wait_for, _wait_until
+from tests.integration.test_daemon import _wait_for, _wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ def _target(name: str, port: int) -> dict[str, object]:
 
 def test_targets_files_and_user_modules_reload(tmp_path: Path) -> None:
     with snmpsim(copy_recordings(tmp_path / "data", ["arista_eos"])) as agent:
-        listen = _free_tcp_port()
+        listen = free_port()
         (tmp_path / "secrets").mkdir()
         (tmp_path / "secrets" / "community").write_text("arista_eos\n")
         (tmp_path / "host.key").write_text("host-private-key\n")

@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from collector import shard
+from spanwatch.sim.commands import free_port
 from tests.integration.snmp_agents import copy_recordings, snmpsim
-from tests.integration.test_daemon import _free_tcp_port, _scrape, _wait_until
+from tests.integration.test_daemon import _scrape, _wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +93,7 @@ def _workers(pid: int) -> list[int]:
 
 
 def test_workers_merge_one_exposition_and_restart_a_dead_worker(tmp_path: Path, agent: int) -> None:
-    listen = _free_tcp_port()
+    listen = free_port()
     cfg_path = tmp_path / "spanwatch.yaml"
     cfg_path.write_text(yaml.safe_dump(_config(tmp_path, agent, listen)))
     log = (tmp_path / "collector.log").open("w")
