@@ -5,7 +5,7 @@ warm: the steady state of a stream) on the same serialised stream:
 
 - grpc receive: a child process reading the raw response bytes off a loopback Subscribe (``GnmiClient``,
   ``raw=True``) and nothing else, from ``bench_gnmi``'s replay server in another process;
-- protobuf parse: ``SubscribeResponse.FromString``;
+- protobuf parse: ``shallow.parse_response`` (the source's parse: paths left as bytes);
 - path -> catalogue mapping: the decoder's per-prefix, per-path decision lookup;
 - value decode: the rest of ``Decoder.notification`` (typed values to ``Sample``s);
 - source bookkeeping: the rest of ``GnmiSource.ingest_batch`` (backlog, lag, counts, clock offset);
@@ -43,6 +43,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from bench.bench_gnmi import build, server_process
 from collector.config import GnmiConfig
 from collector.relay import Mirror, Outbox, encode
+from collector.sources.gnmi import shallow
 from collector.sources.gnmi.source import GnmiSource
 from collector.store import Store
 
@@ -120,7 +121,7 @@ def rounds_of(blobs: list[bytes], interfaces: int, per_note: int) -> list[list[b
 def in_process(blobs: list[bytes], interfaces: int, per_note: int, repeat: int) -> dict[str, float]:
     """CPU seconds per stage over the whole stream (everything but grpc)."""
     batches = rounds_of(blobs, interfaces, per_note)
-    msgs = [gnmi_pb2.SubscribeResponse.FromString(b) for b in blobs[1:]]
+    msgs = [shallow.parse_response(b) for b in blobs[1:]]
     notes = [m.update for m in msgs]
     now = time.time_ns()
     # received 1 ms after each round's timestamp, and queued "now" whenever the pass runs (never behind:
@@ -144,15 +145,15 @@ def in_process(blobs: list[bytes], interfaces: int, per_note: int, repeat: int) 
 
     def parse() -> None:
         for b in blobs:
-            gnmi_pb2.SubscribeResponse.FromString(b)
+            shallow.parse_response(b)
 
     def mapping() -> None:
         cache = decoder._cache
         for n in notes:
-            pkey = n.prefix.SerializeToString() if n.HasField("prefix") else b""
+            pkey = n.prefix
             sub = cache[pkey]
             for u in n.update:
-                sub.get(u.path.SerializeToString())
+                sub.get(u.path)
 
     def decode() -> None:
         for n in notes:

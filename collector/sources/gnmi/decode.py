@@ -1,8 +1,9 @@
 """gNMI notifications -> catalogue ``Sample``s: TypedValue decoding, path joining and table matching.
 
-This is the hot path of a gNMI stream, so it is written for speed: each update's path is serialised
-(in C) and looked up in a per-device cache of decisions (rule, labels, reset-marker key), so the
-Python-level path walk, normalisation and table match run once per distinct path, not once per update.
+This is the hot path of a gNMI stream, so it is written for speed: each update's path arrives as its
+bytes (``shallow``: the response is parsed with paths left unparsed) and is looked up in a per-device cache
+of decisions (rule, labels, reset-marker key), so parsing the path, the Python-level path walk,
+normalisation and table match run once per distinct path, not once per update.
 
 Path normalisation (``normalise``): prefix and path elements are joined; origins are ignored (an
 ``openconfig`` origin, none, or a module name all address the same tree); RFC 7951 module prefixes on
@@ -29,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from collector.model import Labels, Sample
+from collector.sources.gnmi import shallow
 from collector.sources.gnmi.paths import Elem, PathTable, Rule, strip_module
 
 log = logging.getLogger(__name__)
@@ -251,27 +253,30 @@ class Decoder:
         self.invalid: list[str] = []  # reasons of values dropped while decoding; the source drains it
 
     def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
-        """Decode one ``gnmi_pb2.Notification``.
+        """Decode one ``Notification`` (a ``shallow`` one; a ``gnmi_pb2`` one is converted first).
 
         Returns:
             the samples (time_ns = the notification timestamp) and the series its deletes remove.
+
+        Raises:
+            google.protobuf.message.DecodeError: a path new to the decoder is not a ``Path``.
         """
+        n = shallow.notification(n)
         ts = n.timestamp or None
-        pkey = n.prefix.SerializeToString() if n.HasField("prefix") else b""
-        prefix = n.prefix if pkey else None
-        gone = self._deletes(prefix, n.delete) if n.delete else []
+        pkey: bytes = n.prefix
+        gone = self._deletes(pkey, n.delete) if n.delete else []
         sub = self._cache.get(pkey)
         if sub is None:
             sub = self._cache[pkey] = {}
         over_cap = self.over_cap
         dropped = len(self.invalid)
-        out, deferred, late = self._updates(sub, prefix, n.update, ts)
+        out, deferred, late = self._updates(sub, pkey, n.update, ts)
         if late:
             # A reset marker changed after counters it governs were decoded (it follows them in the
             # notification): decode again, now with the new marker. Happens at start-up and on a clear.
             self.over_cap = over_cap
             del self.invalid[dropped:]  # counted again by the second pass
-            out, deferred, _ = self._updates(sub, prefix, n.update, ts)
+            out, deferred, _ = self._updates(sub, pkey, n.update, ts)
         if deferred:
             epochs = self._epochs
             for leaf, value in deferred:
@@ -298,15 +303,16 @@ class Decoder:
         unread under a backlog: the newer one carries every increment. None when it holds a delete, a
         gauge, a reset marker or a path not decided yet: then every reading of it counts.
         """
+        n = shallow.notification(n)
         if n.delete:
             return None
-        pkey = n.prefix.SerializeToString() if n.HasField("prefix") else b""
+        pkey: bytes = n.prefix
         sub = self._cache.get(pkey)
         if sub is None:
             return None
         key = [pkey]
         for u in n.update:
-            pb = u.path.SerializeToString()
+            pb: bytes = u.path
             leaf = sub.get(pb)
             if leaf is not _NOMATCH and (
                 leaf.__class__ is not _Leaf or not leaf.rule.counter or leaf.rule.is_epoch
@@ -316,7 +322,7 @@ class Decoder:
         return tuple(key)
 
     def _updates(
-        self, sub: dict[bytes, Any], prefix: Any, updates: Any, ts: int | None
+        self, sub: dict[bytes, Any], pkey: bytes, updates: Any, ts: int | None
     ) -> tuple[list[Sample], list[tuple[_Leaf, Any]], bool]:
         """Decode the updates of one notification (the hot loop).
 
@@ -330,10 +336,10 @@ class Decoder:
         epochs = self._epochs
         late = False
         for u in updates:
-            pb = u.path.SerializeToString()
+            pb = u.path
             leaf: Any = sub.get(pb)
             if leaf is None:
-                leaf = self._resolve(prefix, u.path)
+                leaf = self._resolve(pkey, pb)
                 if leaf is not _OVER_CAP or self._remember_over_cap():
                     sub[pb] = leaf
             if leaf is _NOMATCH:
@@ -398,9 +404,9 @@ class Decoder:
         self._over_cached += 1
         return self._over_cached <= _MAX_OVER_CAP_CACHED
 
-    def _resolve(self, prefix: Any, path: Any) -> Any:
+    def _resolve(self, pkey: bytes, pb: bytes) -> Any:
         self._size += 1
-        elems = normalise(prefix, path)
+        elems = normalise(shallow.path(pkey), shallow.path(pb))
         leaf = self._leaf(elems)
         if leaf is not None:
             return leaf
@@ -461,10 +467,11 @@ class Decoder:
             self._clear_cache()  # cached decisions would not re-register a series that comes back
         return len(gone)
 
-    def _deletes(self, prefix: Any, deletes: Any) -> list[tuple[str, Labels]]:
+    def _deletes(self, pkey: bytes, deletes: Any) -> list[tuple[str, Labels]]:
         gone: list[tuple[str, Labels]] = []
+        prefix = shallow.path(pkey)
         for d in deletes:
-            top = normalise(prefix, d)
+            top = normalise(prefix, shallow.path(d))
             if not top:
                 continue  # Huawei sends empty delete paths (issue_17412)
             for ident, path in list(self._live.items()):

@@ -64,13 +64,13 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
-from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.clock import Clock, SystemClock
 from collector.coalesce import coalesce
 from collector.config import GnmiConfig
 from collector.errors import ConfigError, MappingError
 from collector.model import Sample
+from collector.sources.gnmi import shallow
 from collector.sources.gnmi.client import (
     ENCODINGS,
     GnmiClient,
@@ -102,7 +102,7 @@ PRUNE_SECONDS = 60.0  # how often the decoder forgets series the store expired
 PREFERRED_ENCODINGS = ("proto", "json_ietf", "json")
 DRAIN_WINDOW = 0.01  # seconds the drain lets the reader gather before ingesting a batch
 BEHIND_WINDOW = 0.5  # sample intervals it gathers (at most a second) while the stream is behind
-_parse = gnmi_pb2.SubscribeResponse.FromString
+_parse = shallow.parse_response  # paths stay bytes until the decoder meets a new one
 
 
 Queued = tuple[bytes, float, int]
@@ -473,6 +473,9 @@ class GnmiSource:
         for resp, received in readings:
             try:
                 samples = self._decode(store, resp, received, flush=flush, health=health)
+            except DecodeError:  # a path new to the decoder that does not parse (``shallow``)
+                store.invalid(self.device, SOURCE, "undecodable_message")
+                continue
             except Exception as e:  # one bad update must not end the stream (issue 16)
                 store.invalid(self.device, SOURCE, "decode_error", type(e).__name__)
                 continue
@@ -555,7 +558,7 @@ class GnmiSource:
     def handle(self, store: Store, resp: Any) -> None:
         """Fold one parsed ``SubscribeResponse`` into the store (replay tests and benchmarks)."""
         received = self.clock.time_ns()
-        samples = self._decode(store, resp, received)
+        samples = self._decode(store, shallow.response(resp), received)
         if samples:
             store.ingest(self.device, SOURCE, samples, received)
 
