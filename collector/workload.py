@@ -10,7 +10,7 @@ cores nor than the targets (a target lives in one worker):
   200 such targets every 10 s load 0.19 of a core;
 - a gNMI target is reckoned as a 64-interface switch streaming 16 counters per interface each sample
   interval (``GNMI_UPDATES_PER_SAMPLE``), decoded at ``GNMI_UPDATES_PER_CPU_SECOND``: 50 targets every
-  second load 0.32 of a core, every 333 ms 0.96.
+  second load 0.23 of a core, every 500 ms 0.47 (one process), every 333 ms 0.70 (two).
 
 ``--workers N`` overrides the choice; the start-up log says what was chosen and why.
 """
@@ -25,7 +25,9 @@ from collector.config import Config
 
 SNMP_POLL_CPU_SECONDS = 0.0094  # measured: 200 targets x 64 interfaces, main 8a531f6 (issue 33)
 GNMI_UPDATES_PER_SAMPLE = 64 * 16  # a 64-interface switch, 16 counters per interface
-GNMI_UPDATES_PER_CPU_SECOND = 160_000  # measured: 50 targets at 154k updates/s (issue 33)
+# measured: one process, 50 targets at 51-154k updates/s, 222-262k an update per CPU second in six runs
+# (the least, rounded down; bench/README.md, issue 33, stop 60)
+GNMI_UPDATES_PER_CPU_SECOND = 220_000
 PROCESS_SHARE = 0.5  # the load one process is given: headroom for bursts, scrapes and the relay
 
 
