@@ -197,30 +197,22 @@ with gNMIclient(target=("127.0.0.1", port), insecure=True) as gc:
 """
 
 
-def child(args: list[str], env: dict[str, str]) -> float:
-    """Run a consumer in a fresh process; its last output line is the CPU seconds it used."""
+def child(args: list[str], env: dict[str, str]) -> str:
+    """Run a consumer in a fresh process; its last output line (what it measured)."""
     out = subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, timeout=600, check=True, env=env
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    return out.stdout.strip().splitlines()[-1]
 
 
 def pygnmi(port: int, total_updates: int, env: dict[str, str]) -> float:
     """CPU seconds for pygnmi's subscribe path to decode every update (in a child process)."""
-    return child(["-c", PYGNMI, str(port), str(total_updates)], env)
+    return float(child(["-c", PYGNMI, str(port), str(total_updates)], env))
 
 
 def ours_child(port: int, total_responses: int, env: dict[str, str]) -> Split:
     """``ours`` in a child process."""
-    out = subprocess.run(
-        [sys.executable, __file__, "--consume", f"{port}:{total_responses}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-        env=env,
-    )
-    return Split(**json.loads(out.stdout.strip().splitlines()[-1]))
+    return Split(**json.loads(child([__file__, "--consume", f"{port}:{total_responses}"], env)))
 
 
 def main() -> None:

@@ -66,8 +66,13 @@ def test_the_view_reads_what_gnmi_proto_reads(resp: gnmi_pb2.SubscribeResponse) 
         assert (shallow.path(u.path) or gnmi_pb2.Path()) == r.path
         assert u.val == r.val
     assert [shallow.path(d) or gnmi_pb2.Path() for d in got.delete] == list(ref.delete)
-    # and the view is what the decoder is given for a reference message
-    assert shallow.notification(ref) == got
+    # and a reference message converted for the decoder reads the same (as paths: protobuf may write a
+    # path's keys, a map, in another order when it serialises the message again)
+    converted = shallow.notification(ref)
+    assert shallow.path(converted.prefix) == shallow.path(got.prefix)
+    assert [shallow.path(u.path) for u in converted.update] == [shallow.path(u.path) for u in got.update]
+    assert [u.val for u in converted.update] == [u.val for u in got.update]
+    assert [shallow.path(d) for d in converted.delete] == [shallow.path(d) for d in got.delete]
 
 
 def interface_response(round_: int) -> gnmi_pb2.SubscribeResponse:

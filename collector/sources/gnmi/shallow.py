@@ -5,8 +5,8 @@ it, each update's path becomes a message only to be serialised again for that ke
 serialisation per update, about half of the mapping's cost (bench/README.md, issue 33). A length-delimited
 field parses equally as a message or as bytes (protobuf's wire format does not tell them apart), so these
 views declare ``Notification.prefix``, ``Notification.delete`` and ``Update.path`` as bytes, with the
-field numbers of gnmi.proto (openconfig/gnmi, v0.8 as pygnmi ships it), and leave every other field a
-real gNMI message (``TypedValue``, ``Error``). A path is parsed (``gnmi_pb2.Path``) only when the decoder
+field numbers of gnmi.proto (openconfig/gnmi, v0.8 as pygnmi ships it); values and errors stay real gNMI
+messages (``TypedValue``, ``Error``). A path is parsed (``gnmi_pb2.Path``) only when the decoder
 meets its bytes for the first time. Fields these views do not declare are kept as unknown fields.
 """
 
