@@ -28,6 +28,7 @@ import itertools
 import logging
 import math
 from array import array
+from bisect import bisect_left
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -88,10 +89,9 @@ class Histogram:
 
     def observe(self, value: float) -> None:
         """Count one observation."""
-        for i, bound in enumerate(self.bounds):
-            if value <= bound:
-                self.counts[i] += 1
-                break
+        i = bisect_left(self.bounds, value)  # the first bucket whose bound is >= value
+        if i < len(self.counts):
+            self.counts[i] += 1
         self.count += 1
         self.sum += value
 
@@ -291,7 +291,16 @@ class Store:
 
     # -- device data ----------------------------------------------------------------------------
     def ingest(self, device: str, source: str, samples: Iterable[Sample], received_ns: int) -> int:
+        """Fold readings of ``device`` received at ``received_ns`` into the store and the archive
+        (``ingest_runs``)."""
+        return self.ingest_runs(device, source, ((samples, received_ns),))
+
+    def ingest_runs(self, device: str, source: str, runs: Iterable[tuple[Iterable[Sample], int]]) -> int:
         """Fold readings of ``device`` into the store and the archive.
+
+        ``runs`` are the readings with the time they were received (Unix ns: the archive's
+        ``received_ns``), one pair per message: a gNMI batch is one call, not one per response, since
+        the call's setup costs as much as a few readings.
 
         When two sources (SNMP and gNMI) feed the same series, the one that feeds it first keeps it while
         it stays fresh; the other's readings are archived (with their ``source``) but not exported.
@@ -320,104 +329,108 @@ class Store:
         run_labels: Labels | None = None
         row: Row | None = None
         index: Mapping[str, int] = {}  # the row's metric -> slot position
-        for s in samples:
-            metric = s.metric
-            is_counter = _IS_COUNTER.get(metric)
-            if is_counter is None:
-                is_counter = _IS_COUNTER[metric] = _spec(metric).is_counter
-            raw = s.raw
-            # The common valid readings pass inline; anything else is judged by ``_invalid``.
-            if not (
-                (raw.__class__ is int and 0 <= raw <= counters.MAX64 and math.isfinite(s.scale))
-                if is_counter
-                else s.value.__class__ is float
-            ):
-                problem = _invalid(s, is_counter)
-                if problem is not None:
-                    self.invalid(device, source, problem, metric)
-                    continue
-            if s.labels is not run_labels:
-                run_labels, row = s.labels, rows.get(s.labels)
-                index = EMPTY_SHAPE.index if row is None else row.shape.index
-            pos = index.get(metric)
-            created = pos is None
-            if pos is None:
-                row, slot = self._admit(device, row, target, s, source)
-                if slot < 0:
-                    continue
-                index = row.shape.index  # type: ignore[union-attr]
-            else:
-                slot = row.slots[pos]  # type: ignore[union-attr]
-            n += 1
-            value: int | float
-            if raw is None:
-                value = s.value
-                exact, tracked = None, False
-            else:
-                tracked = created or tracker[slot] == code  # this source's state is in the columns
-                if created:
-                    tracker[slot], totals[slot], raws[slot], epochs[slot] = code, raw, raw, s.epoch
-                    seen[slot], peaks[slot] = now, 0.0
-                    total = raw
-                elif tracked:
-                    elapsed = now - seen[slot]
-                    seen[slot] = now
-                    up = raw - raws[slot]
-                    if up >= 0 and s.epoch == epochs[slot]:
-                        # The common reading (no decrease, same epoch) counts its increase whatever the
-                        # bound (``counters.advance``): inline, without working out a bound it ignores.
-                        raws[slot] = raw
-                        total = totals[slot] + up
-                        if elapsed > 0 and up / elapsed > peaks[slot]:
-                            peaks[slot] = up / elapsed
-                        if total <= counters.MAX64:
-                            totals[slot] = total
-                        else:
-                            self._demote(slot, counters.CounterTrack(raw, total, s.epoch, now, peaks[slot]))
-                            tracked = False
-                    else:
-                        track = counters.CounterTrack(
-                            raws[slot], totals[slot], epochs[slot], now, peaks[slot]
-                        )
-                        self._advance(device, s, track, elapsed)
-                        total = track.total
-                        if total <= counters.MAX64:
-                            raws[slot], totals[slot], epochs[slot], peaks[slot] = (
-                                track.last_raw,
-                                total,
-                                track.epoch,
-                                track.peak,
-                            )
-                        else:
-                            self._demote(slot, track)
-                            tracked = False
+        for samples, received_ns in runs:
+            for s in samples:
+                metric = s.metric
+                is_counter = _IS_COUNTER.get(metric)
+                if is_counter is None:
+                    is_counter = _IS_COUNTER[metric] = _spec(metric).is_counter
+                raw = s.raw
+                # The common valid readings pass inline; anything else is judged by ``_invalid``.
+                if not (
+                    (raw.__class__ is int and 0 <= raw <= counters.MAX64 and math.isfinite(s.scale))
+                    if is_counter
+                    else s.value.__class__ is float
+                ):
+                    problem = _invalid(s, is_counter)
+                    if problem is not None:
+                        self.invalid(device, source, problem, metric)
+                        continue
+                if s.labels is not run_labels:
+                    run_labels, row = s.labels, rows.get(s.labels)
+                    index = EMPTY_SHAPE.index if row is None else row.shape.index
+                pos = index.get(metric)
+                created = pos is None
+                if pos is None:
+                    row, slot = self._admit(device, row, target, s, source)
+                    if slot < 0:
+                        continue
+                    index = row.shape.index  # type: ignore[union-attr]
                 else:
-                    total = self._other_track(device, s, source, slot, now)
-                if s.scale == 1.0:
-                    value = exact = total
-                else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
-                    value, exact = total * s.scale, None
-            # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
-            if created or sources[slot] == code or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
-                if exact is not None and tracked:
-                    kind = EXACT  # the total column is the value
-                elif value.__class__ is float:
-                    kind, floats[slot] = FLOAT, value
+                    slot = row.slots[pos]  # type: ignore[union-attr]
+                n += 1
+                value: int | float
+                if raw is None:
+                    value = s.value
+                    exact, tracked = None, False
                 else:
-                    kind, held[slot] = HELD, value
-                if kinds[slot] == HELD and kind != HELD:
-                    del held[slot]
-                kinds[slot], updated[slot], sources[slot] = kind, now, code
-                if changes is not None:
+                    tracked = created or tracker[slot] == code  # this source's state is in the columns
                     if created:
-                        changes.new.append((slot, metric, row.full))  # type: ignore[union-attr]
+                        tracker[slot], totals[slot], raws[slot], epochs[slot] = code, raw, raw, s.epoch
+                        seen[slot], peaks[slot] = now, 0.0
+                        total = raw
+                    elif tracked:
+                        elapsed = now - seen[slot]
+                        seen[slot] = now
+                        up = raw - raws[slot]
+                        if up >= 0 and s.epoch == epochs[slot]:
+                            # The common reading (no decrease, same epoch) counts its increase whatever the
+                            # bound (``counters.advance``): inline, without working out a bound it ignores.
+                            raws[slot] = raw
+                            total = totals[slot] + up
+                            if elapsed > 0 and up / elapsed > peaks[slot]:
+                                peaks[slot] = up / elapsed
+                            if total <= counters.MAX64:
+                                totals[slot] = total
+                            else:
+                                self._demote(
+                                    slot, counters.CounterTrack(raw, total, s.epoch, now, peaks[slot])
+                                )
+                                tracked = False
+                        else:
+                            track = counters.CounterTrack(
+                                raws[slot], totals[slot], epochs[slot], now, peaks[slot]
+                            )
+                            self._advance(device, s, track, elapsed)
+                            total = track.total
+                            if total <= counters.MAX64:
+                                raws[slot], totals[slot], epochs[slot], peaks[slot] = (
+                                    track.last_raw,
+                                    total,
+                                    track.epoch,
+                                    track.peak,
+                                )
+                            else:
+                                self._demote(slot, track)
+                                tracked = False
                     else:
-                        changes.dirty.add(slot)
-            if archive is not None:
-                time_ns = s.time_ns if s.time_ns is not None else received_ns
-                archive.add(
-                    (time_ns, received_ns, device, source, metric, s.labels, row.link, float(value), exact)  # type: ignore[union-attr]
-                )
+                        total = self._other_track(device, s, source, slot, now)
+                    if s.scale == 1.0:
+                        value = exact = total
+                    else:  # a counter in other units (µs, ms): exported scaled, no exact integer in catalogue units
+                        value, exact = total * s.scale, None
+                # The first source to feed a series keeps it while it stays fresh (SNMP and gNMI may both read it).
+                if created or sources[slot] == code or now - updated[slot] > row.ttl:  # type: ignore[union-attr]
+                    if exact is not None and tracked:
+                        kind = EXACT  # the total column is the value
+                    elif value.__class__ is float:
+                        kind, floats[slot] = FLOAT, value
+                    else:
+                        kind, held[slot] = HELD, value
+                    if kinds[slot] == HELD and kind != HELD:
+                        del held[slot]
+                    kinds[slot], updated[slot], sources[slot] = kind, now, code
+                    if changes is not None:
+                        if created:
+                            changes.new.append((slot, metric, row.full))  # type: ignore[union-attr]
+                        else:
+                            changes.dirty.add(slot)
+                if archive is not None:
+                    time_ns = s.time_ns if s.time_ns is not None else received_ns
+                    link = row.link  # type: ignore[union-attr]
+                    archive.add(
+                        (time_ns, received_ns, device, source, metric, s.labels, link, float(value), exact)
+                    )
         return n
 
     def _advance(self, device: str, s: Sample, track: counters.CounterTrack, elapsed: float) -> None:
@@ -768,8 +781,8 @@ class Store:
             if self.changes is not None:
                 self.changes.dirty.add(series)
 
-    def observe(self, metric: str, full: FullLabels, value: float) -> None:
-        """Record one observation in a histogram."""
+    def observe(self, metric: str, full: FullLabels, *values: float) -> None:
+        """Record observations in a histogram."""
         family = self.families.setdefault(metric, {})
         series = family.get(full)
         if series is None:
@@ -778,8 +791,10 @@ class Store:
             family[full] = series
             if self.changes is not None:
                 self.changes.new.append((series, metric, full))
-        assert isinstance(series.value, Histogram)
-        series.value.observe(value)
+        histogram = series.value
+        assert isinstance(histogram, Histogram)
+        for value in values:
+            histogram.observe(value)
         if self.changes is not None:
             self.changes.dirty.add(series)
 

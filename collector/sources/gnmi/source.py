@@ -441,7 +441,11 @@ class GnmiSource:
 
     # -- responses -----------------------------------------------------------------------------------
     def ingest_batch(self, store: Store, items: list[Queued]) -> None:
-        """Parse, decode and ingest queued responses, folding them when they span over one interval."""
+        """Parse, decode and ingest queued responses, folding them when they span over one interval.
+
+        A batch's timing figures (backlog, clock offset, lag, pruning) are worked out once per batch, from
+        one pass over its notifications' timestamps, not once per response.
+        """
         if not items:
             return
         now = self.clock.monotonic()
@@ -452,7 +456,9 @@ class GnmiSource:
             except DecodeError:
                 # gRPC framed it, so the stream itself is fine: drop the one message, keep the stream.
                 store.invalid(self.device, SOURCE, "undecodable_message")
-        backlog = self._backlog(now - items[0][1], parsed)
+        # (timestamp, received) of each notification, skipped ones too (how late they were is the point)
+        stamps = [(resp.update.timestamp, received) for resp, received in parsed if resp.HasField("update")]
+        backlog = self._backlog(now - items[0][1], stamps)
         store.set("spanwatch_ingest_backlog_seconds", self._ds, backlog)
         self._worst_backlog = max(self._worst_backlog, backlog)
         self._least_backlog = min(self._least_backlog, backlog)
@@ -464,47 +470,60 @@ class GnmiSource:
             if skipped:
                 self._count_updates(store, skipped)
                 store.inc("spanwatch_coalesced_samples_total", self._ds, skipped)
-        pending: list[Sample] = []
+        pending: list[Sample] = []  # folded readings
+        runs: list[tuple[list[Sample], int]] = []  # the others, ingested in one call (its setup is per call)
 
-        def flush() -> None:
+        def flush() -> None:  # before a delete: what came before it lands first
+            if runs:
+                store.ingest_runs(self.device, SOURCE, runs)
+                runs.clear()
             self._fold(store, pending)
 
-        health = _BatchHealth()
+        updates = 0
         for resp, received in readings:
             try:
-                samples = self._decode(store, resp, received, flush=flush, health=health)
+                samples, count = self._decode(store, resp, flush)
             except DecodeError:  # a path new to the decoder that does not parse (``shallow``)
                 store.invalid(self.device, SOURCE, "undecodable_message")
                 continue
             except Exception as e:  # one bad update must not end the stream (issue 16)
                 store.invalid(self.device, SOURCE, "decode_error", type(e).__name__)
                 continue
+            updates += count
             if not samples:
                 continue
             if fold:
                 pending += samples
             else:
-                store.ingest(self.device, SOURCE, samples, received)
+                runs.append((samples, received))
+        if runs:
+            store.ingest_runs(self.device, SOURCE, runs)
         if pending:
             self._fold(store, pending, items[-1][2])
-        health.apply(self, store)
-        self._observe_lag(store, parsed)  # skipped responses too: how late they were is the point
+        if updates:
+            self._count_updates(store, updates)
+        if self.offset.estimate is not None and any(ts for ts, _ in stamps):
+            self._offset_seen(store, self.offset.estimate)
+        self._prune(store, now)
+        if stamps:
+            done = self.clock.time_ns()
+            lags = (max(done - (ts or received), 0) / 1e9 for ts, received in stamps)
+            store.observe("spanwatch_ingest_lag_seconds", self._ds, *lags)
 
-    def _backlog(self, waited: float, parsed: list[tuple[Any, int]]) -> float:
+    def _backlog(self, waited: float, stamps: list[tuple[int, int]]) -> float:
         """How far behind the stream is, seconds: the longest of how long the oldest queued response
         waited (``waited``), the device-time span of the batch, and how late a response was read after
         its timestamp. The last is where a backlog held upstream (grpc buffers, HTTP/2 flow control, the
         device's send queue) shows; it is net of the device clock's offset (the least delay of the last
-        minute and of this batch, ``ClockOffset``), so a skewed clock does not look like a backlog. (A
-        stream behind for all of the last minute then looks skewed instead: the lag histogram, which
-        is not corrected, still shows it.)
+        minute and of this batch, ``ClockOffset``, which this folds the batch's ``stamps`` into), so a
+        skewed clock does not look like a backlog. (A stream behind for all of the last minute then looks
+        skewed instead: the lag histogram, which is not corrected, still shows it.)
         """
         # the batch's device-time span, and its largest received - timestamp
         first: int | None = None
         last: int | None = None
         delay: int | None = None
-        for resp, received in parsed:
-            ts: int = resp.update.timestamp
+        for ts, received in stamps:
             if ts:
                 self.offset.observe(ts, received)
                 first = ts if first is None else min(first, ts)
@@ -548,40 +567,32 @@ class GnmiSource:
         if folded:
             store.inc("spanwatch_coalesced_samples_total", self._ds, folded)
 
-    def _observe_lag(self, store: Store, parsed: list[tuple[Any, int]]) -> None:
-        done = self.clock.time_ns()
-        for resp, received in parsed:
-            if resp.HasField("update"):
-                sent = resp.update.timestamp or received
-                store.observe("spanwatch_ingest_lag_seconds", self._ds, max(done - sent, 0) / 1e9)
-
     def handle(self, store: Store, resp: Any) -> None:
         """Fold one parsed ``SubscribeResponse`` into the store (replay tests and benchmarks)."""
         received = self.clock.time_ns()
-        samples = self._decode(store, shallow.response(resp), received)
+        samples, count = self._decode(store, shallow.response(resp))
+        if count:
+            self._count_updates(store, count)
+        if resp.HasField("update") and resp.update.timestamp:
+            self._offset_seen(store, self.offset.observe(resp.update.timestamp, received))
+        self._prune(store, self.clock.monotonic())
         if samples:
             store.ingest(self.device, SOURCE, samples, received)
 
     def _decode(
-        self,
-        store: Store,
-        resp: Any,
-        received: int,
-        flush: Callable[[], None] | None = None,
-        health: _BatchHealth | None = None,
-    ) -> list[Sample]:
-        """The samples of one response; deletes, invalid values and health are applied to ``store``.
+        self, store: Store, resp: Any, flush: Callable[[], None] | None = None
+    ) -> tuple[list[Sample], int]:
+        """The samples of one response, and how many updates it carried; deletes and invalid values are
+        applied to ``store``.
 
         Args:
             flush: called before a delete is applied, so readings folded ahead of it land first.
-            health: gathers the update count and clock offset of a batch, for ``store`` once at its end
-                (None: applied now).
         """
         self.responses += 1
         if not resp.HasField("update"):
             if resp.HasField("error"):  # deprecated in gNMI 0.7, still sent by old agents
                 log.warning("gnmi %s: target error: %s", self.device, resp.error.message)
-            return []
+            return [], 0
         n = resp.update
         try:
             samples, gone = self.decoder.notification(n)
@@ -596,20 +607,13 @@ class GnmiSource:
             flush()
         for metric, lbls in gone:
             store.forget(self.device, metric, lbls)
-        now = self.clock.monotonic()
+        return samples, len(n.update)
+
+    def _prune(self, store: Store, now: float) -> None:
+        """Let the decoder forget series the store expired, every ``PRUNE_SECONDS``."""
         if now - self._pruned >= PRUNE_SECONDS:
             self._pruned = now
             self.decoder.prune(lambda metric, lbls: store.holds(self.device, metric, lbls))
-        if health is None:
-            self._count_updates(store, len(n.update))
-            if n.timestamp:
-                offset = self._clock_offset(n.timestamp, received)
-                store.set("spanwatch_gnmi_clock_offset_seconds", self._dev, offset)
-            return samples
-        health.updates += len(n.update)
-        if n.timestamp:
-            health.offset = self._clock_offset(n.timestamp, received)
-        return samples
 
     def _count_updates(self, store: Store, count: int) -> None:
         """Count received updates, and while shed the ones the configured interval would have added."""
@@ -618,9 +622,9 @@ class GnmiSource:
         if self.factor > 1:
             store.inc("spanwatch_gnmi_shed_updates_total", self._dev, count * (self.factor - 1))
 
-    def _clock_offset(self, ts: int, received: int) -> float:
-        """Fold one timestamp into the clock offset, logging a skew once per excursion; the offset."""
-        offset = self.offset.observe(ts, received)
+    def _offset_seen(self, store: Store, offset: float) -> None:
+        """Export the clock offset estimate, logging a skew once per excursion."""
+        store.set("spanwatch_gnmi_clock_offset_seconds", self._dev, offset)
         skewed = abs(offset) > self.skew_warning
         if skewed and not self._skewed:
             log.warning(
@@ -629,24 +633,6 @@ class GnmiSource:
                 offset,
             )
         self._skewed = skewed
-        return offset
-
-
-class _BatchHealth:
-    """A batch's health figures, written once at its end rather than once per response (the store's
-    values after the batch are the same)."""
-
-    __slots__ = ("offset", "updates")
-
-    def __init__(self) -> None:
-        self.updates = 0  # updates of the responses decoded
-        self.offset: float | None = None  # the clock offset after the last timestamped one
-
-    def apply(self, source: GnmiSource, store: Store) -> None:
-        if self.updates:
-            source._count_updates(store, self.updates)
-        if self.offset is not None:
-            store.set("spanwatch_gnmi_clock_offset_seconds", source._dev, self.offset)
 
 
 def _largest_power_of_two(limit: float) -> int:
