@@ -571,10 +571,10 @@ class GnmiSource:
         """Fold one parsed ``SubscribeResponse`` into the store (replay tests and benchmarks)."""
         received = self.clock.time_ns()
         samples, count = self._decode(store, shallow.response(resp))
-        if count:
-            self._count_updates(store, count)
-        if resp.HasField("update") and resp.update.timestamp:
-            self._offset_seen(store, self.offset.observe(resp.update.timestamp, received))
+        if resp.HasField("update"):
+            self._count_updates(store, count)  # a notification without updates shows the counter at 0
+            if resp.update.timestamp:
+                self._offset_seen(store, self.offset.observe(resp.update.timestamp, received))
         self._prune(store, self.clock.monotonic())
         if samples:
             store.ingest(self.device, SOURCE, samples, received)
