@@ -90,7 +90,7 @@ class Histogram:
     def observe(self, value: float) -> None:
         """Count one observation."""
         i = bisect_left(self.bounds, value)  # the first bucket whose bound is >= value
-        if i < len(self.counts):
+        if i < len(self.counts) and value <= self.bounds[i]:  # NaN: in no bucket, as under the linear walk
             self.counts[i] += 1
         self.count += 1
         self.sum += value

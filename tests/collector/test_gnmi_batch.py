@@ -132,8 +132,9 @@ def test_ingest_runs_is_ingest_once_per_run(runs: list[tuple[list[Sample], int]]
     assert stores[0] == stores[1]
 
 
-@given(st.lists(st.floats(allow_nan=False), max_size=30))
-@example([0.005, 0.01, 1.0, 10.0, 10.000001, -1.0])  # on a bound, past the last, below the first
+@given(st.lists(st.floats(allow_nan=False) | st.just(float("nan")), max_size=30))
+# on a bound, past the last, below the first, none
+@example([0.005, 0.01, 1.0, 10.0, 10.000001, -1.0, float("nan")])
 def test_a_histogram_buckets_a_value_under_the_first_bound_at_or_above_it(values: list[float]) -> None:
     bounds = (0.005, 0.01, 0.1, 1.0, 10.0)
     histogram = Histogram(bounds)
