@@ -6,13 +6,22 @@ would leave its half-started processes' handles behind. Then the tests are expec
 The probe passing does not promise the next start (CI, 2026-12-04: the probe started, then the module's own
 ``ray.init`` timed out waiting for its GCS port file and left a process whose handle warned in a later
 test): a failed start here is shut down, tried once more, then the tests are expected failures too.
+
+``ray.shutdown()`` kills the processes it started and waits at most a second for each (ray's
+``Node._kill_process_impl``); on a loaded machine one is left unreaped, and its ``Popen`` handle warns
+(``ResourceWarning: subprocess ... is still running``) whenever the garbage collector meets it, which
+pytest raised in the setup of the next module's first test (CI, 2026-12-07). So each shutdown
+and a garbage collection right after it run with that warning ignored, as ``analyzer.distributed.start_local`` does.
 """
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,10 +40,17 @@ def ray_session() -> Iterator[None]:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
             break
         except (RuntimeError, ConnectionError, TimeoutError) as e:
-            ray.shutdown()  # the half-started processes go with their handles
+            _shut_down(ray)  # the half-started processes go with their handles
             if attempt == 2:
                 pytest.xfail(f"a local Ray did not start on this machine twice: {e}")
     try:
         yield
     finally:
+        _shut_down(ray)
+
+
+def _shut_down(ray: Any) -> None:
+    with warnings.catch_warnings():  # the killed processes' handles (module docstring)
+        warnings.simplefilter("ignore", ResourceWarning)
         ray.shutdown()
+        gc.collect()

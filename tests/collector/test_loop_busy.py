@@ -56,7 +56,8 @@ async def test_each_measure_alone_sees_a_working_loop(tmp_path: Path) -> None:
     schedstat counts it too. Their shares of the wall time are bounded by the CPU the machine gives the
     thread, not by a fixed figure: on a loaded host the thread is also descheduled, and the selector measure
     counts a preemption at ``select``'s return (the kernel's preemption point) as waiting, its stated blind
-    spot (0.58 in a CI run beside a busy test suite); schedstat counts the wait for a CPU as busy.
+    spot (0.58 in a CI run beside a busy test suite); schedstat counts the wait for a CPU as busy, but a wait
+    for the GIL as sleep (0.62 in a CI run beside other tests' threads), so neither has a fixed floor.
     """
     no_schedstat = LoopBusy(asyncio.get_running_loop(), schedstat=str(tmp_path / "absent"))
 
@@ -73,7 +74,6 @@ async def test_each_measure_alone_sees_a_working_loop(tmp_path: Path) -> None:
     no_schedstat.close()
     assert shares[0] is not None and shares[0] >= computed - TICK_SHARE
     assert shares[1] is not None and shares[1] >= computed - TICK_SHARE
-    assert shares[1] > 0.8  # on a CPU or waiting for one: not waiting for I/O, however busy the machine
 
 
 def test_nothing_to_read_is_not_measured(tmp_path: Path) -> None:
