@@ -10,8 +10,8 @@ test): a failed start here is shut down, tried once more, then the tests are exp
 ``ray.shutdown()`` kills the processes it started and waits at most a second for each (ray's
 ``Node._kill_process_impl``); on a loaded machine one is left unreaped, and its ``Popen`` handle warns
 (``ResourceWarning: subprocess ... is still running``) whenever the garbage collector meets it, which
-pytest raised in the setup of the next module's first test (CI, 2026-12-07). So each shutdown
-and a garbage collection right after it run with that warning ignored, as ``analyzer.distributed.start_local`` does.
+pytest raised in the setup of the next module's first test (CI, 2026-12-07). So each shutdown and a
+garbage collection right after it run with that warning ignored, as ``distributed.start_local`` does.
 """
 
 from __future__ import annotations
