@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from collector.contracts.catalog import SERIES_LABELS
 
@@ -76,3 +77,32 @@ def counter(
 def gauge(metric: str, lbls: Labels, value: float, time_ns: int | None = None) -> Sample:
     """A gauge sample."""
     return Sample(metric, lbls, value, time_ns=time_ns)
+
+
+class SeriesHandle:
+    """A series a source names again and again (a gNMI path's counter), with a place where the store
+    remembers where the series is (``Store.ingest_runs``): a reading through it skips the validity checks
+    and lookups a ``Sample`` needs. Only the store reads or writes ``slot``, ``row`` and ``token``.
+    """
+
+    __slots__ = ("labels", "metric", "row", "slot", "token")
+
+    def __init__(self, metric: str, lbls: Labels) -> None:
+        self.metric = metric
+        self.labels = lbls
+        self.slot = -1
+        self.row: Any = None  # the store's ``Row`` of the series
+        self.token: object = None  # the store's layout token when ``slot`` was remembered
+
+
+CounterReading = tuple[SeriesHandle, int, Hashable, "int | None"]
+"""A reading of an unscaled 64-bit counter as ``(handle, raw, epoch, time_ns)``: what a ``Sample`` with
+``raw``, ``width`` 64 and ``scale`` 1 says, in a tuple (a source's hot path builds one per update)."""
+
+
+def sample_of(reading: Sample | CounterReading) -> Sample:
+    """A reading as a ``Sample``."""
+    if isinstance(reading, Sample):
+        return reading
+    handle, raw, epoch, time_ns = reading
+    return Sample(handle.metric, handle.labels, float(raw), raw, 64, epoch, time_ns)

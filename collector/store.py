@@ -37,7 +37,7 @@ from collector import counters
 from collector.clock import Clock, SystemClock
 from collector.contracts.catalog import CATALOG, HISTOGRAM_BUCKETS, POLL_DURATION_BUCKETS, MetricSpec
 from collector.lograte import RateLimitedLog
-from collector.model import ArchiveRow, Labels, Sample
+from collector.model import ArchiveRow, CounterReading, Labels, Sample, SeriesHandle, sample_of
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -264,6 +264,9 @@ class Store:
         self._peak = array("d")
         self._others: dict[int, dict[str, counters.CounterTrack]] = {}
         self._free: list[int] = []
+        # Replaced whenever a slot is released: a ``SeriesHandle`` trusts the slot it remembers only while
+        # it holds the current token (a released slot may be reused by another series).
+        self._layout = object()
         self._releasing: list[int] = []  # slots gone since the last relay frame: reused after it
         self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
         self._device_pairs: dict[str, tuple[str, str]] = {}
@@ -290,17 +293,27 @@ class Store:
         self._device_pairs.pop(device, None)
 
     # -- device data ----------------------------------------------------------------------------
-    def ingest(self, device: str, source: str, samples: Iterable[Sample], received_ns: int) -> int:
+    def ingest(
+        self, device: str, source: str, samples: Iterable[Sample | CounterReading], received_ns: int
+    ) -> int:
         """Fold readings of ``device`` received at ``received_ns`` into the store and the archive
         (``ingest_runs``)."""
         return self.ingest_runs(device, source, ((samples, received_ns),))
 
-    def ingest_runs(self, device: str, source: str, runs: Iterable[tuple[Iterable[Sample], int]]) -> int:
+    def ingest_runs(
+        self, device: str, source: str, runs: Iterable[tuple[Iterable[Sample | CounterReading], int]]
+    ) -> int:
         """Fold readings of ``device`` into the store and the archive.
 
         ``runs`` are the readings with the time they were received (Unix ns: the archive's
         ``received_ns``), one pair per message: a gNMI batch is one call, not one per response, since
         the call's setup costs as much as a few readings.
+
+        A reading is a ``Sample`` or a ``CounterReading``. The store remembers a counter reading's series
+        in its handle, so the next reading of that series that only adds to it (the same source, the
+        same epoch, no decrease: a counter's steady state) is a few column writes: no validity checks
+        (a 64-bit unsigned integer needs none), no row or slot lookups, no ``Sample``. Anything else goes
+        the general way, as a ``Sample``.
 
         When two sources (SNMP and gNMI) feed the same series, the one that feeds it first keeps it while
         it stays fresh; the other's readings are archived (with their ``source``) but not exported.
@@ -329,8 +342,48 @@ class Store:
         run_labels: Labels | None = None
         row: Row | None = None
         index: Mapping[str, int] = {}  # the row's metric -> slot position
-        for samples, received_ns in runs:
-            for s in samples:
+        layout = self._layout
+        s: Sample
+        handle: SeriesHandle | None
+        for readings, received_ns in runs:
+            for reading in readings:
+                if reading.__class__ is tuple:
+                    handle, reading_raw, epoch, time_ns = reading
+                    slot = handle.slot
+                    if (
+                        handle.token is layout
+                        and tracker[slot] == code
+                        and sources[slot] == code
+                        and epoch == epochs[slot]
+                    ):
+                        up = reading_raw - raws[slot]
+                        total = totals[slot] + up
+                        if up >= 0 and total <= counters.MAX64:  # as the general way's common reading
+                            elapsed = now - seen[slot]
+                            if elapsed > 0 and up / elapsed > peaks[slot]:
+                                peaks[slot] = up / elapsed
+                            seen[slot], raws[slot], totals[slot], updated[slot] = now, reading_raw, total, now
+                            n += 1
+                            if changes is not None:
+                                changes.dirty.add(slot)
+                            if archive is not None:
+                                archive.add(
+                                    (
+                                        received_ns if time_ns is None else time_ns,
+                                        received_ns,
+                                        device,
+                                        source,
+                                        handle.metric,
+                                        handle.labels,
+                                        handle.row.link,
+                                        float(total),
+                                        total,
+                                    )
+                                )
+                            continue
+                    s = sample_of(reading)
+                else:
+                    handle, s = None, reading  # type: ignore[assignment]
                 metric = s.metric
                 is_counter = _IS_COUNTER.get(metric)
                 if is_counter is None:
@@ -358,6 +411,8 @@ class Store:
                     index = row.shape.index  # type: ignore[union-attr]
                 else:
                     slot = row.slots[pos]  # type: ignore[union-attr]
+                if handle is not None:
+                    handle.slot, handle.row, handle.token = slot, row, self._layout
                 n += 1
                 value: int | float
                 if raw is None:
@@ -550,6 +605,7 @@ class Store:
 
     def _release(self, slot: int) -> None:
         """Free a removed series' slot (after the next relay frame in a worker: its id may be sent)."""
+        self._layout = object()
         if self._kind[slot] == HELD:
             del self._held[slot]
         self._kind[slot] = FLOAT

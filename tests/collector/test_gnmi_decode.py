@@ -7,8 +7,11 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
+from collector.model import sample_of
 from collector.sources.gnmi.client import make_path
 from collector.sources.gnmi.decode import Decoder, JsonDoc, decode_value, flatten_json, normalise, number
 from collector.sources.gnmi.paths import combined_table, load_set
@@ -305,3 +308,70 @@ def test_series_beyond_the_cap_are_counted_not_decoded_until_the_store_frees_roo
     d.prune(lambda metric, lbls: metric == "dci_interface_receive_bytes_total")
     (sample,) = d.notification(flood)[0]
     assert sample.labels == (("interface", "Et2"),) and d.over_cap == 2
+
+
+_LEAVES = ("in-octets", "out-pkts", "last-clear", "../oper-status", "../unmapped-leaf")
+_VALUES = st.one_of(
+    st.builds(lambda v: tv(uint_val=v), st.integers(0, 2**64 - 1)),
+    st.builds(lambda v: tv(uint_val=v), st.integers(0, 3)),  # 0: an unset oneof member reads 0 too
+    st.builds(lambda v: tv(string_val=v), st.sampled_from(["12", "UP", "DOWN", "x", "1.5"])),
+    st.builds(lambda v: tv(int_val=v), st.integers(-5, 5)),
+    st.builds(lambda v: tv(bool_val=v), st.booleans()),
+    st.builds(lambda v: tv(double_val=v), st.floats(allow_nan=True)),
+    st.just(tv()),
+)
+_NOTIFICATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["Et1", "Et2"]),
+        st.dictionaries(st.sampled_from(_LEAVES), _VALUES, max_size=len(_LEAVES)),
+        st.booleans(),  # a delete of Et1 in the same notification
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_NOTIFICATIONS)
+def test_counter_readings_through_handles_are_the_samples_a_plain_decoder_gives(
+    notifications: list[tuple[str, dict[str, Any], bool]],
+) -> None:
+    """A decoder with ``handles`` says the same as one without, a plain counter's reading in a tuple that
+    names its series' handle, the same handle for the series each time its path comes again."""
+    table = combined_table([load_set("interfaces")])
+    plain, handled = Decoder(table), Decoder(table, handles=True)
+    handles: dict[tuple[str, Any], Any] = {}
+    for interface, updates, delete in notifications:
+        deletes = ("/interfaces/interface[name=Et1]",) if delete else ()
+        n = notif(f"/interfaces/interface[name={interface}]/state/counters", updates, deletes=deletes)
+        expected, expected_gone = plain.notification(n)
+        readings, gone = handled.notification(n)
+        assert repr([sample_of(r) for r in readings]) == repr(expected)  # repr: NaN values are equal
+        assert gone == expected_gone
+        for r in readings:
+            if isinstance(r, tuple):
+                handle = r[0]
+                assert handles.setdefault((handle.metric, handle.labels), handle) is handle or delete
+
+
+@pytest.mark.parametrize("handles", [False, True])
+@pytest.mark.parametrize(
+    ("val", "raw"),
+    [
+        (tv(uint_val=0), 0),
+        (tv(uint_val=7), 7),
+        (tv(string_val="12"), 12),
+        (tv(bool_val=True), 1),
+        (tv(int_val=5), 5),
+    ],
+)
+def test_a_counter_sent_in_another_kind_than_uint_is_read_as_its_number(
+    val: Any, raw: int, handles: bool
+) -> None:
+    """The counters' inline path reads ``uint_val``, which is 0 when another kind is set: it must not
+    take that 0 for the value."""
+    d = Decoder(combined_table([load_set("interfaces")]), handles=handles)
+    n = notif("/interfaces/interface[name=Et1]/state/counters", {"in-octets": val})
+    for _ in range(2):  # the path is new, then decided
+        (reading,) = d.notification(n)[0]
+        assert sample_of(reading).raw == raw

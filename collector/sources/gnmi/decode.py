@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from collector.model import Labels, Sample
+from collector.model import CounterReading, Labels, Sample, SeriesHandle
 from collector.sources.gnmi import shallow
 from collector.sources.gnmi.paths import Elem, PathTable, Rule, strip_module
 
@@ -213,20 +213,26 @@ def is_under(path: list[Elem], top: list[Elem]) -> bool:
 
 
 # -- the decoder -----------------------------------------------------------------------------------
-@dataclass(slots=True)
-class _Leaf:
-    """A cached decision for one path: what its updates become (the rule's fields copied for speed)."""
+class _Leaf(SeriesHandle):
+    """A cached decision for one path: what its updates become (the rule's fields copied for speed).
 
-    rule: Rule
-    labels: Labels
-    epoch_key: tuple[object, ...] | None
-    path: list[Elem]
-    metric: str = ""
-    plain_counter: bool = False  # a counter in wire units: the integer goes to the store as is
+    It is also its series' handle (``SeriesHandle``): a counter's reading through it goes to the store as
+    a ``CounterReading``.
+    """
 
-    def __post_init__(self) -> None:
-        self.metric = self.rule.metric
-        self.plain_counter = self.rule.counter and self.rule.scale == 1.0
+    __slots__ = ("epoch_key", "rule")
+
+    def __init__(self, rule: Rule, lbls: Labels, epoch_key: tuple[object, ...] | None) -> None:
+        super().__init__(rule.metric, lbls)
+        self.rule = rule
+        self.epoch_key = epoch_key
+
+
+class _PlainCounter(_Leaf):
+    """A counter in wire units (the integer goes to the store as is): the common update, a class of its
+    own so that the hot loop tells it by one check."""
+
+    __slots__ = ()
 
 
 _NOMATCH = object()
@@ -234,10 +240,18 @@ _OVER_CAP = object()  # the path maps to a new series while the device is at its
 
 
 class Decoder:
-    """Turns one device's notifications into samples and deletes, remembering decisions per path."""
+    """Turns one device's notifications into samples and deletes, remembering decisions per path.
 
-    def __init__(self, table: PathTable, max_series: int | None = None) -> None:
+    Args:
+        table: the device's path rules.
+        max_series: the target's series cap (None: none).
+        handles: a plain counter's reading comes out as a ``CounterReading`` through its path's series
+            handle, not as a ``Sample``: what ``Store.ingest_runs`` takes fastest (the source's stream).
+    """
+
+    def __init__(self, table: PathTable, max_series: int | None = None, handles: bool = False) -> None:
         self.table = table
+        self.handles = handles
         # The target's series cap: series beyond it are neither remembered nor decoded, only counted in
         # ``over_cap`` (the store would drop them anyway; remembering them first is what cost memory).
         self.max_series = max_series
@@ -252,11 +266,12 @@ class Decoder:
         self._labels: dict[Labels, Labels] = {}  # the cached decisions' label sets, one object each
         self.invalid: list[str] = []  # reasons of values dropped while decoding; the source drains it
 
-    def notification(self, n: Any) -> tuple[list[Sample], list[tuple[str, Labels]]]:
+    def notification(self, n: Any) -> tuple[list[Sample | CounterReading], list[tuple[str, Labels]]]:
         """Decode one ``Notification`` (a ``shallow`` one; a ``gnmi_pb2`` one is converted first).
 
         Returns:
-            the samples (time_ns = the notification timestamp) and the series its deletes remove.
+            the readings (time_ns = the notification timestamp: ``Sample``s, and ``CounterReading``s when
+            the decoder gives ``handles``) and the series its deletes remove.
 
         Raises:
             google.protobuf.message.DecodeError: a path new to the decoder is not a ``Path``.
@@ -315,7 +330,7 @@ class Decoder:
             pb: bytes = u.path
             leaf = sub.get(pb)
             if leaf is not _NOMATCH and (
-                leaf.__class__ is not _Leaf or not leaf.rule.counter or leaf.rule.is_epoch
+                not isinstance(leaf, _Leaf) or not leaf.rule.counter or leaf.rule.is_epoch
             ):
                 return None
             key.append(pb)
@@ -323,51 +338,48 @@ class Decoder:
 
     def _updates(
         self, sub: dict[bytes, Any], pkey: bytes, updates: Any, ts: int | None
-    ) -> tuple[list[Sample], list[tuple[_Leaf, Any]], bool]:
+    ) -> tuple[list[Sample | CounterReading], list[tuple[_Leaf, Any]], bool]:
         """Decode the updates of one notification (the hot loop).
 
         Returns:
-            samples, JSON-derived leaves still to convert, and whether a reset marker changed after
+            readings, JSON-derived leaves still to convert, and whether a reset marker changed after
             counters were decoded.
         """
-        out: list[Sample] = []
+        out: list[Sample | CounterReading] = []
         append = out.append
         deferred: list[tuple[_Leaf, Any]] = []
         epochs = self._epochs
+        handles = self.handles
         late = False
         for u in updates:
             pb = u.path
             leaf: Any = sub.get(pb)
-            if leaf is None:
+            if leaf.__class__ is _PlainCounter:  # the common case, inline
+                val = u.val
+                raw = val.uint_val
+                # an unset oneof member reads 0, so a non-zero uint_val is the value set
+                if raw or val.WhichOneof("value") == "uint_val":
+                    key = leaf.epoch_key
+                    epoch = None if key is None else epochs.get(key)
+                    append(
+                        (leaf, raw, epoch, ts)
+                        if handles
+                        else Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts)
+                    )
+                    continue
+            elif leaf is None:
                 leaf = self._resolve(pkey, pb)
                 if leaf is not _OVER_CAP or self._remember_over_cap():
                     sub[pb] = leaf
             if leaf is _NOMATCH:
                 continue  # an unmapped path: its value is never read
             val = u.val
-            if leaf.__class__ is not _Leaf:
+            if not isinstance(leaf, _Leaf):
                 if leaf is _OVER_CAP:
                     self.over_cap += 1
                 else:  # the path only maps when the value is a JSON document
                     self._json(leaf, val, deferred)
                 continue
-            if leaf.plain_counter:  # the common case, inline
-                raw = val.uint_val
-                # an unset oneof member reads 0, so a non-zero uint_val is the value set
-                if raw or val.WhichOneof("value") == "uint_val":
-                    key = leaf.epoch_key
-                    append(
-                        Sample(
-                            leaf.metric,
-                            leaf.labels,
-                            float(raw),
-                            raw,
-                            64,
-                            None if key is None else epochs.get(key),
-                            ts,
-                        )
-                    )
-                    continue
             try:
                 scalar = _scalar(val)
             except BadJson:
@@ -430,7 +442,8 @@ class Decoder:
         # One tuple per label set, shared by its leaves: the store recognises an interface's next
         # counter by identity instead of hashing its labels again.
         lbls = self._labels.setdefault(lbls, lbls)
-        return _Leaf(rule, lbls, rule.epoch_key(elems), elems)
+        plain = rule.counter and rule.scale == 1.0
+        return (_PlainCounter if plain else _Leaf)(rule, lbls, rule.epoch_key(elems))
 
     def _maps_below(self, elems: list[Elem]) -> bool:
         n = len(elems)
@@ -507,7 +520,7 @@ def _sample(
             # No integer to track: the store drops it and counts it (spanwatch_invalid_values_total).
             return Sample(leaf.metric, leaf.labels, x, None, 64, epoch, ts, rule.scale)
         raw = int(x)
-        if leaf.plain_counter:
+        if leaf.__class__ is _PlainCounter:
             return Sample(leaf.metric, leaf.labels, float(raw), raw, 64, epoch, ts)
         # a counter in other units (µs -> s): the store tracks the integers, exports scaled
         return Sample(leaf.metric, leaf.labels, raw * rule.scale, raw, 64, epoch, ts, rule.scale)

@@ -69,7 +69,7 @@ from collector.clock import Clock, SystemClock
 from collector.coalesce import coalesce
 from collector.config import GnmiConfig
 from collector.errors import ConfigError, MappingError
-from collector.model import Sample
+from collector.model import CounterReading, Sample, sample_of
 from collector.sources.gnmi import shallow
 from collector.sources.gnmi.client import (
     ENCODINGS,
@@ -182,7 +182,7 @@ class GnmiSource:
         self.permanent_retry = permanent_retry
         self.skew_warning = skew_warning
         self.channel_factory = channel_factory or open_channel
-        self.decoder = Decoder(combined_table(self.sets), max_series)
+        self.decoder = Decoder(combined_table(self.sets), max_series, handles=True)
         self.offset = ClockOffset()
         self.status = "idle"
         self.responses = 0  # SubscribeResponses handled (tests wait on it)
@@ -471,7 +471,8 @@ class GnmiSource:
                 self._count_updates(store, skipped)
                 store.inc("spanwatch_coalesced_samples_total", self._ds, skipped)
         pending: list[Sample] = []  # folded readings
-        runs: list[tuple[list[Sample], int]] = []  # the others, ingested in one call (its setup is per call)
+        # the others, ingested in one call (its setup is per call)
+        runs: list[tuple[list[Sample | CounterReading], int]] = []
 
         def flush() -> None:  # before a delete: what came before it lands first
             if runs:
@@ -493,7 +494,7 @@ class GnmiSource:
             if not samples:
                 continue
             if fold:
-                pending += samples
+                pending += map(sample_of, samples)  # ``coalesce`` compares them as samples
             else:
                 runs.append((samples, received))
         if runs:
@@ -581,7 +582,7 @@ class GnmiSource:
 
     def _decode(
         self, store: Store, resp: Any, flush: Callable[[], None] | None = None
-    ) -> tuple[list[Sample], int]:
+    ) -> tuple[list[Sample | CounterReading], int]:
         """The samples of one response, and how many updates it carried; deletes and invalid values are
         applied to ``store``.
 
