@@ -264,9 +264,10 @@ class Store:
         self._peak = array("d")
         self._others: dict[int, dict[str, counters.CounterTrack]] = {}
         self._free: list[int] = []
-        # Replaced whenever a slot is released: a ``SeriesHandle`` trusts the slot it remembers only while
-        # it holds the current token (a released slot may be reused by another series).
-        self._layout = object()
+        # device -> a token replaced whenever one of its slots is released: a ``SeriesHandle`` trusts the
+        # slot it remembers only while it holds its device's current token (a released slot may be reused
+        # by another series, and a handle read under another device names another series).
+        self._layouts: dict[str, object] = {}
         self._releasing: list[int] = []  # slots gone since the last relay frame: reused after it
         self._count: dict[str, int] = {}  # device -> its device series (the cap's count)
         self._device_pairs: dict[str, tuple[str, str]] = {}
@@ -291,6 +292,7 @@ class Store:
         self._rows.pop(device, None)
         self._count.pop(device, None)
         self._device_pairs.pop(device, None)
+        self._layouts.pop(device, None)
 
     # -- device data ----------------------------------------------------------------------------
     def ingest(
@@ -342,7 +344,9 @@ class Store:
         run_labels: Labels | None = None
         row: Row | None = None
         index: Mapping[str, int] = {}  # the row's metric -> slot position
-        layout = self._layout
+        layout = self._layouts.get(device)
+        if layout is None:
+            layout = self._layouts[device] = object()
         s: Sample
         handle: SeriesHandle | None
         for readings, received_ns in runs:
@@ -412,7 +416,7 @@ class Store:
                 else:
                     slot = row.slots[pos]  # type: ignore[union-attr]
                 if handle is not None:
-                    handle.slot, handle.row, handle.token = slot, row, self._layout
+                    handle.slot, handle.row, handle.token = slot, row, layout
                 n += 1
                 value: int | float
                 if raw is None:
@@ -605,7 +609,6 @@ class Store:
 
     def _release(self, slot: int) -> None:
         """Free a removed series' slot (after the next relay frame in a worker: its id may be sent)."""
-        self._layout = object()
         if self._kind[slot] == HELD:
             del self._held[slot]
         self._kind[slot] = FLOAT
@@ -685,6 +688,7 @@ class Store:
         del row.slots[pos]
         row.shape = _shape(shape.metrics[:pos] + shape.metrics[pos + 1 :])
         device = cast(str, row.owner)
+        self._layouts[device] = object()  # its handles find their series again
         left = self._count.get(device, 1) - 1
         if left > 0:
             self._count[device] = left

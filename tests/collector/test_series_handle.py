@@ -156,6 +156,16 @@ def test_a_released_slot_reused_by_another_series_is_not_written_through_an_old_
     store.ingest("d", "gnmi", [(handle, 10, None, None)], 0)
     store.forget("d", *rx)
     store.ingest("d", "gnmi", [sample_of((SeriesHandle(*tx), 1000, None, None))], 0)  # takes rx's slot
-    store.ingest("d", "gnmi", [(handle, 12, None, None)], 0)  # rx again: a new series from 12
+    store.ingest("d", "gnmi", [(handle, 2000, None, None)], 0)  # rx again (as an increase of tx's 1000)
     assert store.value(tx[0], (("device", "d"), *tx[1])) == 1000
-    assert store.value(rx[0], (("device", "d"), *rx[1])) == 12
+    assert store.value(rx[0], (("device", "d"), *rx[1])) == 2000
+
+
+def test_a_handle_read_under_another_device_names_that_device_series() -> None:
+    rx = SERIES[0]
+    handle = SeriesHandle(*rx)
+    store = Store(_Clock())  # type: ignore[arg-type]
+    for device, raw in (("d", 10), ("d", 15), ("e", 100), ("e", 120), ("d", 20)):
+        store.ingest(device, "gnmi", [(handle, raw, None, None)], 0)
+    assert store.value(rx[0], (("device", "d"), *rx[1])) == 20
+    assert store.value(rx[0], (("device", "e"), *rx[1])) == 120

@@ -220,12 +220,16 @@ class _Leaf(SeriesHandle):
     a ``CounterReading``.
     """
 
-    __slots__ = ("epoch_key", "rule")
+    __slots__ = ("epoch", "epoch_key", "rule")
 
-    def __init__(self, rule: Rule, lbls: Labels, epoch_key: tuple[object, ...] | None) -> None:
+    def __init__(
+        self, rule: Rule, lbls: Labels, epoch_key: tuple[object, ...] | None, epoch: list[int | None] | None
+    ) -> None:
         super().__init__(rule.metric, lbls)
         self.rule = rule
         self.epoch_key = epoch_key
+        # the epoch of the reset marker that governs it (``Decoder._epochs``), or None when none does
+        self.epoch = epoch
 
 
 class _PlainCounter(_Leaf):
@@ -261,7 +265,9 @@ class Decoder:
         self._cache: dict[bytes, dict[bytes, Any]] = {}
         self._size = 0
         self._markers: dict[Any, object] = {}  # epoch key -> the reset marker's last value
-        self._epochs: dict[Any, int] = {}  # epoch key -> how many times that marker changed
+        # epoch key -> [how many times that marker changed, or None before the first change]: one cell per
+        # marker that its leaves share, so a counter reads its epoch without hashing the key
+        self._epochs: dict[Any, list[int | None]] = {}
         self._live: dict[tuple[str, Labels], list[Elem]] = {}  # series seen -> path, for deletes
         self._labels: dict[Labels, Labels] = {}  # the cached decisions' label sets, one object each
         self.invalid: list[str] = []  # reasons of values dropped while decoding; the source drains it
@@ -293,12 +299,11 @@ class Decoder:
             del self.invalid[dropped:]  # counted again by the second pass
             out, deferred, _ = self._updates(sub, pkey, n.update, ts)
         if deferred:
-            epochs = self._epochs
             for leaf, value in deferred:
                 if leaf.rule.is_epoch:
                     self._marker(leaf.epoch_key, value)
             for leaf, value in deferred:
-                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, epochs, self.invalid)
+                sample = None if leaf.rule.is_epoch else _sample(leaf, value, ts, self.invalid)
                 if sample is not None:
                     out.append(sample)
         if self._size > _MAX_CACHE:
@@ -348,7 +353,6 @@ class Decoder:
         out: list[Sample | CounterReading] = []
         append = out.append
         deferred: list[tuple[_Leaf, Any]] = []
-        epochs = self._epochs
         handles = self.handles
         late = False
         for u in updates:
@@ -359,8 +363,8 @@ class Decoder:
                 raw = val.uint_val
                 # an unset oneof member reads 0, so a non-zero uint_val is the value set
                 if raw or val.WhichOneof("value") == "uint_val":
-                    key = leaf.epoch_key
-                    epoch = None if key is None else epochs.get(key)
+                    cell = leaf.epoch
+                    epoch = None if cell is None else cell[0]
                     append(
                         (leaf, raw, epoch, ts)
                         if handles
@@ -389,7 +393,7 @@ class Decoder:
                 if self._marker(leaf.epoch_key, scalar):
                     late = late or bool(out)
                 continue
-            sample = _sample(leaf, scalar, ts, epochs, self.invalid)
+            sample = _sample(leaf, scalar, ts, self.invalid)
             if sample is not None:
                 out.append(sample)
         return out, deferred, late
@@ -408,7 +412,9 @@ class Decoder:
         self._markers[key] = value
         if old is _NOMATCH:
             return False  # the baseline (see the module docstring)
-        self._epochs[key] = self._epochs.get(key, 0) + 1
+        cell = self._epoch_cell(key)
+        if cell is not None:
+            cell[0] = (cell[0] or 0) + 1
         return True
 
     def _remember_over_cap(self) -> bool:
@@ -443,7 +449,19 @@ class Decoder:
         # counter by identity instead of hashing its labels again.
         lbls = self._labels.setdefault(lbls, lbls)
         plain = rule.counter and rule.scale == 1.0
-        return (_PlainCounter if plain else _Leaf)(rule, lbls, rule.epoch_key(elems))
+        key = rule.epoch_key(elems)
+        epoch = None if key is None or rule.is_epoch else self._epoch_cell(key)
+        return (_PlainCounter if plain else _Leaf)(rule, lbls, key, epoch)
+
+    def _epoch_cell(self, key: Any) -> list[int | None] | None:
+        """The epoch cell of a reset marker, or None past one per series (as ``_marker``): its counters
+        then carry no epoch, and a reset shows by their decrease alone."""
+        cell = self._epochs.get(key)
+        if cell is None:
+            if self.max_series is not None and len(self._epochs) >= self.max_series:
+                return None
+            cell = self._epochs[key] = [None]
+        return cell
 
     def _maps_below(self, elems: list[Elem]) -> bool:
         n = len(elems)
@@ -505,9 +523,7 @@ def _scalar(val: Any) -> Any:
     return decode_value(val)
 
 
-def _sample(
-    leaf: _Leaf, value: Any, ts: int | None, epochs: dict[Any, int], invalid: list[str]
-) -> Sample | None:
+def _sample(leaf: _Leaf, value: Any, ts: int | None, invalid: list[str]) -> Sample | None:
     """The sample of one leaf's value; None when it is no number, its reason appended to ``invalid``."""
     rule = leaf.rule
     x = number(value, rule.values)
@@ -515,7 +531,7 @@ def _sample(
         invalid.append(_unreadable(value, rule.values))
         return None
     if rule.counter:
-        epoch = epochs.get(leaf.epoch_key) if leaf.epoch_key is not None else None
+        epoch = None if leaf.epoch is None else leaf.epoch[0]
         if isinstance(x, float) and not math.isfinite(x):
             # No integer to track: the store drops it and counts it (spanwatch_invalid_values_total).
             return Sample(leaf.metric, leaf.labels, x, None, 64, epoch, ts, rule.scale)
