@@ -9,7 +9,7 @@ warm: the steady state of a stream) on the same serialised stream:
 - path -> catalogue mapping: the decoder's per-prefix, per-path decision lookup;
 - value decode: the rest of ``Decoder.notification`` (typed values to ``Sample``s);
 - source bookkeeping: the rest of ``GnmiSource.ingest_batch`` (backlog, lag, counts, clock offset);
-- store ingest: ``Store.ingest`` of the decoded samples;
+- store ingest: ``Store.ingest`` of the decoded readings (``CounterReading``s through series handles);
 - relay: what a worker's change log adds to ingest, its frame and pickling per relay tick, and the
   supervisor's ``Mirror.apply`` of it;
 - archive rows: what the archive sink adds to ingest, and the Parquet flush per row.
@@ -141,6 +141,9 @@ def in_process(blobs: list[bytes], interfaces: int, per_note: int, repeat: int) 
     decoder = source.decoder
     for batch in queued:
         source.ingest_batch(plain, batch)
+    # The readings: a plain counter's names its series' handle, which remembers one store (and device) at a
+    # time, so the first pass into another store below takes the general way; the best of the passes is
+    # the steady state, as for every stage.
     samples = [decoder.notification(n)[0] for n in notes]
 
     def parse() -> None:

@@ -216,8 +216,8 @@ def is_under(path: list[Elem], top: list[Elem]) -> bool:
 class _Leaf(SeriesHandle):
     """A cached decision for one path: what its updates become (the rule's fields copied for speed).
 
-    It is also its series' handle (``SeriesHandle``): a counter's reading through it goes to the store as
-    a ``CounterReading``.
+    It is also its series' handle (``SeriesHandle``): a plain counter's reading (``_PlainCounter``) goes to
+    the store through it as a ``CounterReading``.
     """
 
     __slots__ = ("epoch", "epoch_key", "rule")

@@ -583,7 +583,7 @@ class GnmiSource:
     def _decode(
         self, store: Store, resp: Any, flush: Callable[[], None] | None = None
     ) -> tuple[list[Sample | CounterReading], int]:
-        """The samples of one response, and how many updates it carried; deletes and invalid values are
+        """The readings of one response, and how many updates it carried; deletes and invalid values are
         applied to ``store``.
 
         Args:
