@@ -24,6 +24,10 @@ rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscrib
   their updates doubled, stays under ``restore_busy``, and the spell's worst lag, grown in proportion,
   stays under ``restore_lag`` (a restore that would make values late would only be shed again).
 
+How late a batch is (``StreamLoad.lag``) is how long after their timestamps its values could be scraped:
+until its ingest ended, plus a worker's wait for its next relay frame. That, not how far behind the batch
+was when its ingest began, is what the staleness bound is about.
+
 After any change nothing more is decided for ``settle_intervals`` of the longest new interval: the first
 rounds at the new interval must arrive before the lag says anything about the new load. The numbers
 (``ShedSettings``) are why each step cannot flap: shedding needs a sustained backlog in a saturated loop,
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -122,7 +127,10 @@ class StreamLoad:
     """What one target's stream(s) showed over a period."""
 
     lag: float
-    """Seconds: the worst backlog of a batch (``spanwatch_ingest_backlog_seconds``)."""
+    """Seconds: the latest a batch's values could be scraped after their timestamps (net of the device
+    clock's offset): how late they landed in the store, plus the longest wait for a worker's relay. A
+    value is at most one interval plus this old when the next one is scraped, so past half an interval
+    values may pass the staleness bound (1.5 intervals)."""
     floor: float
     """Seconds: the least backlog of a batch; above zero when the stream never caught up."""
     interval: float
@@ -307,6 +315,7 @@ class Shedder:
         # values past the staleness bound that nothing sheds: said once per window, the lag metrics
         # and ``spanwatch_ingest_backlog_seconds`` carry the detail
         self._late = RateLimitedLog(log, window=LATE_LOG_SECONDS)
+        self._relay_wait = 0.0  # seconds: the longest gap between a worker's relay frames since a decision
 
     @property
     def settings(self) -> ShedSettings:
@@ -323,6 +332,13 @@ class Shedder:
         if not self.streams and self._task is not None:
             self._task.cancel()
             self._task = None
+
+    def relayed(self, gap: float) -> None:
+        """A worker sent its changes to the exposition ``gap`` seconds after the frame before: a value that
+        landed just after that one was that much older when it could be scraped. The longest gap of a
+        period is added to every stream's lag (``StreamLoad.lag``), so the policy judges what a scrape
+        sees. A process that serves its own exposition never calls this."""
+        self._relay_wait = max(self._relay_wait, gap)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -350,7 +366,8 @@ class Shedder:
             util: the process's CPU over it, in cores (for the log line).
         """
         try:
-            loads = {name: stream.shed_load() for name, stream in self.streams.items()}
+            relay, self._relay_wait = self._relay_wait, 0.0
+            loads = {name: _relayed(stream.shed_load(), relay) for name, stream in self.streams.items()}
             changes = self.policy.decide(now, loads, busy)
             cpu = "" if util is None else f", CPU {util:.2f} of a core"
             if self.policy.late_kept >= self.settings.shed_periods:
@@ -367,3 +384,7 @@ class Shedder:
         except Exception:
             log.exception("gnmi shedding: decision failed; intervals left as they are")
             raise
+
+
+def _relayed(load: StreamLoad, gap: float) -> StreamLoad:
+    return dataclasses.replace(load, lag=load.lag + gap) if gap else load

@@ -58,6 +58,7 @@ async def relay(daemon: Daemon, fd: int, stopped: asyncio.Event) -> None:
     outbox = Outbox(daemon.store)
     parent = os.getppid()
     config, period = None, relay_seconds(None)
+    sent = loop.time()
     try:
         while True:
             if os.getppid() != parent:  # the supervisor died without a word: do not outlive it
@@ -67,6 +68,9 @@ async def relay(daemon: Daemon, fd: int, stopped: asyncio.Event) -> None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(period):
                     await stopped.wait()
+            now = loop.time()  # the exposition trails by the gap between frames, however late the timer
+            daemon.shedder.relayed(now - sent)
+            sent = now
             frame = outbox.frame()
             if frame is not None:
                 writer.write(encode(frame))

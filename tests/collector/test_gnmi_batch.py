@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
@@ -89,6 +90,20 @@ def test_a_skewed_device_clock_is_exported_and_logged_once(caplog: Any) -> None:
     assert sum("device clock is +5.000s off" in r.getMessage() for r in caplog.records) == 1
     # the offset is net of it: a stream on time by its device's clock shows no backlog
     assert store.value("spanwatch_ingest_backlog_seconds", DS) == 0.0
+
+
+async def test_the_shedder_sees_how_late_values_landed_not_only_how_far_behind_a_batch_was() -> None:
+    clock = FakeClock()
+    store, source = Store(clock), _source(clock)
+    source.ingest_batch(store, _batch(clock, _octets(clock, "Et1", 1)))  # on time: the clock offset is 0
+    source.shed_load()
+    late = _batch(clock, _octets(clock, "Et1", 2, ahead_s=-0.2))  # read 0.2 s after its timestamp
+    await clock.advance(0.3)  # then queued 0.3 s
+    source.ingest_batch(store, late)
+    # the backlog is the longer of the two delays; the value landed after both
+    assert store.value("spanwatch_ingest_backlog_seconds", DS) == pytest.approx(0.3)
+    assert source.shed_load().lag == pytest.approx(0.5)
+    assert source.shed_load().lag == 0.0  # a new period
 
 
 class _Rows:

@@ -317,6 +317,27 @@ def test_the_shedder_says_once_a_window_that_values_are_late_and_why(caplog: Any
     ]
 
 
+class _Shed(_Stream):
+    def shed_to(self, factor: int, reason: str) -> None:
+        self.load = StreamLoad(self.load.lag, 0.0, 1.0 * factor, 100.0 / factor, factor, 8)
+
+
+def test_a_workers_relay_wait_counts_as_lateness_once_a_decision() -> None:
+    """A value waits for the relay's next frame before it can be scraped: 0.45 of an interval late in the
+    store and 0.1 more in the relay is past half an interval, the staleness bound's margin."""
+    shedder = Shedder(S)
+    stream = _Shed("t0", StreamLoad(0.9, 0.0, 2.0, 50.0, 2, 8))  # shed once: judged on late values
+    shedder.streams["t0"] = stream
+    shedder.relayed(0.2)
+    shedder.relayed(0.05)
+    assert shedder.step(0.0, busy=0.5) == {}  # a first period late
+    assert shedder.step(1.0, busy=0.5) == {}  # no frame since: the store's lateness alone
+    for t in (2.0, 3.0):
+        shedder.relayed(0.2)
+        changes = shedder.step(t, busy=0.5)
+    assert changes == {"t0": 4} and stream.load.factor == 4
+
+
 def _cfg() -> GnmiConfig:
     return GnmiConfig(
         address="127.0.0.1:1", insecure=True, subscriptions=("interfaces",), sample_interval="250ms"

@@ -54,6 +54,14 @@ def test_the_relay_period_is_a_tenth_of_the_shortest_interval(
     assert worker.relay_seconds(config) == pytest.approx(seconds)
 
 
+class _Shedder:
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+
+    def relayed(self, gap: float) -> None:
+        self.gaps.append(gap)
+
+
 class _Daemon:
     """What ``worker.relay`` reads of a ``Daemon``: its store and its config."""
 
@@ -61,6 +69,7 @@ class _Daemon:
         self.store = Store(FakeClock(), rendered=False)
         self.store.set_target("g0", TargetLabels(ttl=30))
         self.config = config
+        self.shedder = _Shedder()
 
     def stop(self) -> None:
         raise AssertionError("the supervisor's end of the pipe stays open")
@@ -101,6 +110,14 @@ async def test_a_worker_with_sub_second_streams_relays_many_times_a_second() -> 
     # loaded machine may delay the timer; 8 still tells the two apart.
     frames = await _frames_in(_Daemon(_config(gnmi=("300ms",))), 1.0)
     assert frames >= 8
+
+
+async def test_the_shedder_hears_how_long_changes_waited_for_a_frame() -> None:
+    daemon = _Daemon(_config(gnmi=("300ms",)))
+    frames = await _frames_in(daemon, 0.6)
+    gaps = daemon.shedder.gaps
+    assert len(gaps) >= frames  # one a tick, with a frame or without
+    assert all(0.03 < gap < 1.0 for gap in gaps[:-1])  # about 50 ms apart (the last is cut by the stop)
 
 
 async def test_a_reload_changes_the_period() -> None:

@@ -199,8 +199,8 @@ class GnmiSource:
         self.factor = 1  # the interval in effect over the configured one (``shed_to``)
         self.generation = 0  # bumped by ``shed_to``: a stream subscribed at an older one resubscribes
         self._store: Store | None = None
-        self._worst_backlog = 0.0  # seconds, the largest of the batches since the last ``shed_load``
-        self._least_backlog = math.inf  # and the least
+        self._worst_landed = 0.0  # seconds, the latest a batch's values landed since the last ``shed_load``
+        self._least_backlog = math.inf  # seconds, the least backlog of a batch since then
         self._updates = 0  # received since the last ``shed_load``
         self._period_start = self.clock.monotonic()
 
@@ -220,14 +220,14 @@ class GnmiSource:
 
         now = self.clock.monotonic()
         load = StreamLoad(
-            lag=self._worst_backlog,
+            lag=self._worst_landed,
             floor=self._least_backlog if self._least_backlog < math.inf else 0.0,
             interval=self.sample_interval,
             updates_per_second=self._updates / max(now - self._period_start, 1e-9),
             factor=self.factor,
             max_factor=self.max_factor,
         )
-        self._worst_backlog, self._least_backlog, self._updates, self._period_start = 0.0, math.inf, 0, now
+        self._worst_landed, self._least_backlog, self._updates, self._period_start = 0.0, math.inf, 0, now
         return load
 
     def shed_to(self, factor: int, reason: str) -> None:
@@ -460,7 +460,6 @@ class GnmiSource:
         stamps = [(resp.update.timestamp, received) for resp, received in parsed if resp.HasField("update")]
         backlog = self._backlog(now - items[0][1], stamps)
         store.set("spanwatch_ingest_backlog_seconds", self._ds, backlog)
-        self._worst_backlog = max(self._worst_backlog, backlog)
         self._least_backlog = min(self._least_backlog, backlog)
         fold = backlog >= self.sample_interval
         self.behind = fold
@@ -510,6 +509,7 @@ class GnmiSource:
             done = self.clock.time_ns()
             lags = (max(done - (ts or received), 0) / 1e9 for ts, received in stamps)
             store.observe("spanwatch_ingest_lag_seconds", self._ds, *lags)
+            self._worst_landed = max(self._worst_landed, self._landed(done, stamps))
 
     def _backlog(self, waited: float, stamps: list[tuple[int, int]]) -> float:
         """How far behind the stream is, seconds: the longest of how long the oldest queued response
@@ -534,6 +534,22 @@ class GnmiSource:
             return waited
         late = delay + (self.offset.estimate or 0.0) * 1e9
         return max(waited, (last - first) / 1e9, late / 1e9)
+
+    def _landed(self, done: int, stamps: list[tuple[int, int]]) -> float:
+        """How late the batch's oldest value landed in the store (``done``, Unix ns), seconds: from its
+        timestamp, net of the device clock's offset (from its receipt when it has none).
+
+        This, not the backlog, is what the staleness bound is about: a value is at most one interval plus
+        this old when the next one lands. The backlog is how far behind a batch was when its ingest began,
+        the longest of two delays that add up (held upstream, then queued here), without the ingest itself.
+        """
+        offset = (self.offset.estimate or 0.0) * 1e9
+        worst = 0.0
+        for ts, received in stamps:
+            late = done - ts + offset if ts else done - received
+            if late > worst:
+                worst = late
+        return worst / 1e9
 
     def _skip_superseded(self, parsed: list[tuple[Any, int]]) -> tuple[list[tuple[Any, int]], int]:
         """Drop responses a newer one of the batch makes redundant (``Decoder.counter_key``) before they
