@@ -106,6 +106,18 @@ async def test_the_shedder_sees_how_late_values_landed_not_only_how_far_behind_a
     assert source.shed_load().lag == 0.0  # a new period
 
 
+async def test_a_device_clock_behind_the_collectors_does_not_make_its_values_look_late() -> None:
+    clock = FakeClock()
+    store, source = Store(clock), _source(clock)
+    for value in (1, 2):  # stamped 5 s back by the device's clock, and read at once
+        source.ingest_batch(store, _batch(clock, _octets(clock, "Et1", value, ahead_s=-5.0)))
+    assert source.shed_load().lag == pytest.approx(0.0)  # not 5 s: the offset is the device's clock
+    queued = _batch(clock, _octets(clock, "Et1", 3, ahead_s=-5.0))
+    await clock.advance(0.3)
+    source.ingest_batch(store, queued)
+    assert source.shed_load().lag == pytest.approx(0.3)
+
+
 class _Rows:
     """An archive that keeps its rows."""
 
