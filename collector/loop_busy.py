@@ -12,11 +12,15 @@ Two measures, each blind to something, and the larger is taken:
   that is much of the time; the selector measure below counts it as idle);
 - the time outside the loop's ``select`` (``loop._selector``, as ``collector.grpc_wakeups`` reads it, two
   clock reads per turn): it also counts the GIL waits that schedstat sees as sleep.
+
+Neither sees a loop idle because the process's other threads, which hand it the messages, were waiting
+for a CPU: ``CpuWaits`` measures that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -103,3 +107,59 @@ class LoopBusy:
         self._watchers = None
         self._demand = None
         self._schedstat = ""
+
+
+class CpuWaits:
+    """Seconds the process's other threads waited for a CPU, per second of wall time (``share``).
+
+    A loop idle in ``select`` may be waiting for its own process: grpc's threads read the sockets and hand
+    it the messages, and while they wait for a CPU that a busy machine does not give them the loop looks
+    as if it had room, and the values age on this host. Read from Linux ``/proc/self/task/*/schedstat``
+    (the second field: nanoseconds runnable but not running); None where the kernel does not say. Threads
+    waiting at once each count, so the figure can pass 1; a thread that ended since the last call is not
+    counted (its entry is gone): grpc's threads live as long as their channels.
+
+    Args:
+        clock: seconds, monotonic (tests may count something else).
+        tasks: the process's task folder (tests may give another).
+        skip: the thread left out (default: the calling one, the loop's, which ``LoopBusy`` counts).
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.perf_counter,
+        tasks: str = "/proc/self/task",
+        skip: int | None = None,
+    ) -> None:
+        self.clock, self.tasks = clock, tasks
+        self.skip = str(threading.get_native_id() if skip is None else skip)
+        self._since = clock()
+        self._waited = self._read()
+
+    def _read(self) -> dict[str, int] | None:
+        """Each thread's nanoseconds waited for a CPU so far, or None when the kernel does not say."""
+        try:
+            threads = os.listdir(self.tasks)
+        except OSError:
+            return None
+        waited: dict[str, int] = {}
+        for tid in threads:
+            if tid == self.skip:
+                continue
+            try:
+                with open(f"{self.tasks}/{tid}/schedstat") as f:
+                    waited[tid] = int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended between the listing and the read
+        return waited
+
+    def share(self) -> float | None:
+        """The other threads' seconds waited for a CPU per second since the last call (a thread started
+        since counts all of its wait), or None when not measured."""
+        now, waited = self.clock(), self._read()
+        span, before = now - self._since, self._waited
+        self._since, self._waited = now, waited
+        if waited is None or before is None or span <= 0:
+            return None
+        total = sum(ns - before.get(tid, 0) for tid, ns in waited.items())
+        return max(total, 0) / 1e9 / span

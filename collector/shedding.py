@@ -18,7 +18,10 @@ rather than waited for I/O), and asks ``ShedPolicy`` which targets to resubscrib
   at the edge is not keeping values fresh. With nothing shed yet, it also sheds when at least half of its
   streams had a batch ``shared_lag`` late, in a loop busy ``restore_busy`` or more, with a backlog not
   draining: lateness most streams share is made where they meet, in this process, not by one device, and
-  a loop that the restore rule would not load further has no room to call it someone else's;
+  a loop that the restore rule would not load further has no room to call it someone else's. Here the
+  loop's busy share counts also the time the process's other threads waited for a CPU
+  (``collector.loop_busy.CpuWaits``): grpc's threads hand the loop its messages, so while they wait the
+  loop idles for its own process, not for the network;
 - **restore**: no batch of any stream was ``restore_lag`` intervals behind for ``restore_hold`` seconds:
   the lightest shed targets get half their interval back while the loop's busy share, predicted with
   their updates doubled, stays under ``restore_busy``, and the spell's worst lag, grown in proportion,
@@ -48,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from collector.lograte import RateLimitedLog
-from collector.loop_busy import LoopBusy
+from collector.loop_busy import CpuWaits, LoopBusy
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +118,13 @@ class ShedSettings:
     double). It is also where a loop stops having room for lateness most of its streams share
     (``shared_lag``): at 1.15-1.45x the capacity of 2 shared cores the loop of a worker that shed
     nothing read 0.57-0.84 busy, under ``saturated``, while values aged 1.5-5.4 intervals, nearly all
-    of it after the senders handed them over (bench/README.md, issue 33)."""
+    of it after the senders handed them over (bench/README.md, issue 33). In that rule the busy share is
+    the loop's plus its process's other threads' waits for a CPU (``decide``'s ``starved``): with the
+    loop alone, a worker at 1.5x the capacity read 0.60 and kept values 3.1 intervals old; where this
+    rule shed at that load its loops read 0.52-0.80 busy and its other threads waited 0.38-0.93
+    thread-seconds a second (two of nine sheds, at 0.52 and 0.57, only the sum makes).
+    Under the capacity the sum passes 0.6 too (one process at 102k: 0.48-0.65 busy, 0.25-0.37 waited),
+    and ``shared_lag`` is what keeps it: its streams' median lag read 0.43-0.59 of an interval."""
     restore_hold: float = 30.0
     """Seconds with room before a restore step: far longer than it takes to shed, so it cannot flap."""
     max_factor: int = 8
@@ -158,13 +167,16 @@ class ShedPolicy:
     _settled_at: float | None = None  # no decision before this time (None: not started)
     _deepest: tuple[float, float] | None = None  # (the deepest backlog floor, seconds; when) last period
 
-    def decide(self, now: float, loads: Mapping[str, StreamLoad], busy: float) -> dict[str, int]:
+    def decide(
+        self, now: float, loads: Mapping[str, StreamLoad], busy: float, starved: float = 0.0
+    ) -> dict[str, int]:
         """The targets to resubscribe and their new factors (empty: nothing to do).
 
         Args:
             now: monotonic seconds.
             loads: each target's stream over the last period.
             busy: the share of the last period's wall time the process's event loop worked (0..1).
+            starved: seconds the process's other threads waited for a CPU, per second of the period.
         """
         s = self.settings
         if self._settled_at is None:
@@ -188,9 +200,10 @@ class ShedPolicy:
         # at least half of the process's streams had a batch a whole interval late (the lower median)
         lags = sorted(load.lag / load.interval for load in loads.values())
         shared = lags[(len(lags) - 1) // 2] >= s.shared_lag
-        stale = (shed and peak >= s.restore_lag) or (shared and busy >= s.restore_busy and not draining)
+        own = busy + starved  # the loop's time, working or idle for its own process's threads
+        stale = (shed and peak >= s.restore_lag) or (shared and own >= s.restore_busy and not draining)
         self._over = self._over + 1 if overloaded or stale else 0
-        self._keep(peak, busy, draining, loads)
+        self._keep(peak, busy, starved, draining, loads)
         if peak >= s.restore_lag:
             self._room = None
         elif self._room is None:
@@ -219,7 +232,9 @@ class ShedPolicy:
             self._room = None
         return changes
 
-    def _keep(self, peak: float, busy: float, draining: bool, loads: Mapping[str, StreamLoad]) -> None:
+    def _keep(
+        self, peak: float, busy: float, starved: float, draining: bool, loads: Mapping[str, StreamLoad]
+    ) -> None:
         """Count a period whose values were late and that sheds nothing for it, and say why."""
         s = self.settings
         bounded = all(load.factor * 2 > min(load.max_factor, s.max_factor) for load in loads.values())
@@ -231,10 +246,11 @@ class ShedPolicy:
             why = f"every target is at its longest interval ({s.max_factor}x)"
         elif draining:
             why = f"the backlog is draining (event loop busy {busy:.2f})"
-        elif busy < s.restore_busy:
+        elif busy + starved < s.restore_busy:
+            waits = f" + {starved:.2f} of threads waiting for a CPU" if starved else ""
             why = (
-                f"the event loop had room (busy {busy:.2f} < {s.restore_busy:g}): lateness made upstream, "
-                "by the devices or the network, is not shed"
+                f"the event loop had room (busy {busy:.2f}{waits} < {s.restore_busy:g}): lateness made "
+                "upstream, by the devices or the network, is not shed"
             )
         else:
             why = (
@@ -342,7 +358,7 @@ class Shedder:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        busy = LoopBusy(loop)
+        busy, waits = LoopBusy(loop), CpuWaits()
         wall, cpu = loop.time(), self.cpu_seconds()
         try:
             while True:
@@ -350,26 +366,30 @@ class Shedder:
                 now, cpu_now = loop.time(), self.cpu_seconds()
                 util = (cpu_now - cpu) / max(now - wall, 1e-9)
                 wall, cpu = now, cpu_now
-                share = busy.share()
+                share, starved = busy.share(), waits.share()
                 with contextlib.suppress(Exception):  # a bug here must not stop the streams; it is logged
                     # a loop that cannot be measured: its CPU is the best guess (one thread runs it)
-                    self.step(now, min(util, 1.0) if share is None else share, util)
+                    self.step(now, min(util, 1.0) if share is None else share, util, starved or 0.0)
         finally:
             busy.close()
 
-    def step(self, now: float, busy: float, util: float | None = None) -> dict[str, int]:
+    def step(
+        self, now: float, busy: float, util: float | None = None, starved: float = 0.0
+    ) -> dict[str, int]:
         """One decision over the registered streams; applies and returns it.
 
         Args:
             now: monotonic seconds.
             busy: the event loop's busy share over the last period.
             util: the process's CPU over it, in cores (for the log line).
+            starved: the other threads' seconds waited for a CPU per second (``CpuWaits``).
         """
         try:
             relay, self._relay_wait = self._relay_wait, 0.0
             loads = {name: _relayed(stream.shed_load(), relay) for name, stream in self.streams.items()}
-            changes = self.policy.decide(now, loads, busy)
+            changes = self.policy.decide(now, loads, busy, starved)
             cpu = "" if util is None else f", CPU {util:.2f} of a core"
+            cpu += f", threads waited {starved:.2f} for a CPU" if starved else ""
             if self.policy.late_kept >= self.settings.shed_periods:
                 self._late.log(logging.WARNING, "late", "gnmi: %s%s", self.policy.kept_because, cpu)
             for name, factor in changes.items():

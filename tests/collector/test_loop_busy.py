@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
+import threading
 import time
 from pathlib import Path
 
-from collector.loop_busy import LoopBusy
+import pytest
+
+from collector.loop_busy import CpuWaits, LoopBusy
 
 # The measures' windows open and close a few statements away from the thread's CPU clock reads, and the
 # thread spends a little CPU inside select(0): 0.05 of the ~0.2 s span is 10 ms, far more than both.
@@ -82,3 +87,60 @@ def test_nothing_to_read_is_not_measured(tmp_path: Path) -> None:
 
     busy = LoopBusy(Bare(), schedstat=str(tmp_path / "absent"))
     assert busy.share() is None
+
+
+def _schedstat(folder: Path, tid: int, waited_ns: int) -> None:
+    (folder / str(tid)).mkdir(exist_ok=True)
+    (folder / str(tid) / "schedstat").write_text(f"123456 {waited_ns} 7\n")
+
+
+def test_other_threads_waits_for_a_cpu_are_summed_per_second_of_wall_time(tmp_path: Path) -> None:
+    """Each thread's wait since the last call, the loop's own left out (``LoopBusy`` counts it), a thread
+    started since counted whole, one that ended forgotten."""
+    now = [0.0]
+    for tid, waited in ((1, 5_000_000_000), (2, 1_000_000_000), (3, 0)):
+        _schedstat(tmp_path, tid, waited)
+    waits = CpuWaits(clock=lambda: now[0], tasks=str(tmp_path), skip=1)
+    now[0] = 2.0
+    _schedstat(tmp_path, 1, 9_000_000_000)  # the loop's: left out
+    _schedstat(tmp_path, 2, 1_300_000_000)  # 0.3 s more
+    _schedstat(tmp_path, 3, 100_000_000)  # 0.1 s more
+    _schedstat(tmp_path, 4, 200_000_000)  # started since: 0.2 s, all of it in the span
+    assert waits.share() == pytest.approx(0.6 / 2.0)
+    now[0] = 3.0
+    for tid in (3, 4):
+        (tmp_path / str(tid) / "schedstat").unlink()
+        (tmp_path / str(tid)).rmdir()
+    assert waits.share() == 0.0  # thread 2 waited no more; the ended ones count nothing
+
+
+def test_other_threads_waits_are_not_measured_without_the_kernel_saying(tmp_path: Path) -> None:
+    waits = CpuWaits(tasks=str(tmp_path / "absent"))
+    assert waits.share() is None
+
+
+def _hash(stop: threading.Event) -> None:
+    """Work on a CPU outside the GIL (hashlib lets it go for large buffers), so threads compete for CPUs,
+    not for the GIL (a wait for which is sleep, not a wait for a CPU)."""
+    block = bytes(1 << 20)
+    while not stop.is_set():
+        hashlib.sha256(block).digest()
+
+
+def test_threads_kept_off_the_cpus_are_seen_waiting() -> None:
+    """On this process's real task folder: two more threads than the process has CPUs, hashing outside the
+    GIL for 0.3 s, wait for a CPU (at least 2 thread-seconds a second in all); a tenth of a thread a second
+    is far under that and far over the figure's read error. Read while they run: a thread's wait is
+    gone with its task entry."""
+    waits = CpuWaits()
+    cpus = len(os.sched_getaffinity(0))
+    stop = threading.Event()
+    workers = [threading.Thread(target=_hash, args=(stop,)) for _ in range(cpus + 2)]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.3)
+    share = waits.share()
+    stop.set()
+    for worker in workers:
+        worker.join()
+    assert share is not None and share > 0.1

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from typing import Any
 
+import pytest
+
+from collector import shedding
 from collector.clock import FakeClock
 from collector.config import GnmiConfig
 from collector.shedding import Shedder, ShedPolicy, ShedSettings, StreamLoad
@@ -74,6 +78,23 @@ def test_lateness_most_streams_share_in_a_busy_loop_sheds_though_each_catches_up
     under = ShedPolicy(S)  # a process under its capacity takes part of an interval on a round
     synchronised = _loads([0.7, 0.6, 0.6], [300, 200, 100], [1, 1, 1], floors=[0.0, 0.0, 0.0])
     assert all(under.decide(float(t), synchronised, busy=0.65) == {} for t in range(40))
+
+
+def test_a_loop_idle_while_its_own_threads_wait_for_a_cpu_has_no_room() -> None:
+    """grpc's threads hand the loop its messages: while they wait for a CPU the loop idles for its own
+    process, and the lateness most streams share is this host's, so it counts as the loop's time."""
+    edge = _loads([1.2, 1.0, 0.2], [300, 200, 100], [1, 1, 1], floors=[0.0, 0.0, 0.0])
+    starved = ShedPolicy(S)
+    assert starved.decide(0.0, edge, busy=0.5, starved=0.15) == {}
+    assert starved.decide(1.0, edge, busy=0.5, starved=0.15) == {"t0": 2}
+    waiting = ShedPolicy(S)  # threads that waited a little: still room, and the reason says both
+    for t in range(40):
+        assert waiting.decide(float(t), edge, busy=0.5, starved=0.05) == {}
+    assert "(busy 0.50 + 0.05 of threads waiting for a CPU < 0.6)" in waiting.kept_because
+    draining = ShedPolicy(S)  # a backlog that drains is room, however the loop's time went
+    for t in range(5):
+        backlog = _loads([1.2, 1.2], [100, 100], [1, 1], floors=[1.0 - 0.2 * t] * 2)
+        assert draining.decide(float(t), backlog, busy=0.5, starved=0.5) == {}, t
 
 
 def test_one_bad_period_between_good_ones_sheds_nothing() -> None:
@@ -315,6 +336,46 @@ def test_the_shedder_says_once_a_window_that_values_are_late_and_why(caplog: Any
         "gnmi: batches up to 1.9 intervals late, nothing shed: the event loop had room (busy 0.50 < 0.6): "
         "lateness made upstream, by the devices or the network, is not shed, CPU 0.40 of a core"
     ]
+
+    caplog.clear()
+    waited = Shedder(S)  # its grpc threads waited for a CPU too: the line says how long
+    waited.streams["t0"] = _Stream("t0", StreamLoad(1.9, 0.0, 1.0, 100.0, 1, 8))
+    with caplog.at_level(logging.WARNING, logger="collector.shedding"):
+        for t in range(6):
+            waited.step(float(t), busy=0.4, util=0.4, starved=0.1)
+    assert [r.getMessage() for r in caplog.records] == [
+        "gnmi: batches up to 1.9 intervals late, nothing shed: the event loop had room (busy 0.40 + 0.10 "
+        "of threads waiting for a CPU < 0.6): lateness made upstream, by the devices or the network, is not "
+        "shed, CPU 0.40 of a core, threads waited 0.10 for a CPU"
+    ]
+
+
+class _Waits:
+    """Stands in for ``CpuWaits``: the other threads waited 0.25 s a second."""
+
+    def share(self) -> float:
+        return 0.25
+
+
+async def test_the_shedder_s_loop_passes_its_threads_waits_for_a_cpu_to_each_decision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[float] = []
+
+    class Recording(Shedder):
+        def step(
+            self, now: float, busy: float, util: float | None = None, starved: float = 0.0
+        ) -> dict[str, int]:
+            seen.append(starved)
+            return {}
+
+    monkeypatch.setattr(shedding, "CpuWaits", _Waits)
+    shedder = Recording(ShedSettings(period=0.05))
+    stream = _Stream("t0", StreamLoad(0.0, 0.0, 1.0, 100.0, 1, 8))
+    shedder.register(stream)
+    await asyncio.sleep(0.3)
+    shedder.unregister(stream)
+    assert seen and set(seen) == {0.25}
 
 
 class _Shed(_Stream):
