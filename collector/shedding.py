@@ -120,8 +120,8 @@ class ShedSettings:
     nothing read 0.57-0.84 busy, under ``saturated``, while values aged 1.5-5.4 intervals, nearly all
     of it after the senders handed them over (bench/README.md, issue 33). In that rule the busy share is
     the loop's plus its process's other threads' waits for a CPU (``decide``'s ``starved``): with the
-    loop alone, a worker at 1.5x the capacity read 0.60 and kept values 3.1 intervals old; where this
-    rule shed at that load its loops read 0.52-0.80 busy and its other threads waited 0.38-0.93
+    loop alone, a worker at 153.6k offered (past the capacity) read 0.60 and kept values 3.1 intervals
+    old; where this rule shed at that load its loops read 0.52-0.80 busy and its other threads waited 0.38-0.93
     thread-seconds a second (two of nine sheds, at 0.52 and 0.57, only the sum makes).
     Under the capacity the sum passes 0.6 too (one process at 102k: 0.48-0.65 busy, 0.25-0.37 waited),
     and ``shared_lag`` is what keeps it: its streams' median lag read 0.43-0.59 of an interval."""
